@@ -1,0 +1,93 @@
+"""Errors raised by tether.
+
+Every error has a stable ``code`` that survives serialization across processes::
+
+    TetherError                      code
+    ├── ConfigError                  config        misuse: bad settings, bad registration
+    │   └── RegistryError            registry      duplicate task id, bad handler path, unknown catalog
+    ├── ToolError                    tool          something about one task call
+    │   ├── ToolNotFound             not_found     unknown, or not exposed to this caller
+    │   ├── ToolRejected             rejected      invalid params, unconfirmed danger, busy resource
+    │   └── TaskFailed               failed        raised by a handler to fail with a message and data
+    ├── StopRequested                stopped       raised inside a worker when a stop was asked for
+    ├── LockBusy                     lock_busy     a resource lock is held by another execution
+    ├── JobError                     job           the job table or a job's process
+    │   └── JobNotFound              job_not_found no such execution id
+    └── StoreError                   store         the database could not be opened or migrated
+
+Handlers raise ``TaskFailed`` or ``StopRequested``; the executor never raises for a task outcome,
+it returns a ``TaskResult``. Exceptions are for misuse of the API and broken infrastructure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TetherError(Exception):
+    """Root of every error tether raises on purpose."""
+
+    code = "tether"
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keep ``data`` across pickling (multiprocessing, forkserver pipes).
+        return (_rebuild, (type(self), self.message, self.data))
+
+
+def _rebuild(cls: type[TetherError], message: str, data: dict[str, Any]) -> TetherError:
+    return cls(message, **data)
+
+
+class ConfigError(TetherError):
+    code = "config"
+
+
+class RegistryError(ConfigError):
+    code = "registry"
+
+
+class ToolError(TetherError):
+    code = "tool"
+
+
+class ToolNotFound(ToolError):
+    code = "not_found"
+
+
+class ToolRejected(ToolError):
+    code = "rejected"
+
+
+class TaskFailed(ToolError):
+    """Raised by a handler: the task ran and failed; ``message`` and ``data`` go into the result."""
+
+    code = "failed"
+
+
+class StopRequested(TetherError):
+    """Raised by ``TaskContext.check_stop()`` so a handler unwinds; the worker records ``stopped``."""
+
+    code = "stopped"
+
+
+class LockBusy(TetherError):
+    """A resource lock is held; ``data`` names the holder (execution_id, task_id, pid)."""
+
+    code = "lock_busy"
+
+
+class JobError(TetherError):
+    code = "job"
+
+
+class JobNotFound(JobError):
+    code = "job_not_found"
+
+
+class StoreError(TetherError):
+    code = "store"

@@ -1,0 +1,132 @@
+"""A pre-started process that forks fresh workers (POSIX).
+
+Starting an interpreter and importing pydantic and a registry costs far more than the work of a short
+task. The fork server pays that once: it preloads the worker module and the registry, then forks one
+child per execution. Every task still gets a fresh process of its own, in its own session and process
+group, with stdio on its ``worker.log``; handlers are imported only in the child.
+
+Protocol on stdin/stdout, one line each way: ``spawn <dir>`` → ``ok <pid>`` or ``error <why>``. The
+server reaps its children and writes each exit code to the child's ``exit.json``. It exits when its
+stdin closes (its parent is gone); running workers go on and watch their starter themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import sys
+from pathlib import Path
+
+from tether.execution import worker
+from tether.execution.protocol import ExecutionPaths, write_exit
+from tether.tasks.spec import Registry
+
+READY = "ready"
+
+
+def _child(exec_dir: Path, keep_closed: list[int]) -> None:
+    """Runs in the forked child; never returns."""
+    code = 70
+    try:
+        os.setsid()
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.set_wakeup_fd(-1)
+        for fd in keep_closed:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        log = os.open(ExecutionPaths(exec_dir).log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(null)
+        os.close(log)
+        code = worker.main([str(exec_dir)])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def serve(registry_ref: str) -> int:
+    Registry.load(registry_ref)  # preload: the registry module, pydantic, the params models
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the parent's stdin closing ends the server
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    children: dict[int, Path] = {}
+    stdin = sys.stdin.buffer
+    out = sys.stdout
+    out.write(READY + "\n")
+    out.flush()
+    keep_closed = [wake_r, wake_w]  # fds 0-2 are replaced in the child by dup2
+    while True:
+        try:
+            readable, _, _ = select.select([stdin, wake_r], [], [], 1.0)
+        except InterruptedError:
+            readable = []
+        if wake_r in readable:
+            with contextlib.suppress(BlockingIOError):
+                os.read(wake_r, 4096)
+        _reap(children)
+        if stdin not in readable:
+            continue
+        line = stdin.readline().decode()
+        if not line:
+            return 0
+        verb, _, argument = line.strip().partition(" ")
+        if verb != "spawn" or not argument:
+            out.write(f"error unknown request {line.strip()!r}\n")
+            out.flush()
+            continue
+        exec_dir = Path(argument)
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            out.write(f"error fork failed: {exc}\n")
+            out.flush()
+            continue
+        if pid == 0:
+            _child(exec_dir, keep_closed)
+        children[pid] = exec_dir
+        out.write(f"ok {pid}\n")
+        out.flush()
+
+
+def _reap(children: dict[int, Path]) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        exec_dir = children.pop(pid, None)
+        if exec_dir is not None:
+            with contextlib.suppress(OSError):
+                write_exit(ExecutionPaths(exec_dir), os.waitstatus_to_exitcode(status))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m tether.execution.forkserver <registry module:attribute>", file=sys.stderr)
+        return 2
+    return serve(args[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

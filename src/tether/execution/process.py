@@ -1,0 +1,157 @@
+"""Process identity, the worker command line, and signals to whole process groups.
+
+A process is identified by pid *and* start time, so a pid the OS reused is never signalled. A zombie
+counts as exited: on machines whose PID 1 never reaps orphans, an exited orphan stays a zombie forever.
+Every worker leads its own process group, so one ``killpg`` reaches every descendant that stayed in it.
+On Linux identity is read from /proc (psutil costs ~50 ms to import, which a worker should not pay).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+# Start times from two readers of the same process agree to far better than this.
+START_TIME_TOLERANCE_S = 0.05
+WORKER_FLAG = "--tether-worker"
+FORKSERVER_FLAG = "--tether-forkserver"
+
+_PROC = Path("/proc")
+_linux = sys.platform.startswith("linux") and _PROC.is_dir()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessRef:
+    pid: int
+    create_time: float
+
+
+def _linux_boot_time() -> float:
+    for line in (_PROC / "stat").read_text().splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    raise OSError("no btime in /proc/stat")
+
+
+_BOOT_TIME = _linux_boot_time() if _linux else 0.0
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if _linux else 100
+
+
+def _linux_stat(pid: int) -> tuple[str, float] | None:
+    """(state letter, start time) of ``pid``, or None when there is no such process."""
+    try:
+        raw = (_PROC / str(pid) / "stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # The command name may contain spaces and parentheses: split after the last ')'.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return fields[0], _BOOT_TIME + int(fields[19]) / _CLOCK_TICKS
+
+
+def ref_of(pid: int) -> ProcessRef | None:
+    """The identity of a live process, or None when it does not exist (or is a zombie)."""
+    if _linux:
+        stat = _linux_stat(pid)
+        if stat is None or stat[0] in "ZX":
+            return None
+        return ProcessRef(pid=pid, create_time=stat[1])
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return ProcessRef(pid=pid, create_time=process.create_time())
+    except psutil.Error:
+        return None
+
+
+def current() -> ProcessRef:
+    ref = ref_of(os.getpid())
+    assert ref is not None
+    return ref
+
+
+def is_alive(ref: ProcessRef) -> bool:
+    """True while the very process ``ref`` names runs; False once it exited, turned zombie or was replaced."""
+    found = ref_of(ref.pid)
+    return found is not None and abs(found.create_time - ref.create_time) < START_TIME_TOLERANCE_S
+
+
+def worker_command(exec_dir: Path) -> list[str]:
+    """The command line that runs one worker, from a source checkout or a frozen (PyInstaller) app.
+
+    A frozen app has no ``-m``: its own executable is re-entered with a flag, and its entry point must
+    call ``tether.execution.worker.dispatch_frozen()`` first thing.
+    """
+    if getattr(sys, "frozen", False):
+        return [sys.executable, WORKER_FLAG, str(exec_dir)]
+    return [sys.executable, "-m", "tether.execution.worker", str(exec_dir)]
+
+
+def forkserver_command(registry_ref: str) -> list[str]:
+    if getattr(sys, "frozen", False):
+        return [sys.executable, FORKSERVER_FLAG, registry_ref]
+    return [sys.executable, "-m", "tether.execution.forkserver", registry_ref]
+
+
+def signal_group(ref: ProcessRef, sig: int) -> bool:
+    """Send ``sig`` to the process group ``ref`` leads, if that very process still lives. True if sent."""
+    if not is_alive(ref):
+        return False
+    try:
+        if sys.platform == "win32":
+            os.kill(ref.pid, sig)
+        else:
+            os.killpg(ref.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def interrupt(ref: ProcessRef) -> bool:
+    """The second stop step: SIGINT to the group on POSIX, CTRL_BREAK_EVENT on Windows."""
+    sig = getattr(signal, "CTRL_BREAK_EVENT", None) if sys.platform == "win32" else signal.SIGINT
+    return signal_group(ref, int(sig)) if sig is not None else False
+
+
+def _reused(ref: ProcessRef) -> bool:
+    found = ref_of(ref.pid)
+    return found is not None and abs(found.create_time - ref.create_time) >= START_TIME_TOLERANCE_S
+
+
+def kill_tree(ref: ProcessRef) -> None:
+    """The last stop step: kill the worker's group, and any descendant that left the group.
+
+    The group is killed even when its leader already exited: Linux never hands out a number that is
+    still some group's id, so the group can only hold the worker's own descendants.
+    """
+    import psutil
+
+    escaped: list[psutil.Process] = []
+    if is_alive(ref):
+        try:
+            escaped = psutil.Process(ref.pid).children(recursive=True)
+        except psutil.Error:
+            escaped = []
+    if _reused(ref):
+        return
+    if sys.platform == "win32":
+        for process in [*escaped, psutil.Process(ref.pid)] if is_alive(ref) else escaped:
+            try:
+                process.kill()
+            except psutil.Error:
+                pass
+        return
+    try:
+        os.killpg(ref.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for child in escaped:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass

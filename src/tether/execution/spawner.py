@@ -1,0 +1,178 @@
+"""Starting worker processes: a fork server where the OS has fork, a fresh interpreter elsewhere.
+
+Both spawners put each worker in its own session / process group with stdio on ``worker.log`` and
+record each worker's exit code in ``exit.json`` when they reap it (``reap()``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Protocol
+
+from tether.errors import JobError
+from tether.execution import process
+from tether.execution.process import ProcessRef
+from tether.execution.protocol import ExecutionPaths, write_exit
+
+FORKSERVER_START_TIMEOUT_S = 30.0
+
+
+class Spawner(Protocol):
+    def spawn(self, paths: ExecutionPaths) -> ProcessRef: ...
+
+    def reap(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _identity(pid: int) -> ProcessRef:
+    ref = process.ref_of(pid)
+    # A worker that died within microseconds still had this pid; its start time is unknowable now,
+    # and a ProcessRef that matches nothing is the honest answer: the worker counts as exited.
+    return ref if ref is not None else ProcessRef(pid=pid, create_time=-1.0)
+
+
+class SubprocessSpawner:
+    """One fresh interpreter per worker (``worker_command``); the parent reaps through Popen."""
+
+    def __init__(self) -> None:
+        self._children: dict[Path, subprocess.Popen[bytes]] = {}
+
+    def spawn(self, paths: ExecutionPaths) -> ProcessRef:
+        with open(paths.log, "ab") as log:
+            kwargs: dict[str, object] = {}
+            if sys.platform == "win32":
+                kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
+            else:
+                kwargs["start_new_session"] = True
+            child = subprocess.Popen(
+                process.worker_command(paths.dir),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                close_fds=True,
+                **kwargs,  # type: ignore[arg-type]
+            )
+        self._children[paths.dir] = child
+        return _identity(child.pid)
+
+    def reap(self) -> None:
+        for exec_dir, child in list(self._children.items()):
+            code = child.poll()
+            if code is not None:
+                del self._children[exec_dir]
+                with contextlib.suppress(OSError):
+                    write_exit(ExecutionPaths(exec_dir), code)
+
+    def close(self) -> None:
+        self.reap()
+
+
+class ForkServerSpawner:
+    """Forks workers from a pre-started server that has the registry preloaded (POSIX only)."""
+
+    def __init__(self, registry_ref: str, log_path: Path) -> None:
+        self.registry_ref = registry_ref
+        self.log_path = log_path
+        self._lock = threading.Lock()
+        self._server: subprocess.Popen[bytes] | None = None
+        self._ready = False
+
+    def start(self) -> None:
+        """Start the server without waiting for it (the first ``spawn`` waits)."""
+        with self._lock:
+            self._start_locked()
+
+    def _start_locked(self) -> None:
+        if self._server is not None and self._server.poll() is None:
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self._server = subprocess.Popen(
+                process.forkserver_command(self.registry_ref),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                close_fds=True,
+                start_new_session=True,
+                bufsize=0,  # unbuffered, so select() on stdout never misses a line already read
+            )
+        self._ready = False
+
+    def _readline(self, stream: IO[bytes], timeout: float) -> str:
+        import select
+
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise JobError(f"the fork server did not answer within {timeout:.0f}s; see {self.log_path}")
+            readable, _, _ = select.select([stream], [], [], left)
+            if readable:
+                return stream.readline().decode().strip()
+
+    def spawn(self, paths: ExecutionPaths) -> ProcessRef:
+        with self._lock:
+            for attempt in (1, 2):
+                self._start_locked()
+                server = self._server
+                assert server is not None and server.stdin is not None and server.stdout is not None
+                try:
+                    if not self._ready:
+                        line = self._readline(server.stdout, FORKSERVER_START_TIMEOUT_S)
+                        if line != "ready":
+                            raise JobError(f"the fork server failed to start ({line!r}); see {self.log_path}")
+                        self._ready = True
+                    server.stdin.write(f"spawn {paths.dir}\n".encode())
+                    server.stdin.flush()
+                    answer = self._readline(server.stdout, FORKSERVER_START_TIMEOUT_S)
+                except (BrokenPipeError, OSError, JobError):
+                    self._kill_server()
+                    if attempt == 2:
+                        raise
+                    continue
+                verb, _, value = answer.partition(" ")
+                if verb != "ok":
+                    raise JobError(f"the fork server could not start a worker: {value or answer!r}")
+                return _identity(int(value))
+        raise AssertionError("unreachable")
+
+    def reap(self) -> None:
+        """The server reaps its own children and writes their exit codes."""
+
+    def _kill_server(self) -> None:
+        if self._server is not None:
+            with contextlib.suppress(OSError):
+                self._server.kill()
+            with contextlib.suppress(Exception):
+                self._server.wait(timeout=5)
+            self._server = None
+            self._ready = False
+
+    def close(self) -> None:
+        with self._lock:
+            server, self._server = self._server, None
+            if server is None:
+                return
+            with contextlib.suppress(OSError):
+                if server.stdin is not None:
+                    server.stdin.close()
+            try:
+                server.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait(timeout=5)
+            if server.stdout is not None:
+                server.stdout.close()
+
+
+def default_spawner(registry_ref: str, home: Path, *, forkserver: bool) -> Spawner:
+    if forkserver and hasattr(os, "fork") and not getattr(sys, "frozen", False):
+        return ForkServerSpawner(registry_ref, home / "logs" / "forkserver.log")
+    return SubprocessSpawner()

@@ -1,0 +1,330 @@
+"""The worker: one process runs one task and publishes its state in result.json (contract 6).
+
+``python -m tether.execution.worker <execution dir>``. The worker trusts nothing from its parent but the
+request file: it re-resolves the spec from the registry, re-validates the params, takes the resource
+locks, re-checks the preconditions (closing the race between the parent's pre-check and now), then
+publishes ``running`` (the handshake), imports the handler lazily and runs it.
+
+A non-detached worker watches the process that started it and stops itself when that process dies:
+cooperatively first, then by interrupting itself, then by killing its own process group.
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+import inspect
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from tether.errors import LockBusy, StopRequested, TaskFailed, TetherError, ToolRejected
+from tether.execution import process
+from tether.execution.lock import LockSet
+from tether.execution.protocol import (
+    ExecutionPaths,
+    ProtocolError,
+    Request,
+    append_event,
+    publish,
+    read_request,
+    stop_reason,
+    stopped_status,
+)
+from tether.tasks.result import TaskResult, TaskStatus
+from tether.tasks.spec import Registry, load_object
+from tether.tasks.validation import validate_params
+
+STOP_POLL_S = 0.05
+PARENT_EXITED = "parent_exited"
+
+
+class WorkerContext:
+    """The ``TaskContext`` a handler receives in a worker (or inline in the executor)."""
+
+    def __init__(
+        self,
+        *,
+        execution_id: str,
+        task_id: str,
+        home: Path,
+        params: BaseModel | None,
+        paths: ExecutionPaths | None,
+        log: logging.Logger,
+    ) -> None:
+        self.execution_id = execution_id
+        self.task_id = task_id
+        self.home = home
+        self.log = log
+        self._params = params
+        self._paths = paths
+        self._stop = threading.Event()
+        self.stop_reason: str | None = None
+
+    @property
+    def params(self) -> BaseModel | None:
+        return self._params
+
+    def request_stop(self, reason: str) -> None:
+        self.stop_reason = self.stop_reason or reason
+        self._stop.set()
+
+    def should_stop(self) -> bool:
+        if self._stop.is_set():
+            return True
+        if self._paths is not None and self._paths.stop.exists():
+            self.request_stop(stop_reason(self._paths) or "stop")
+            return True
+        return False
+
+    def check_stop(self) -> None:
+        if self.should_stop():
+            raise StopRequested(f"stop requested ({self.stop_reason})", reason=self.stop_reason)
+
+    def sleep(self, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while not self.should_stop():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            self._stop.wait(min(left, STOP_POLL_S))
+        return False
+
+    def progress(self, fraction: float | None, message: str = "", **data: Any) -> None:
+        if fraction is not None:
+            fraction = min(1.0, max(0.0, float(fraction)))
+        if self._paths is None:
+            return
+        self._paths.dir.mkdir(parents=True, exist_ok=True)
+        append_event(self._paths, "progress", fraction=fraction, message=message, **data)
+        self.log.info("progress %s %s", "?" if fraction is None else f"{fraction:.0%}", message)
+
+
+def outcome(value: object) -> tuple[str, dict[str, Any]]:
+    """Turn what a handler returned into (message, data)."""
+    if value is None:
+        return "done", {}
+    if isinstance(value, str):
+        return value, {}
+    if isinstance(value, Mapping):
+        return "done", dict(value)
+    if (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], str)
+        and isinstance(value[1], Mapping)
+    ):
+        return value[0], dict(value[1])
+    raise TypeError(f"a handler returns None, str, a mapping or (str, mapping), not {type(value).__name__}")
+
+
+def call_handler(handler: Any, ctx: WorkerContext) -> object:
+    """Call a sync or async handler in a worker (which has no event loop of its own yet)."""
+    value = handler(ctx)
+    if inspect.isawaitable(value):
+        import asyncio
+
+        awaitable: Awaitable[object] = value
+
+        async def _await() -> object:
+            return await awaitable
+
+        return asyncio.run(_await())
+    return value
+
+
+class _Publisher:
+    """Serializes the worker's writes: the main thread and the parent watch may both try to finish."""
+
+    def __init__(self, paths: ExecutionPaths, request: Request) -> None:
+        self.paths = paths
+        self.request = request
+        self.started = time.monotonic()
+        self.finished = threading.Event()
+        self._lock = threading.Lock()
+
+    def result(self, status: TaskStatus, message: str, data: dict[str, Any] | None = None) -> TaskResult:
+        return TaskResult(
+            task_id=self.request.task_id,
+            execution_id=self.request.execution_id,
+            status=status,
+            message=message,
+            duration_seconds=round(time.monotonic() - self.started, 6),
+            data=data or {},
+        )
+
+    def running(self, data: dict[str, Any]) -> None:
+        with self._lock:
+            publish(self.paths, self.result(TaskStatus.RUNNING, "running", data))
+
+    def final(self, status: TaskStatus, message: str, data: dict[str, Any] | None = None) -> bool:
+        with self._lock:
+            if self.finished.is_set():
+                return False
+            publish(self.paths, self.result(status, message, data))
+            self.finished.set()
+            return True
+
+
+def _watch_parent(request: Request, ctx: WorkerContext, publisher: _Publisher, log: logging.Logger) -> None:
+    parent = process.ProcessRef(pid=request.parent_pid, create_time=request.parent_create_time)
+    while not publisher.finished.wait(request.parent_poll_s):
+        if process.is_alive(parent):
+            continue
+        log.warning("the process that started this job (pid %d) exited: stopping", parent.pid)
+        ctx.request_stop(PARENT_EXITED)
+        if publisher.finished.wait(request.stop_grace_s):
+            return
+        _thread.interrupt_main()
+        if publisher.finished.wait(request.stop_grace_s):
+            return
+        publisher.final(
+            TaskStatus.STOPPED, "stopped: the process that started it exited", {"stop_step": "kill"}
+        )
+        _kill_own_group()
+
+
+def _kill_own_group() -> None:
+    logging.shutdown()
+    if sys.platform == "win32":
+        os._exit(1)
+    os.killpg(os.getpid(), signal.SIGKILL)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
+    publisher = _Publisher(paths, request)
+    home = Path(request.home)
+    try:
+        registry = Registry.load(request.registry_ref)
+    except TetherError as exc:
+        publisher.final(TaskStatus.FAILED, f"worker cannot load the registry: {exc.message}")
+        return 0
+    spec = registry.get(request.task_id, request.caller)
+    if spec is None:
+        publisher.final(TaskStatus.NOT_FOUND, f"unknown task {request.task_id!r}")
+        return 0
+    try:
+        params = validate_params(spec, request.params)
+    except ToolRejected as exc:
+        publisher.final(TaskStatus.REJECTED, exc.message, exc.data)
+        return 0
+
+    locks = LockSet(home, spec.resources)
+    try:
+        locks.acquire(execution_id=request.execution_id, task_id=request.task_id)
+    except LockBusy as exc:
+        publisher.final(TaskStatus.REJECTED, exc.message, exc.data)
+        return 0
+    try:
+        try:
+            unmet = registry.unmet(spec, home)
+        except Exception as exc:
+            publisher.final(TaskStatus.FAILED, f"precondition check failed: {type(exc).__name__}: {exc}")
+            return 0
+        if unmet:
+            publisher.final(TaskStatus.REJECTED, unmet, {"unmet": list(spec.requires)})
+            return 0
+
+        ctx = WorkerContext(
+            execution_id=request.execution_id,
+            task_id=request.task_id,
+            home=home,
+            params=params,
+            paths=paths,
+            log=log,
+        )
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        if not request.detach:
+            threading.Thread(
+                target=_watch_parent, args=(request, ctx, publisher, log), name="parent-watch", daemon=True
+            ).start()
+        publisher.running({"pid": os.getpid(), "background": request.background})
+        log.info("running %s %s", request.task_id, request.params)
+        status, message, data = _run_handler(spec.handler, ctx, log)
+        # Release before publishing: whoever sees the terminal state may start the next task at once.
+        locks.release()
+        publisher.final(status, message, data)
+        log.info("%s: %s", status.value, message)
+    finally:
+        locks.release()
+    return 0
+
+
+def _run_handler(
+    handler_path: str, ctx: WorkerContext, log: logging.Logger
+) -> tuple[TaskStatus, str, dict[str, Any]]:
+    try:
+        handler = load_object(handler_path)
+        message, data = outcome(call_handler(handler, ctx))
+        return TaskStatus.COMPLETED, message, data
+    except (StopRequested, KeyboardInterrupt) as exc:
+        ctx.should_stop()  # picks up the reason in stop.requested (a timeout, say) if there is one
+        ctx.request_stop("interrupt")
+        reason = ctx.stop_reason or "interrupt"
+        status = stopped_status(reason)
+        detail = exc.message if isinstance(exc, StopRequested) else "interrupted"
+        data = {**(exc.data if isinstance(exc, StopRequested) else {}), "stop_reason": reason}
+        return status, f"{status.value} ({reason}): {detail}", data
+    except TaskFailed as exc:
+        return TaskStatus.FAILED, exc.message, exc.data
+    except Exception as exc:
+        log.exception("handler %s raised", handler_path)
+        return TaskStatus.FAILED, f"{type(exc).__name__}: {exc}", {"exception": type(exc).__name__}
+
+
+def _logger(execution_id: str) -> logging.Logger:
+    log = logging.getLogger(f"tether.task.{execution_id}")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    return log
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m tether.execution.worker <execution dir>", file=sys.stderr)
+        return 2
+    paths = ExecutionPaths(Path(args[0]))
+    try:
+        request = read_request(paths)
+    except (ProtocolError, ValueError) as exc:
+        print(f"tether worker: unreadable request: {exc}", file=sys.stderr)
+        return 3
+    log = _logger(request.execution_id)
+    try:
+        return run(request, paths, log)
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+
+
+def dispatch_frozen(argv: list[str] | None = None) -> None:
+    """Call first thing in a frozen app's entry point: runs a worker or fork server when asked to."""
+    args = sys.argv if argv is None else argv
+    if len(args) >= 3 and args[1] == process.WORKER_FLAG:
+        sys.exit(main(args[2:]))
+    if len(args) >= 3 and args[1] == process.FORKSERVER_FLAG:
+        from tether.execution import forkserver
+
+        sys.exit(forkserver.main(args[2:]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

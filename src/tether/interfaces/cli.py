@@ -1,0 +1,368 @@
+"""The ``tether`` command line.
+
+Every command takes ``--json`` and then prints exactly one JSON document on stdout. Exit codes of
+``tether task run``: 0 completed or running, 1 failed or stopped, 2 rejected or not found; other
+commands exit 0 on success and 2 on a usage error (unknown job, bad option).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tether.config import resolve_home
+from tether.errors import TetherError
+from tether.tasks.result import EXIT_CODES, TaskResult, TaskStatus
+from tether.tasks.spec import CLI, Registry, TaskSpec
+
+DEFAULT_REGISTRY = "tether.toolkits.demo.registry:registry"
+REGISTRY_ENV = "TETHER_REGISTRY"
+
+app = typer.Typer(
+    name="tether",
+    help="Run audited tasks through tether's executor, and control their jobs.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+task_app = typer.Typer(help="Run one task through the executor.", no_args_is_help=True)
+job_app = typer.Typer(
+    help="List, inspect and stop jobs (any execution, from any process).", no_args_is_help=True
+)
+app.add_typer(task_app, name="task")
+app.add_typer(job_app, name="job")
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
+
+STATUS_STYLE = {
+    TaskStatus.COMPLETED: "green",
+    TaskStatus.RUNNING: "cyan",
+    TaskStatus.PENDING: "cyan",
+    TaskStatus.FAILED: "red",
+    TaskStatus.STOPPED: "yellow",
+    TaskStatus.REJECTED: "magenta",
+    TaskStatus.NOT_FOUND: "magenta",
+}
+
+
+class State:
+    home: str | None = None
+    registry_ref: str = DEFAULT_REGISTRY
+
+
+state = State()
+
+
+@app.callback()
+def _options(
+    home: Annotated[
+        str | None, typer.Option(help="The tether home (default: $TETHER_HOME or ~/.tether).")
+    ] = None,
+    registry: Annotated[
+        str | None, typer.Option(help=f"Registry as module:attribute (default: ${REGISTRY_ENV} or the demo).")
+    ] = None,
+) -> None:
+    state.home = home
+    state.registry_ref = registry or os.environ.get(REGISTRY_ENV) or DEFAULT_REGISTRY
+
+
+def _registry() -> Registry:
+    return Registry.load(state.registry_ref)
+
+
+def _executor() -> Any:
+    from tether.execution.executor import Executor
+
+    executor = Executor(_registry(), home=state.home)
+    executor.jobs.recover()
+    return executor
+
+
+def _jobs() -> Any:
+    from tether.config import Settings
+    from tether.execution.jobs import JobManager
+    from tether.store.repo import JobRepo
+
+    home = resolve_home(state.home)
+    manager = JobManager(home, JobRepo.in_home(home), Settings.load(home))
+    manager.recover()
+    return manager
+
+
+def _fail(message: str, *, as_json: bool, code: str = "usage", exit_code: int = 2) -> NoReturn:
+    if as_json:
+        print(json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False))
+    else:
+        err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(exit_code)
+
+
+def _guard(as_json: bool, body: Callable[[], int]) -> None:
+    try:
+        code = body()
+    except TetherError as exc:
+        _fail(exc.message, as_json=as_json, code=exc.code)
+    raise typer.Exit(code)
+
+
+def _print_result(result: TaskResult) -> None:
+    style = STATUS_STYLE.get(result.status, "white")
+    out.print(f"[bold {style}]{result.status.value}[/]  {result.task_id}  [dim]{result.execution_id}[/]")
+    if result.message:
+        out.print(f"  {result.message}")
+    shown = {k: v for k, v in result.data.items() if k not in ("errors", "log_tail") and v is not None}
+    for key, value in shown.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        out.print(f"  [dim]{key}:[/] {text}")
+    if result.data.get("log_tail"):
+        out.print("  [dim]log tail:[/]")
+        for line in str(result.data["log_tail"]).splitlines():
+            out.print(f"    [dim]{line}[/]")
+    if result.duration_seconds:
+        out.print(f"  [dim]{result.duration_seconds:.2f}s[/]")
+
+
+def _spec_row(spec: TaskSpec) -> dict[str, Any]:
+    return {
+        "task_id": spec.task_id,
+        "description": spec.description,
+        "aliases": list(spec.aliases),
+        "danger": spec.danger.value,
+        "background": spec.background,
+        "resources": list(spec.resources),
+        "requires": list(spec.requires),
+        "idempotent": spec.idempotent,
+        "isolation": spec.isolation.value,
+        "timeout_s": spec.timeout_s,
+        "params": spec.params.model_json_schema() if spec.params is not None else None,
+    }
+
+
+@app.command("tasks")
+def tasks_command(
+    caller: Annotated[
+        str, typer.Option(help="See the registry as this caller sees it: agent, cli, mcp, …")
+    ] = CLI,
+    as_json: JsonFlag = False,
+) -> None:
+    """List the tasks a caller may run."""
+
+    def body() -> int:
+        specs = sorted(_registry().for_caller(caller), key=lambda s: s.task_id)
+        if as_json:
+            print(json.dumps([_spec_row(spec) for spec in specs], ensure_ascii=False))
+            return 0
+        table = Table(title=f"tasks for {caller}", show_lines=False)
+        for column in ("task", "danger", "mode", "locks", "description"):
+            table.add_column(column)
+        for spec in specs:
+            mode = "background" if spec.background else spec.isolation.value
+            table.add_row(
+                spec.task_id, spec.danger.value, mode, ",".join(spec.resources) or "-", spec.description
+            )
+        out.print(table)
+        return 0
+
+    _guard(as_json, body)
+
+
+def parse_params(pairs: list[str], raw_json: str | None) -> dict[str, Any]:
+    """``--params JSON`` first, then each ``-p key=value`` (the value read as JSON when it parses)."""
+    params: dict[str, Any] = {}
+    if raw_json:
+        try:
+            loaded = json.loads(raw_json)
+        except ValueError as exc:
+            raise TetherError(f"--params is not valid JSON: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise TetherError("--params must be a JSON object, e.g. '{\"attempts\": 3}'")
+        params.update(loaded)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise TetherError(f"-p expects key=value, got {pair!r}")
+        try:
+            params[key.strip()] = json.loads(value)
+        except ValueError:
+            params[key.strip()] = value
+    return params
+
+
+@task_app.command("run")
+def task_run(
+    task_id: Annotated[str, typer.Argument(help="The task to run, e.g. demo.farm_instance")],
+    param: Annotated[list[str] | None, typer.Option("-p", "--param", help="key=value (repeatable)")] = None,
+    params_json: Annotated[str | None, typer.Option("--params", help="All params as one JSON object")] = None,
+    confirm: Annotated[
+        bool, typer.Option("--confirm", help="You confirm a destructive task yourself")
+    ] = False,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="Background tasks: return once running, and outlive this command")
+    ] = False,
+    caller: Annotated[str, typer.Option(help="Run as this caller (exposure is checked for it)")] = CLI,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run a task. A background task without --detach is followed until it ends (Ctrl-C stops it)."""
+
+    def body() -> int:
+        params = parse_params(param or [], params_json)
+        with _executor() as executor:
+            result = _run_following(executor, task_id, params, caller, confirm, detach, as_json)
+        if as_json:
+            print(result.model_dump_json())
+        else:
+            _print_result(result)
+        return EXIT_CODES[result.status]
+
+    _guard(as_json, body)
+
+
+def _run_following(
+    executor: Any,
+    task_id: str,
+    params: dict[str, Any],
+    caller: str,
+    confirm: bool,
+    detach: bool,
+    as_json: bool,
+) -> TaskResult:
+    live = sys.stdout.isatty() and not as_json
+    started: list[str] = []
+
+    async def run() -> TaskResult:
+        follower: asyncio.Task[None] | None = None
+
+        def on_start(execution_id: str) -> None:
+            started.append(execution_id)
+            nonlocal follower
+            if live:
+                follower = asyncio.get_running_loop().create_task(_show_progress(executor, execution_id))
+
+        try:
+            result = await executor.execute(
+                task_id, params, caller=caller, confirmed=confirm, detach=detach, on_start=on_start
+            )
+            if result.status is TaskStatus.RUNNING and not detach:
+                if live:
+                    err.print(f"[cyan]running in the background[/] as {result.execution_id}; Ctrl-C stops it")
+                result = await executor.jobs.wait(result.execution_id)
+            return result
+        finally:
+            if follower is not None:
+                follower.cancel()
+
+    try:
+        return asyncio.run(run())
+    except KeyboardInterrupt:
+        if not started:
+            raise
+        execution_id = started[0]
+        result = asyncio.run(executor.jobs.stop(execution_id, reason="interrupted by the person"))
+        return result
+
+
+async def _show_progress(executor: Any, execution_id: str) -> None:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    paths = executor.jobs.paths(execution_id)
+    from tether.execution.protocol import last_progress
+
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        handle = bar.add_task("starting", total=1.0)
+        while True:
+            event = last_progress(paths)
+            if event is not None:
+                fraction = event.get("fraction")
+                bar.update(
+                    handle,
+                    completed=fraction if fraction is not None else 0.0,
+                    total=1.0 if fraction is not None else None,
+                    description=str(event.get("message") or "working"),
+                )
+            await asyncio.sleep(0.1)
+
+
+@job_app.command("list")
+def job_list(
+    active: Annotated[bool, typer.Option("--active", help="Only pending and running jobs")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most this many, newest first")] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """List jobs, newest first."""
+
+    def body() -> int:
+        results = _jobs().list(active=active, limit=limit)
+        if as_json:
+            print(json.dumps([r.model_dump(mode="json") for r in results], ensure_ascii=False))
+            return 0
+        table = Table(title="jobs")
+        for column in ("execution", "task", "status", "caller", "started", "message"):
+            table.add_column(column)
+        for r in results:
+            style = STATUS_STYLE.get(r.status, "white")
+            table.add_row(
+                r.execution_id,
+                r.task_id,
+                f"[{style}]{r.status.value}[/]",
+                str(r.data.get("caller", "")),
+                str(r.data.get("created_at", ""))[:19].replace("T", " "),
+                r.message[:60],
+            )
+        out.print(table)
+        return 0
+
+    _guard(as_json, body)
+
+
+@job_app.command("status")
+def job_status(
+    execution_id: Annotated[str, typer.Argument(help="The execution id")], as_json: JsonFlag = False
+) -> None:
+    """Show a job's current state, pid, times and latest progress."""
+
+    def body() -> int:
+        result = _jobs().status(execution_id)
+        print(result.model_dump_json()) if as_json else _print_result(result)
+        return 0
+
+    _guard(as_json, body)
+
+
+@job_app.command("stop")
+def job_stop(
+    execution_id: Annotated[str, typer.Argument(help="The execution id")], as_json: JsonFlag = False
+) -> None:
+    """Stop a job: cooperatively, then SIGINT, then kill its process tree. An ended job is left as it is."""
+
+    def body() -> int:
+        result = asyncio.run(_jobs().stop(execution_id))
+        print(result.model_dump_json()) if as_json else _print_result(result)
+        return 0
+
+    _guard(as_json, body)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

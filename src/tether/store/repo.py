@@ -1,0 +1,198 @@
+"""The job table: one durable record per execution, visible to every process of one tether home.
+
+Status changes go through ``transition``, which applies the state machine of ``TaskStatus`` inside one
+``BEGIN IMMEDIATE`` transaction: two processes reconciling the same job cannot both win, and a
+terminal state is never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tether.errors import StoreError
+from tether.store.schema import DB_FILE, connect
+from tether.tasks.result import TERMINAL, TaskResult, TaskStatus
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRecord:
+    execution_id: str
+    task_id: str
+    caller: str
+    status: TaskStatus
+    message: str
+    data: dict[str, Any]
+    params: dict[str, Any]
+    resources: tuple[str, ...]
+    background: bool
+    detached: bool
+    pid: int | None
+    create_time: float | None
+    exit_code: int | None
+    duration_seconds: float
+    created_at: str
+    updated_at: str
+    ended_at: str | None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def to_result(self) -> TaskResult:
+        return TaskResult(
+            task_id=self.task_id,
+            execution_id=self.execution_id,
+            status=self.status,
+            message=self.message,
+            duration_seconds=self.duration_seconds,
+            data=dict(self.data),
+        )
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> JobRecord:
+        return cls(
+            execution_id=row["execution_id"],
+            task_id=row["task_id"],
+            caller=row["caller"],
+            status=TaskStatus(row["status"]),
+            message=row["message"],
+            data=json.loads(row["data"]),
+            params=json.loads(row["params"]),
+            resources=tuple(json.loads(row["resources"])),
+            background=bool(row["background"]),
+            detached=bool(row["detached"]),
+            pid=row["pid"],
+            create_time=row["create_time"],
+            exit_code=row["exit_code"],
+            duration_seconds=row["duration_seconds"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            ended_at=row["ended_at"],
+        )
+
+
+class JobRepo:
+    """Thread-safe access to the job table of one database file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn = connect(path)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def in_home(cls, home: Path) -> JobRepo:
+        return cls(home / DB_FILE)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"the store is not writable: {exc}") from exc
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def insert(
+        self,
+        result: TaskResult,
+        *,
+        caller: str,
+        params: dict[str, Any],
+        resources: Sequence[str] = (),
+        background: bool = False,
+        detached: bool = False,
+    ) -> None:
+        now = _now()
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO jobs (execution_id, task_id, caller, status, message, data, params, resources,"
+                " background, detached, duration_seconds, created_at, updated_at, ended_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    result.execution_id,
+                    result.task_id,
+                    caller,
+                    result.status.value,
+                    result.message,
+                    json.dumps(result.data, ensure_ascii=False, default=str),
+                    json.dumps(params, ensure_ascii=False, default=str),
+                    json.dumps(list(resources)),
+                    int(background),
+                    int(detached),
+                    result.duration_seconds,
+                    now,
+                    now,
+                    now if result.status in TERMINAL else None,
+                ),
+            )
+
+    def set_process(self, execution_id: str, pid: int, create_time: float) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE jobs SET pid = ?, create_time = ?, updated_at = ? WHERE execution_id = ?",
+                (pid, create_time, _now(), execution_id),
+            )
+
+    def transition(self, result: TaskResult, *, exit_code: int | None = None) -> JobRecord:
+        """Move the job to ``result`` if the state machine allows it; returns the record as it now is."""
+        with self._write() as conn:
+            row = conn.execute("SELECT * FROM jobs WHERE execution_id = ?", (result.execution_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no job {result.execution_id!r} in the store")
+            current = TaskStatus(row["status"])
+            if not current.can_become(result.status) or (current in TERMINAL):
+                return JobRecord.from_row(row)
+            now = _now()
+            conn.execute(
+                "UPDATE jobs SET status = ?, message = ?, data = ?, duration_seconds = ?, updated_at = ?,"
+                " ended_at = ?, exit_code = COALESCE(?, exit_code) WHERE execution_id = ?",
+                (
+                    result.status.value,
+                    result.message,
+                    json.dumps(result.data, ensure_ascii=False, default=str),
+                    result.duration_seconds,
+                    now,
+                    now if result.status in TERMINAL else None,
+                    exit_code,
+                    result.execution_id,
+                ),
+            )
+            row = conn.execute("SELECT * FROM jobs WHERE execution_id = ?", (result.execution_id,)).fetchone()
+            return JobRecord.from_row(row)
+
+    def get(self, execution_id: str) -> JobRecord | None:
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM jobs WHERE execution_id = ?", (execution_id,)).fetchone()
+        return None if row is None else JobRecord.from_row(row)
+
+    def list(self, *, active: bool = False, limit: int = 100) -> list[JobRecord]:
+        sql = "SELECT * FROM jobs"
+        args: tuple[Any, ...] = ()
+        if active:
+            sql += f" WHERE status IN ({', '.join('?' * 2)})"
+            args = (TaskStatus.PENDING.value, TaskStatus.RUNNING.value)
+        sql += " ORDER BY created_at DESC, execution_id DESC LIMIT ?"
+        with self._lock:
+            rows = self._conn.execute(sql, (*args, limit)).fetchall()
+        return [JobRecord.from_row(row) for row in rows]

@@ -1,0 +1,83 @@
+"""Opening the database and bringing its schema up to date.
+
+Migrations are numbered and applied in order inside ``BEGIN IMMEDIATE``; ``PRAGMA user_version`` holds
+the number of the last one applied, so several processes opening one file at once migrate it once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tether.errors import StoreError
+
+DB_FILE = "tether.db"
+BUSY_TIMEOUT_MS = 10_000
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: jobs — one row per execution, sync or background, from any interface.
+    """
+    CREATE TABLE jobs (
+        execution_id     TEXT PRIMARY KEY,
+        task_id          TEXT NOT NULL,
+        caller           TEXT NOT NULL,
+        status           TEXT NOT NULL,
+        message          TEXT NOT NULL DEFAULT '',
+        data             TEXT NOT NULL DEFAULT '{}',
+        params           TEXT NOT NULL DEFAULT '{}',
+        resources        TEXT NOT NULL DEFAULT '[]',
+        background       INTEGER NOT NULL DEFAULT 0,
+        detached         INTEGER NOT NULL DEFAULT 0,
+        pid              INTEGER,
+        create_time      REAL,
+        exit_code        INTEGER,
+        duration_seconds REAL NOT NULL DEFAULT 0,
+        created_at       TEXT NOT NULL,
+        updated_at       TEXT NOT NULL,
+        ended_at         TEXT
+    );
+    CREATE INDEX jobs_status ON jobs(status);
+    CREATE INDEX jobs_created ON jobs(created_at);
+    """,
+)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection in autocommit mode with tether's pragmas, migrated to the newest schema."""
+    try:
+        conn = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        migrate(conn)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the store {str(path)!r}: {exc}") from exc
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply the migrations this file has not seen; returns the schema version."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(MIGRATIONS):
+        raise StoreError(
+            f"the store is at schema {version}, newer than this tether ({len(MIGRATIONS)}): upgrade tether"
+        )
+    if version == len(MIGRATIONS):
+        return version
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have won
+        for number in range(version, len(MIGRATIONS)):
+            for statement in MIGRATIONS[number].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number + 1}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return len(MIGRATIONS)

@@ -1,0 +1,184 @@
+"""Task specifications and the registry that holds them (contract 1).
+
+A ``TaskSpec`` is the policy of one atomic task: where its handler lives (imported only inside the
+worker), which parameters it takes, who may call it, what it locks, how dangerous it is. The registry is
+the whitelist: a task not exposed to a caller does not exist for that caller.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from tether.errors import RegistryError
+
+TASK_ID_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
+NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+OBJECT_PATH_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+DEFAULT_RESOURCES = ("automation",)
+
+# The callers tether itself knows; a named client profile is any other valid name.
+AGENT, CLI, MCP = "agent", "cli", "mcp"
+EVERYONE = frozenset({AGENT, CLI, MCP})
+
+
+class Danger(enum.StrEnum):
+    SAFE = "safe"
+    CAUTION = "caution"
+    DESTRUCTIVE = "destructive"
+
+
+class Isolation(enum.StrEnum):
+    PROCESS = "process"
+    INLINE = "inline"
+
+
+def load_object(path: str) -> Any:
+    """Import ``"package.module:attribute"``; errors name the path and what went wrong."""
+    if not OBJECT_PATH_RE.match(path):
+        raise RegistryError(f"{path!r} is not of the form 'package.module:attribute'")
+    module_name, _, attribute = path.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise RegistryError(f"cannot import {module_name!r} for {path!r}: {exc}") from exc
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError as exc:
+            raise RegistryError(f"{module_name!r} has no attribute {attribute!r}") from exc
+    return target
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskSpec:
+    task_id: str
+    handler: str
+    params: type[BaseModel] | None = None
+    description: str = ""
+    aliases: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+    resources: tuple[str, ...] = DEFAULT_RESOURCES
+    background: bool = False
+    danger: Danger = Danger.SAFE
+    idempotent: bool = False
+    exposed_to: frozenset[str] = frozenset()
+    timeout_s: float | None = None
+    isolation: Isolation = Isolation.PROCESS
+
+    def __post_init__(self) -> None:
+        # Accept lists and sets from callers, store immutable, ordered values.
+        object.__setattr__(self, "aliases", tuple(self.aliases))
+        object.__setattr__(self, "requires", tuple(self.requires))
+        object.__setattr__(self, "resources", tuple(sorted(set(self.resources))))
+        object.__setattr__(self, "exposed_to", frozenset(self.exposed_to))
+        object.__setattr__(self, "danger", Danger(self.danger))
+        object.__setattr__(self, "isolation", Isolation(self.isolation))
+        where = f"task {self.task_id!r}"
+        if not TASK_ID_RE.match(self.task_id):
+            raise RegistryError(f"{where}: ids are dotted lowercase names like 'demo.farm_instance'")
+        if not OBJECT_PATH_RE.match(self.handler):
+            raise RegistryError(f"{where}: handler must be 'package.module:function', got {self.handler!r}")
+        if self.params is not None and not (
+            isinstance(self.params, type) and issubclass(self.params, BaseModel)
+        ):
+            raise RegistryError(f"{where}: params must be a pydantic BaseModel subclass")
+        for name in (*self.resources, *self.requires, *self.exposed_to):
+            if not NAME_RE.match(name):
+                raise RegistryError(f"{where}: {name!r} is not a valid resource, precondition or caller name")
+        if self.timeout_s is not None and self.timeout_s <= 0:
+            raise RegistryError(f"{where}: timeout_s must be positive")
+        if self.isolation is Isolation.INLINE and (
+            self.danger is not Danger.SAFE or self.resources or self.background
+        ):
+            raise RegistryError(
+                f"{where}: isolation='inline' is only for safe, foreground tasks that claim no resource"
+            )
+
+    def exposed(self, caller: str) -> bool:
+        return caller in self.exposed_to
+
+
+PreconditionCheck = Callable[[Path], "str | None"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Precondition:
+    """A named environment check. ``check(home)`` returns None when satisfied, else why not."""
+
+    name: str
+    check: str
+    description: str = ""
+
+
+@dataclass(slots=True)
+class Registry:
+    """The task whitelist. ``ref`` is where a worker process re-imports this registry from."""
+
+    ref: str | None = None
+    _specs: dict[str, TaskSpec] = field(default_factory=dict)
+    _preconditions: dict[str, Precondition] = field(default_factory=dict)
+
+    def add(self, spec: TaskSpec) -> TaskSpec:
+        if spec.task_id in self._specs:
+            raise RegistryError(f"task {spec.task_id!r} is registered twice")
+        missing = [name for name in spec.requires if name not in self._preconditions]
+        if missing:
+            raise RegistryError(f"task {spec.task_id!r} requires unknown preconditions {missing}")
+        self._specs[spec.task_id] = spec
+        return spec
+
+    def precondition(self, name: str, check: str, description: str = "") -> Precondition:
+        if name in self._preconditions:
+            raise RegistryError(f"precondition {name!r} is registered twice")
+        if not NAME_RE.match(name) or not OBJECT_PATH_RE.match(check):
+            raise RegistryError(f"precondition {name!r}: check must be 'package.module:function'")
+        condition = Precondition(name=name, check=check, description=description)
+        self._preconditions[name] = condition
+        return condition
+
+    def get(self, task_id: str, caller: str | None = None) -> TaskSpec | None:
+        """The spec, or None when it does not exist or is not exposed to ``caller`` (None = internal)."""
+        spec = self._specs.get(task_id)
+        if spec is None or (caller is not None and not spec.exposed(caller)):
+            return None
+        return spec
+
+    def for_caller(self, caller: str) -> list[TaskSpec]:
+        return [spec for spec in self._specs.values() if spec.exposed(caller)]
+
+    def __iter__(self) -> Iterator[TaskSpec]:
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def unmet(self, spec: TaskSpec, home: Path) -> str | None:
+        """The first unmet precondition of ``spec`` as a sentence, else None."""
+        for name in spec.requires:
+            check: PreconditionCheck = load_object(self._preconditions[name].check)
+            reason = check(home)
+            if reason:
+                return reason
+        return None
+
+    def similar(self, task_id: str, caller: str, limit: int = 3) -> list[str]:
+        import difflib
+
+        names = [spec.task_id for spec in self.for_caller(caller)]
+        return difflib.get_close_matches(task_id, names, n=limit, cutoff=0.6)
+
+    @staticmethod
+    def load(ref: str) -> Registry:
+        registry = load_object(ref)
+        if not isinstance(registry, Registry):
+            raise RegistryError(f"{ref!r} is a {type(registry).__name__}, not a tether Registry")
+        return registry

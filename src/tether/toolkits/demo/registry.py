@@ -1,0 +1,151 @@
+"""The demo registry: ``tether.toolkits.demo.registry:registry``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.tasks.catalog import InCatalog
+from tether.tasks.spec import AGENT, CLI, MCP, Danger, Isolation, Registry, TaskSpec
+from tether.toolkits.demo.catalog import CALYX_GOLD, INSTANCE_NAMES, INSTANCE_TYPES
+
+PUBLIC = frozenset({AGENT, CLI, MCP})
+CLI_ONLY = frozenset({CLI})
+H = "tether.toolkits.demo.handlers:"
+
+InstanceType = Annotated[
+    str, InCatalog(catalog=INSTANCE_TYPES), Field(description="canonical instance type, e.g. 拟造花萼（金）")
+]
+InstanceName = Annotated[
+    str,
+    InCatalog(catalog=INSTANCE_NAMES, depends_on="instance_type"),
+    Field(description="canonical instance name within the type, e.g. 藏珍之蕾"),
+]
+
+
+class FarmParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    instance_type: InstanceType
+    instance_name: InstanceName
+    attempts: Annotated[int, Field(ge=1, le=99, description="how many runs, 1 to 99")] = 1
+
+
+class LoopFarmParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    instance_type: InstanceType = CALYX_GOLD
+    instance_name: InstanceName = "藏珍之蕾"
+    rounds: Annotated[
+        int | None, Field(ge=1, le=100_000, description="stop after this many; none = until stopped")
+    ] = None
+
+
+class SalvageParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rarity: Annotated[
+        Literal[2, 3, 4], Field(description="relic rarity in stars; five-star relics are never salvaged")
+    ]
+
+
+registry = Registry(ref="tether.toolkits.demo.registry:registry")
+registry.precondition("game_running", "tether.toolkits.demo.game:check_running", "the demo game is running")
+
+registry.add(
+    TaskSpec(
+        task_id="demo.start_game",
+        handler=H + "start_game",
+        exposed_to=PUBLIC,
+        idempotent=True,
+        description="Start the game (does nothing if it is already running).",
+        aliases=("启动游戏", "打开游戏", "开游戏", "start the game", "launch the game", "open the game"),
+    )
+)
+registry.add(
+    TaskSpec(
+        task_id="demo.exit_game",
+        handler=H + "exit_game",
+        exposed_to=PUBLIC,
+        idempotent=True,
+        danger=Danger.CAUTION,
+        description="Close the game. Only when the person asks for it.",
+        aliases=("退出游戏", "关闭游戏", "关游戏", "exit the game", "close the game", "quit the game"),
+    )
+)
+registry.add(
+    TaskSpec(
+        task_id="demo.daily_training",
+        handler=H + "daily_training",
+        exposed_to=PUBLIC,
+        requires=("game_running",),
+        description="Do the daily training: claim missions, train, collect the rewards.",
+        aliases=("每日实训", "日常", "每日任务", "daily training", "dailies", "daily missions"),
+    )
+)
+registry.add(
+    TaskSpec(
+        task_id="demo.farm_instance",
+        handler=H + "farm_instance",
+        params=FarmParams,
+        exposed_to=PUBLIC,
+        requires=("game_running",),
+        description="Farm one instance a number of times (about a second of work per attempt).",
+        aliases=("刷副本", "刷", "打副本", "farm", "run the instance", "grind"),
+    )
+)
+registry.add(
+    TaskSpec(
+        task_id="demo.loop_farm",
+        handler=H + "loop_farm",
+        params=LoopFarmParams,
+        exposed_to=PUBLIC,
+        requires=("game_running",),
+        background=True,
+        description="Farm in the background until stopped (or for a number of rounds); reports progress.",
+        aliases=("挂机", "循环刷", "一直刷", "后台刷", "keep farming", "farm in the background", "loop"),
+    )
+)
+registry.add(
+    TaskSpec(
+        task_id="demo.salvage_relics",
+        handler=H + "salvage_relics",
+        params=SalvageParams,
+        exposed_to=PUBLIC,
+        requires=("game_running",),
+        danger=Danger.DESTRUCTIVE,
+        description="Salvage (destroy) all relics of one rarity. Destructive: needs the person to confirm.",
+        aliases=("分解遗器", "遗器分解", "salvage relics", "break down relics"),
+    )
+)
+registry.add(
+    TaskSpec(
+        task_id="demo.status",
+        handler=H + "status",
+        exposed_to=PUBLIC,
+        resources=(),
+        isolation=Isolation.INLINE,
+        idempotent=True,
+        description="Whether the game runs, and its lifetime counters. Never waits for a lock.",
+        aliases=("状态", "游戏状态", "status", "game status"),
+    )
+)
+registry.add(
+    TaskSpec(
+        task_id="demo.debug_crash",
+        handler=H + "debug_crash",
+        exposed_to=CLI_ONLY,
+        resources=(),
+        description="Debug: the worker dies without publishing a result.",
+    )
+)
+registry.add(
+    TaskSpec(
+        task_id="demo.debug_hang",
+        handler=H + "debug_hang",
+        exposed_to=CLI_ONLY,
+        background=True,
+        description="Debug: a background task (with a child process) that ignores stop requests and SIGINT.",
+    )
+)
