@@ -75,10 +75,7 @@ class Executor:
     def spawner(self) -> Spawner:
         if self._spawner is None:
             if self.registry.ref is None:
-                raise ConfigError(
-                    "this registry has no ref: workers re-import the registry, so create it as "
-                    "Registry(ref='your.module:registry') in an importable module"
-                )
+                raise ConfigError("a registry without a ref cannot start workers")
             self._spawner = default_spawner(self.registry.ref, self.home, forkserver=self.settings.forkserver)
             self.jobs.spawner = self._spawner
         return self._spawner
@@ -229,11 +226,15 @@ class Executor:
         on_start: Callable[[str], None] | None,
     ) -> TaskResult:
         paths = ExecutionPaths.of(self.home, execution_id)
-        assert self.registry.ref is not None or self._spawner is not None
+        if self.registry.ref is None:
+            raise ConfigError(
+                "this registry has no ref: workers re-import the registry, so create it as "
+                "Registry(ref='your.module:registry') in an importable module"
+            )
         request = Request(
             execution_id=execution_id,
             task_id=spec.task_id,
-            registry_ref=self.registry.ref or "",
+            registry_ref=self.registry.ref,
             caller=caller,
             params=clean,
             home=str(self.home),

@@ -38,11 +38,16 @@ def _identity(pid: int) -> ProcessRef:
     return ref if ref is not None else ProcessRef(pid=pid, create_time=-1.0)
 
 
+# Children of this process that were not reaped yet, across spawners: a worker may outlive the
+# executor that started it, and this process stays responsible for reaping it while it lives.
+_UNREAPED: dict[Path, subprocess.Popen[bytes]] = {}
+
+
 class SubprocessSpawner:
     """One fresh interpreter per worker (``worker_command``); the parent reaps through Popen."""
 
     def __init__(self) -> None:
-        self._children: dict[Path, subprocess.Popen[bytes]] = {}
+        self._children = _UNREAPED
 
     def spawn(self, paths: ExecutionPaths) -> ProcessRef:
         with open(paths.log, "ab") as log:
@@ -90,8 +95,10 @@ class ForkServerSpawner:
             self._start_locked()
 
     def _start_locked(self) -> None:
-        if self._server is not None and self._server.poll() is None:
-            return
+        if self._server is not None:
+            if self._server.poll() is None:
+                return
+            self._kill_server()  # it died: reap it and close its pipes before starting another
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self._server = subprocess.Popen(
@@ -147,13 +154,18 @@ class ForkServerSpawner:
         """The server reaps its own children and writes their exit codes."""
 
     def _kill_server(self) -> None:
-        if self._server is not None:
-            with contextlib.suppress(OSError):
-                self._server.kill()
-            with contextlib.suppress(Exception):
-                self._server.wait(timeout=5)
-            self._server = None
-            self._ready = False
+        server, self._server = self._server, None
+        self._ready = False
+        if server is None:
+            return
+        with contextlib.suppress(OSError):
+            server.kill()
+        with contextlib.suppress(Exception):
+            server.wait(timeout=5)
+        for pipe in (server.stdin, server.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
 
     def close(self) -> None:
         with self._lock:

@@ -161,7 +161,7 @@ class JobRepo:
             if row is None:
                 raise StoreError(f"no job {result.execution_id!r} in the store")
             current = TaskStatus(row["status"])
-            if not current.can_become(result.status) or (current in TERMINAL):
+            if current in TERMINAL or not current.can_reach(result.status):
                 return JobRecord.from_row(row)
             now = _now()
             conn.execute(

@@ -25,6 +25,16 @@ class TaskStatus(enum.StrEnum):
         """True when the transition ``self -> new`` is allowed; staying in place is always allowed."""
         return new is self or new in _TRANSITIONS[self]
 
+    def can_reach(self, new: TaskStatus) -> bool:
+        """True when ``new`` may follow ``self`` directly or through ``running``.
+
+        An observer polling a worker can miss the ``running`` it published in between (a task that
+        completes within microseconds); adopting ``completed`` from ``pending`` is then correct.
+        """
+        return self.can_become(new) or (
+            self.can_become(TaskStatus.RUNNING) and TaskStatus.RUNNING.can_become(new)
+        )
+
 
 TERMINAL = frozenset(
     {TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.STOPPED, TaskStatus.REJECTED, TaskStatus.NOT_FOUND}

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tether.errors import RegistryError
+from tether.errors import RegistryError, ToolNotFound
 
 TASK_ID_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
@@ -150,6 +150,13 @@ class Registry:
         spec = self._specs.get(task_id)
         if spec is None or (caller is not None and not spec.exposed(caller)):
             return None
+        return spec
+
+    def spec(self, task_id: str) -> TaskSpec:
+        """The spec regardless of exposure (for tether's own code); ``ToolNotFound`` if unknown."""
+        spec = self._specs.get(task_id)
+        if spec is None:
+            raise ToolNotFound(f"no task {task_id!r} is registered", task_id=task_id)
         return spec
 
     def for_caller(self, caller: str) -> list[TaskSpec]:

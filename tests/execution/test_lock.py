@@ -1,0 +1,83 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.helpers import ROOT
+from tether.errors import LockBusy
+from tether.execution.lock import LockSet, ResourceLock
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from tether.execution.lock import ResourceLock
+lock = ResourceLock(Path(sys.argv[1]), "automation")
+lock.acquire(execution_id="exec-in-other-process", task_id="demo.loop_farm")
+print("held", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_lock_excludes_another_process_and_names_the_holder(tmp_path: Path) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    ) as holder:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        contender = ResourceLock(tmp_path, "automation")
+        with pytest.raises(LockBusy) as info:
+            contender.acquire(execution_id="me", task_id="demo.daily_training")
+        assert info.value.data["blocked_by"] == "exec-in-other-process"
+        assert info.value.data["holder"]["pid"] == holder.pid
+        assert "exec-in-other-process" in info.value.message
+        assert contender.is_locked()
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    # The OS released it with the process; the next holder replaces the stale owner record.
+    lock = ResourceLock(tmp_path, "automation")
+    lock.acquire(execution_id="me", task_id="t")
+    assert lock.owner()["execution_id"] == "me"
+    lock.release()
+    assert not lock.is_locked() and lock.owner() == {}
+
+
+def test_a_killed_holder_releases_the_lock(tmp_path: Path) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    ) as holder:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert ResourceLock(tmp_path, "automation").is_locked()
+        holder.kill()
+        holder.wait(timeout=30)
+    lock = ResourceLock(tmp_path, "automation")
+    lock.acquire(execution_id="next", task_id="t")
+    lock.release()
+
+
+def test_two_homes_never_share_a_lock(tmp_path: Path) -> None:
+    first = ResourceLock(tmp_path / "a", "automation")
+    first.acquire(execution_id="a", task_id="t")
+    second = ResourceLock(tmp_path / "b", "automation")
+    second.acquire(execution_id="b", task_id="t")
+    first.release()
+    second.release()
+
+
+def test_lock_set_is_all_or_nothing(tmp_path: Path) -> None:
+    busy = ResourceLock(tmp_path, "window")
+    busy.acquire(execution_id="x", task_id="t")
+    locks = LockSet(tmp_path, ["window", "automation"])
+    with pytest.raises(LockBusy):
+        locks.acquire(execution_id="y", task_id="t")
+    # "automation" sorts first and was taken; it must have been given back.
+    assert not ResourceLock(tmp_path, "automation").is_locked()
+    busy.release()

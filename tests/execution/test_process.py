@@ -1,0 +1,44 @@
+import os
+import subprocess
+import sys
+
+from tether.execution import process
+from tether.execution.process import ProcessRef
+
+
+def test_identity_includes_the_start_time() -> None:
+    me = process.current()
+    assert me.pid == os.getpid() and process.is_alive(me)
+    assert not process.is_alive(ProcessRef(pid=me.pid, create_time=me.create_time - 100))
+
+
+def test_a_zombie_counts_as_exited() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    ref = None
+    while ref is None and child.poll() is None:
+        ref = process.ref_of(child.pid)
+    # Not reaped yet: wait for it to become a zombie, without waitpid.
+    import time
+
+    deadline = time.monotonic() + 30
+    while process.ref_of(child.pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert process.ref_of(child.pid) is None  # a zombie (or gone) is not alive
+    if ref is not None:
+        assert not process.is_alive(ref)
+    child.wait()
+
+
+def test_signals_are_never_sent_to_a_reused_pid() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        real = process.ref_of(child.pid)
+        assert real is not None
+        impostor = ProcessRef(pid=child.pid, create_time=real.create_time - 50)
+        assert not process.interrupt(impostor)
+        process.kill_tree(impostor)
+        assert child.poll() is None
+        process.kill_tree(real)
+        assert child.wait(timeout=30) == -9
+    finally:
+        child.kill()

@@ -1,0 +1,55 @@
+"""Helpers shared by tests: polling with a deadline, running the CLI as a real process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FAST = Settings(
+    handshake_timeout_s=15.0,
+    stop_grace_cooperative_s=0.5,
+    stop_grace_interrupt_s=0.5,
+    stop_grace_kill_s=3.0,
+    parent_poll_s=0.05,
+)
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+    """Poll ``condition`` until it returns something truthy; fail the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
+
+
+def tether_cli(*args: str, home: Path, timeout: float = 60.0, **env: str) -> tuple[int, str, str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tether.interfaces.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={
+            **os.environ,
+            "TETHER_HOME": str(home),
+            "TETHER_STOP_GRACE_COOPERATIVE_S": "0.5",
+            "TETHER_STOP_GRACE_INTERRUPT_S": "0.5",
+            **env,
+        },
+        cwd=ROOT,
+    )
+    return proc.returncode, proc.stdout, proc.stderr

@@ -1,0 +1,148 @@
+"""Tasks that exist only to break the execution core on purpose. Workers import this module by ref."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.tasks.catalog import InCatalog
+from tether.tasks.context import TaskContext
+from tether.tasks.spec import AGENT, CLI, Isolation, Registry, TaskSpec
+from tether.toolkits.demo.catalog import INSTANCE_NAMES, INSTANCE_TYPES
+
+REF = "tests.support.registry:registry"
+EVERY = frozenset({AGENT, CLI})
+H = "tests.support.registry:"
+PARENT_PID_FILE = "parent.pid"
+
+
+def dies_in_worker(home: Path) -> str | None:
+    """Passes in the test process (the parent), kills the worker before its handshake."""
+    parent = int((home / PARENT_PID_FILE).read_text())
+    if os.getpid() != parent:
+        os._exit(7)
+    return None
+
+
+def hangs_in_worker(home: Path) -> str | None:
+    parent = int((home / PARENT_PID_FILE).read_text())
+    if os.getpid() != parent:
+        time.sleep(3600)
+    return None
+
+
+def quick(ctx: TaskContext) -> str:
+    time.sleep(random.uniform(0, 0.004))
+    return "quick"
+
+
+def ignores_stop(ctx: TaskContext) -> None:
+    ctx.progress(None, "ignoring stop.requested, not SIGINT")
+    while True:
+        time.sleep(0.02)
+
+
+def sleeps(ctx: TaskContext) -> str:
+    ctx.sleep(60)
+    ctx.check_stop()
+    return "woke up"
+
+
+def returns_bad(ctx: TaskContext) -> object:
+    return 42
+
+
+def raises(ctx: TaskContext) -> None:
+    raise RuntimeError("boom")
+
+
+def echo(ctx: TaskContext) -> dict[str, object]:
+    assert ctx.params is not None
+    return ctx.params.model_dump()
+
+
+class FuzzParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    instance_type: Annotated[str, InCatalog(catalog=INSTANCE_TYPES)]
+    instance_name: Annotated[str, InCatalog(catalog=INSTANCE_NAMES, depends_on="instance_type")]
+    attempts: Annotated[int, Field(ge=1, le=99)] = 1
+
+
+def checks_params(ctx: TaskContext) -> dict[str, object]:
+    """Fails loudly if the executor ever let an invalid value through."""
+    params = ctx.params
+    assert isinstance(params, FuzzParams)
+    if params.instance_type not in INSTANCE_TYPES:
+        raise AssertionError(f"bad type reached the handler: {params.instance_type!r}")
+    if params.instance_name not in INSTANCE_NAMES[params.instance_type]:
+        raise AssertionError(f"bad name reached the handler: {params.instance_name!r}")
+    if not 1 <= params.attempts <= 99:
+        raise AssertionError(f"bad attempts reached the handler: {params.attempts!r}")
+    return params.model_dump()
+
+
+registry = Registry(ref=REF)
+registry.precondition("dies", H + "dies_in_worker")
+registry.precondition("hangs", H + "hangs_in_worker")
+registry.add(
+    TaskSpec(
+        task_id="t.dies_before_handshake",
+        handler=H + "quick",
+        requires=("dies",),
+        background=True,
+        exposed_to=EVERY,
+        resources=(),
+    )
+)
+registry.add(
+    TaskSpec(
+        task_id="t.silent",
+        handler=H + "quick",
+        requires=("hangs",),
+        background=True,
+        exposed_to=EVERY,
+        resources=(),
+    )
+)
+registry.add(
+    TaskSpec(task_id="t.quick_bg", handler=H + "quick", background=True, exposed_to=EVERY, resources=())
+)
+registry.add(TaskSpec(task_id="t.quick", handler=H + "quick", exposed_to=EVERY, resources=()))
+registry.add(
+    TaskSpec(task_id="t.ignores_stop", handler=H + "ignores_stop", background=True, exposed_to=EVERY)
+)
+registry.add(
+    TaskSpec(task_id="t.sleeps", handler=H + "sleeps", exposed_to=EVERY, resources=(), timeout_s=0.5)
+)
+registry.add(TaskSpec(task_id="t.returns_bad", handler=H + "returns_bad", exposed_to=EVERY, resources=()))
+registry.add(TaskSpec(task_id="t.raises", handler=H + "raises", exposed_to=EVERY, resources=()))
+registry.add(
+    TaskSpec(
+        task_id="t.missing_handler", handler="tests.support.nowhere:handler", exposed_to=EVERY, resources=()
+    )
+)
+registry.add(TaskSpec(task_id="t.internal", handler=H + "quick", resources=()))
+registry.add(
+    TaskSpec(
+        task_id="t.checks_params",
+        handler=H + "checks_params",
+        params=FuzzParams,
+        exposed_to=EVERY,
+        resources=(),
+        isolation=Isolation.INLINE,
+    )
+)
+registry.add(
+    TaskSpec(task_id="t.echo_process", handler=H + "echo", params=FuzzParams, exposed_to=EVERY, resources=())
+)
+registry.add(
+    TaskSpec(
+        task_id="t.hangs_free", handler=H + "ignores_stop", background=True, exposed_to=EVERY, resources=()
+    )
+)
