@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m tether.toolkits.demo.tour
+	$(VENV)/bin/tether demo
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from tether.config import resolve_home
 from tether.errors import TetherError
+from tether.interfaces.render import STATUS_STYLE, err, out, print_result, show_progress
 from tether.tasks.result import EXIT_CODES, TaskResult, TaskStatus
 from tether.tasks.spec import CLI, Registry, TaskSpec
 
@@ -40,20 +40,8 @@ job_app = typer.Typer(
 app.add_typer(task_app, name="task")
 app.add_typer(job_app, name="job")
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
-
-STATUS_STYLE = {
-    TaskStatus.COMPLETED: "green",
-    TaskStatus.RUNNING: "cyan",
-    TaskStatus.PENDING: "cyan",
-    TaskStatus.FAILED: "red",
-    TaskStatus.STOPPED: "yellow",
-    TaskStatus.REJECTED: "magenta",
-    TaskStatus.NOT_FOUND: "magenta",
-}
 
 
 class State:
@@ -114,23 +102,6 @@ def _guard(as_json: bool, body: Callable[[], int]) -> None:
     except TetherError as exc:
         _fail(exc.message, as_json=as_json, code=exc.code)
     raise typer.Exit(code)
-
-
-def _print_result(result: TaskResult) -> None:
-    style = STATUS_STYLE.get(result.status, "white")
-    out.print(f"[bold {style}]{result.status.value}[/]  {result.task_id}  [dim]{result.execution_id}[/]")
-    if result.message:
-        out.print(f"  {result.message}")
-    shown = {k: v for k, v in result.data.items() if k not in ("errors", "log_tail") and v is not None}
-    for key, value in shown.items():
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        out.print(f"  [dim]{key}:[/] {text}")
-    if result.data.get("log_tail"):
-        out.print("  [dim]log tail:[/]")
-        for line in str(result.data["log_tail"]).splitlines():
-            out.print(f"    [dim]{line}[/]")
-    if result.duration_seconds:
-        out.print(f"  [dim]{result.duration_seconds:.2f}s[/]")
 
 
 def _spec_row(spec: TaskSpec) -> dict[str, Any]:
@@ -222,7 +193,7 @@ def task_run(
         if as_json:
             print(result.model_dump_json())
         else:
-            _print_result(result)
+            print_result(result)
         return EXIT_CODES[result.status]
 
     _guard(as_json, body)
@@ -247,7 +218,7 @@ def _run_following(
             started.append(execution_id)
             nonlocal follower
             if live:
-                follower = asyncio.get_running_loop().create_task(_show_progress(executor, execution_id))
+                follower = asyncio.get_running_loop().create_task(show_progress(executor, execution_id))
 
         try:
             result = await executor.execute(
@@ -272,32 +243,12 @@ def _run_following(
         return result
 
 
-async def _show_progress(executor: Any, execution_id: str) -> None:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+@app.command("demo")
+def demo_command() -> None:
+    """A guided tour of the execution core on the demo game (no key, no network)."""
+    from tether.interfaces.tour import run_tour
 
-    paths = executor.jobs.paths(execution_id)
-    from tether.execution.protocol import last_progress
-
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        handle = bar.add_task("starting", total=1.0)
-        while True:
-            event = last_progress(paths)
-            if event is not None:
-                fraction = event.get("fraction")
-                bar.update(
-                    handle,
-                    completed=fraction if fraction is not None else 0.0,
-                    total=1.0 if fraction is not None else None,
-                    description=str(event.get("message") or "working"),
-                )
-            await asyncio.sleep(0.1)
+    _guard(False, lambda: run_tour(_registry(), state.home))
 
 
 @job_app.command("list")
@@ -340,7 +291,7 @@ def job_status(
 
     def body() -> int:
         result = _jobs().status(execution_id)
-        print(result.model_dump_json()) if as_json else _print_result(result)
+        print(result.model_dump_json()) if as_json else print_result(result)
         return 0
 
     _guard(as_json, body)
@@ -354,7 +305,7 @@ def job_stop(
 
     def body() -> int:
         result = asyncio.run(_jobs().stop(execution_id))
-        print(result.model_dump_json()) if as_json else _print_result(result)
+        print(result.model_dump_json()) if as_json else print_result(result)
         return 0
 
     _guard(as_json, body)
