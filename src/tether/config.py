@@ -63,30 +63,97 @@ class Settings:
     log_tail_lines: int = 20
 
     def __post_init__(self) -> None:
-        for spec in dataclasses.fields(self):
-            value = getattr(self, spec.name)
-            if isinstance(value, float | int) and not isinstance(value, bool) and value <= 0:
-                raise ConfigError(f"setting {spec.name} must be positive, got {value}")
+        _positive(self)
 
     @classmethod
     def load(cls, home: Path, environ: dict[str, str] | None = None) -> Settings:
-        environ = dict(os.environ if environ is None else environ)
-        values: dict[str, Any] = {}
-        path = home / SETTINGS_FILE
-        if path.exists():
-            try:
-                values.update(tomllib.loads(path.read_text(encoding="utf-8")).get("execution", {}))
-            except (OSError, tomllib.TOMLDecodeError) as exc:
-                raise ConfigError(f"{path}: {exc}") from exc
-        known = {spec.name: spec for spec in dataclasses.fields(cls)}
-        for name in list(values):
-            if name not in known:
-                raise ConfigError(f"{path}: unknown setting [execution].{name}; known: {', '.join(known)}")
-        for name in known:
-            raw = environ.get(f"TETHER_{name.upper()}")
-            if raw is not None:
-                values[name] = raw
-        return cls(**{name: _coerce(name, known[name].type, value) for name, value in values.items()})
+        return load_section(cls, home, "execution", environ)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSettings:
+    """``[model]``: which model answers. No ``model`` means the offline planner (no key, no network)."""
+
+    provider: str = "openai"  # names the key in the OS keyring
+    model: str = ""
+    base_url: str = "https://api.openai.com/v1"
+    json_decisions: bool = False  # for models without native tool calls
+    timeout_s: float = 120.0
+    retry_max_attempts: int = 4
+    retry_base_delay_s: float = 0.5
+    retry_max_delay_s: float = 20.0
+    breaker_failure_threshold: int = 5
+    breaker_recovery_s: float = 30.0
+    breaker_half_open_probes: int = 1
+
+    def __post_init__(self) -> None:
+        _positive(self)
+
+    @classmethod
+    def load(cls, home: Path, environ: dict[str, str] | None = None) -> ModelSettings:
+        return load_section(cls, home, "model", environ)
+
+
+LANGUAGES = ("en", "zh")
+MEMORY_MODES = ("sqlite", "ephemeral")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentSettings:
+    """``[agent]``: the conversation loop's limits, memory and language."""
+
+    language: str = "en"
+    max_steps: int = 12  # model decisions per turn before the manager is asked to extend
+    extend_by: int = 6
+    max_steps_ceiling: int = 40  # hard ceiling, whatever the manager says
+    keep_last_messages: int = 12
+    compress_after_messages: int = 24
+    compress_after_chars: int = 12_000
+    summary_max_chars: int = 2_000
+    memory: str = "sqlite"
+
+    def __post_init__(self) -> None:
+        _positive(self)
+        if self.language not in LANGUAGES:
+            raise ConfigError(
+                f"setting language must be one of {', '.join(LANGUAGES)}, got {self.language!r}"
+            )
+        if self.memory not in MEMORY_MODES:
+            raise ConfigError(f"setting memory must be one of {', '.join(MEMORY_MODES)}, got {self.memory!r}")
+        if self.max_steps_ceiling < self.max_steps:
+            raise ConfigError("setting max_steps_ceiling must be at least max_steps")
+
+    @classmethod
+    def load(cls, home: Path, environ: dict[str, str] | None = None) -> AgentSettings:
+        return load_section(cls, home, "agent", environ)
+
+
+def _positive(settings: object) -> None:
+    for spec in dataclasses.fields(settings):  # type: ignore[arg-type]
+        value = getattr(settings, spec.name)
+        if isinstance(value, float | int) and not isinstance(value, bool) and value <= 0:
+            raise ConfigError(f"setting {spec.name} must be positive, got {value}")
+
+
+def load_section(cls: Any, home: Path, section: str, environ: dict[str, str] | None = None) -> Any:
+    """Defaults, then ``[section]`` of settings.toml, then ``TETHER_<NAME>`` environment variables."""
+    environ = dict(os.environ if environ is None else environ)
+    values: dict[str, Any] = {}
+    path = home / SETTINGS_FILE
+    if path.exists():
+        try:
+            values.update(tomllib.loads(path.read_text(encoding="utf-8")).get(section, {}))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+    known = {spec.name: spec for spec in dataclasses.fields(cls)}
+    for name in list(values):
+        if name not in known:
+            raise ConfigError(f"{path}: unknown setting [{section}].{name}; known: {', '.join(known)}")
+    for name in known:
+        raw = environ.get(f"TETHER_{name.upper()}")
+        if raw is not None:
+            values[name] = raw
+    return cls(**{name: _coerce(name, known[name].type, value) for name, value in values.items()})
 
 
 def _coerce(name: str, kind: object, value: object) -> Any:
@@ -102,6 +169,8 @@ def _coerce(name: str, kind: object, value: object) -> Any:
             raise ValueError(value)
         if kind in (int, "int"):
             return int(text)
+        if kind in (str, "str"):
+            return str(value).strip()
         return float(text)
     except ValueError:
         raise ConfigError(f"setting {name}: {value!r} is not a valid {kind}") from None

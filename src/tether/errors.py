@@ -13,7 +13,15 @@ Every error has a stable ``code`` that survives serialization across processes::
     ├── LockBusy                     lock_busy     a resource lock is held by another execution
     ├── JobError                     job           the job table or a job's process
     │   └── JobNotFound              job_not_found no such execution id
-    └── StoreError                   store         the database could not be opened or migrated
+    ├── StoreError                   store         the database could not be opened or migrated
+    ├── ModelError                   model         the language model service failed the run
+    │   ├── ModelHTTPError           model_http    an HTTP error status (data: status, provider code)
+    │   ├── ModelConnectionError     model_connection  no answer: refused, reset, timed out
+    │   ├── ModelRefused             model_refused a permanent content-policy refusal (never retried)
+    │   ├── ModelOutputError         model_output  an answer that could not be understood, even after repair
+    │   ├── CircuitOpen              circuit_open  the breaker for that service is open; try later
+    │   └── ModelRequestsForbidden   model_forbidden  a real model request while tests forbid them
+    └── CredentialError              credential    no key, or the OS keyring is unusable
 
 Handlers raise ``TaskFailed`` or ``StopRequested``; the executor never raises for a task outcome,
 it returns a ``TaskResult``. Exceptions are for misuse of the API and broken infrastructure.
@@ -91,3 +99,37 @@ class JobNotFound(JobError):
 
 class StoreError(TetherError):
     code = "store"
+
+
+class ModelError(TetherError):
+    code = "model"
+
+
+class ModelHTTPError(ModelError):
+    """``data``: ``status`` (int), ``provider_code`` (str | None), ``retry_after`` (seconds | None)."""
+
+    code = "model_http"
+
+
+class ModelConnectionError(ModelError):
+    code = "model_connection"
+
+
+class ModelRefused(ModelError):
+    code = "model_refused"
+
+
+class ModelOutputError(ModelError):
+    code = "model_output"
+
+
+class CircuitOpen(ModelError):
+    code = "circuit_open"
+
+
+class ModelRequestsForbidden(ModelError):
+    code = "model_forbidden"
+
+
+class CredentialError(TetherError):
+    code = "credential"

@@ -39,6 +39,40 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX jobs_status ON jobs(status);
     CREATE INDEX jobs_created ON jobs(created_at);
     """,
+    # 2: conversations — threads, their messages, and every step of every turn.
+    """
+    CREATE TABLE threads (
+        thread_id   TEXT PRIMARY KEY,
+        title       TEXT NOT NULL DEFAULT '',
+        summary     TEXT NOT NULL DEFAULT '',
+        folded      INTEGER NOT NULL DEFAULT 0,
+        pending     TEXT,
+        turns       INTEGER NOT NULL DEFAULT 0,
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL
+    );
+    CREATE TABLE messages (
+        thread_id   TEXT NOT NULL REFERENCES threads(thread_id) ON DELETE CASCADE,
+        seq         INTEGER NOT NULL,
+        turn        INTEGER NOT NULL,
+        message     TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        PRIMARY KEY (thread_id, seq)
+    );
+    CREATE TABLE steps (
+        step_id     TEXT PRIMARY KEY,
+        thread_id   TEXT NOT NULL REFERENCES threads(thread_id) ON DELETE CASCADE,
+        turn        INTEGER NOT NULL,
+        idx         INTEGER NOT NULL,
+        kind        TEXT NOT NULL,
+        tool        TEXT,
+        args        TEXT,
+        result      TEXT,
+        text        TEXT NOT NULL DEFAULT '',
+        created_at  TEXT NOT NULL
+    );
+    CREATE INDEX steps_thread ON steps(thread_id, turn, idx);
+    """,
 )
 
 

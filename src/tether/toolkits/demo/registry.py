@@ -116,7 +116,7 @@ registry.add(
         requires=("game_running",),
         danger=Danger.DESTRUCTIVE,
         description="Salvage (destroy) all relics of one rarity. Destructive: needs the person to confirm.",
-        aliases=("分解遗器", "遗器分解", "salvage relics", "break down relics"),
+        aliases=("分解遗器", "遗器分解", "分解", "salvage relics", "salvage", "break down relics"),
     )
 )
 registry.add(

@@ -1,0 +1,100 @@
+"""API keys: from the OS keyring, else an environment variable (documented fallback); nowhere else.
+
+Keys are stored under the keyring service ``tether`` with the provider name as user. The fallback is
+``TETHER_API_KEY_<PROVIDER>`` (e.g. ``TETHER_API_KEY_DEEPSEEK``), then ``TETHER_API_KEY``. A key is never
+read from a config file or a command-line argument, and never printed, logged or stored by tether.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from tether.errors import CredentialError
+
+SERVICE = "tether"
+PROVIDER_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyInfo:
+    """Where a key was found and how long it is; never the key itself."""
+
+    provider: str
+    source: str  # "keyring", an environment variable name, or "none"
+    length: int = 0
+
+
+def _check(provider: str) -> str:
+    if not PROVIDER_RE.match(provider):
+        raise CredentialError(
+            f"provider names are lowercase words like 'openai' or 'deepseek', got {provider!r}"
+        )
+    return provider
+
+
+def env_names(provider: str) -> tuple[str, ...]:
+    return (f"TETHER_API_KEY_{provider.upper().replace('-', '_')}", "TETHER_API_KEY")
+
+
+def _keyring_get(provider: str) -> str | None:
+    import keyring
+    from keyring.errors import KeyringError
+
+    try:
+        return keyring.get_password(SERVICE, provider)
+    except KeyringError:
+        return None
+
+
+def get_key(provider: str) -> str | None:
+    _check(provider)
+    key = _keyring_get(provider)
+    if key:
+        return key
+    for name in env_names(provider):
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
+
+
+def key_info(provider: str) -> KeyInfo:
+    _check(provider)
+    key = _keyring_get(provider)
+    if key:
+        return KeyInfo(provider=provider, source="keyring", length=len(key))
+    for name in env_names(provider):
+        if os.environ.get(name):
+            return KeyInfo(provider=provider, source=name, length=len(os.environ[name]))
+    return KeyInfo(provider=provider, source="none")
+
+
+def set_key(provider: str, key: str) -> None:
+    import keyring
+    from keyring.errors import KeyringError
+
+    _check(provider)
+    if not key.strip():
+        raise CredentialError("an empty key was not stored")
+    try:
+        keyring.set_password(SERVICE, provider, key.strip())
+    except KeyringError as exc:
+        raise CredentialError(
+            f"the OS keyring is not usable here ({type(exc).__name__}); set {env_names(provider)[0]} "
+            "in the environment instead"
+        ) from None
+
+
+def delete_key(provider: str) -> bool:
+    import keyring
+    from keyring.errors import KeyringError, PasswordDeleteError
+
+    _check(provider)
+    try:
+        keyring.delete_password(SERVICE, provider)
+    except PasswordDeleteError:
+        return False
+    except KeyringError as exc:
+        raise CredentialError(f"the OS keyring is not usable here ({type(exc).__name__})") from None
+    return True

@@ -1,0 +1,264 @@
+"""A client for OpenAI-compatible chat completions (OpenAI, DeepSeek, Qwen, Ollama, vLLM, llama.cpp,
+LM Studio, …) on the official ``openai`` SDK, with the SDK's own retries off in favour of ours.
+
+``parallel_tool_calls=false`` is always sent with tools. Replies stream, assembling tool-call deltas,
+except for reasoning models (o1/o3/o4, gpt-5, deepseek-reasoner, qwq, …); ``TETHER_MODEL_STREAM=0|1``
+forces either way. The ``openai`` package is imported on first use, never at import time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from tether.errors import ModelConnectionError, ModelError, ModelHTTPError, ModelRefused
+from tether.models.base import Message, ModelResponse, ToolCall, ToolDef, Usage, check_request_allowed
+from tether.models.refusals import is_refusal
+from tether.models.resilience import SHARED, ResilienceRegistry
+
+STREAM_ENV = "TETHER_MODEL_STREAM"
+DEFAULT_TIMEOUT_S = 120.0
+REASONING_MODEL = re.compile(
+    r"(^|[/:_-])(o1|o3|o4|gpt-5|deepseek-reasoner|qwq|qvq|r1)([.:_-]|$)", re.IGNORECASE
+)
+
+
+def is_reasoning_model(model: str) -> bool:
+    return bool(REASONING_MODEL.search(model)) or "reasoner" in model.lower() or "thinking" in model.lower()
+
+
+def should_stream(model: str, environ: dict[str, str] | None = None) -> bool:
+    forced = (os.environ if environ is None else environ).get(STREAM_ENV, "").strip().lower()
+    if forced in ("1", "true", "yes", "on"):
+        return True
+    if forced in ("0", "false", "no", "off"):
+        return False
+    return not is_reasoning_model(model)
+
+
+def _redact(text: str, secret: str | None) -> str:
+    return text.replace(secret, "***") if secret else text
+
+
+class OpenAICompatModel:
+    supports_tools = True
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str = "https://api.openai.com/v1",
+        api_key: str | None = None,
+        resilience: ResilienceRegistry = SHARED,
+        stream: bool | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        http_client: Any = None,
+        supports_tools: bool = True,
+    ) -> None:
+        self.name = model
+        self.base_url = base_url
+        self.supports_tools = supports_tools
+        self._api_key = api_key
+        self._resilience = resilience.for_url(base_url)
+        self._stream = stream
+        self._timeout_s = timeout_s
+        self._http_client = http_client
+        self._client: Any = None
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"OpenAICompatModel(model={self.name!r}, base_url={self.base_url!r})"
+
+    def _sdk(self) -> Any:
+        if self._client is None:
+            from openai import AsyncOpenAI
+
+            self._client = AsyncOpenAI(
+                api_key=self._api_key or "not-needed",  # local servers (Ollama, vLLM) take any key
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=self._timeout_s,
+                http_client=self._http_client,
+            )
+        return self._client
+
+    @property
+    def streaming(self) -> bool:
+        return self._stream if self._stream is not None else should_stream(self.name)
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolDef]) -> ModelResponse:
+        check_request_allowed(self.base_url)
+        kwargs: dict[str, Any] = {"model": self.name, "messages": list(messages)}
+        if tools:
+            kwargs["tools"] = [tool.openai() for tool in tools]
+            kwargs["parallel_tool_calls"] = False
+        return await self._resilience.call(lambda: self._attempt(kwargs))
+
+    async def _attempt(self, kwargs: dict[str, Any]) -> ModelResponse:
+        import openai
+
+        client = self._sdk()
+        try:
+            if self.streaming:
+                stream = await client.chat.completions.create(
+                    **kwargs, stream=True, stream_options={"include_usage": True}
+                )
+                response = await assemble_stream(_chunks(stream), model=self.name)
+            else:
+                completion = await client.chat.completions.create(**kwargs)
+                response = from_completion(completion.model_dump())
+        except openai.APIStatusError as exc:
+            raise self._translate_status(exc) from None
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise ModelConnectionError(
+                _redact(
+                    f"cannot reach the model service at {self.base_url}: {type(exc).__name__}", self._api_key
+                )
+            ) from None
+        if is_refusal(finish_reason=response.finish_reason):
+            raise ModelRefused(
+                f"the model service refused on content-policy grounds ({response.finish_reason})",
+                finish_reason=response.finish_reason,
+            )
+        return response
+
+    def _translate_status(self, exc: Any) -> ModelError:
+        status = int(exc.status_code)
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error", body) if isinstance(body, dict) else {}
+        error = error if isinstance(error, dict) else {"message": str(error)}
+        code = error.get("code") or error.get("type")
+        inner = error.get("innererror")
+        if isinstance(inner, dict) and inner.get("code"):
+            code = inner["code"]
+        message = _redact(str(error.get("message") or exc.message or ""), self._api_key)[:500]
+        if status in (400, 403, 422) and is_refusal(code=code, message=message):
+            return ModelRefused(
+                f"the model service refused on content-policy grounds ({code or status}): {message}",
+                status=status,
+                provider_code=code,
+            )
+        retry_after = parse_retry_after(exc.response.headers if exc.response is not None else {})
+        return ModelHTTPError(
+            f"model service answered HTTP {status}"
+            + (f" ({code})" if code else "")
+            + (f": {message}" if message else ""),
+            status=status,
+            provider_code=code,
+            retry_after=retry_after,
+        )
+
+
+async def _chunks(stream: Any) -> AsyncIterator[dict[str, Any]]:
+    async for chunk in stream:
+        yield chunk.model_dump()
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds from ``retry-after-ms``, ``Retry-After`` (seconds or an HTTP date), else None."""
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+    except AttributeError:
+        return None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    import time
+
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _tool_call(index: int, call_id: str | None, name: str, raw: str) -> ToolCall:
+    call_id = call_id or f"call_{index}"
+    try:
+        arguments = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return ToolCall(
+            id=call_id, name=name, arguments={}, error=f"arguments are not valid JSON: {raw[:200]!r}"
+        )
+    if not isinstance(arguments, dict):
+        return ToolCall(id=call_id, name=name, arguments={}, error="arguments must be a JSON object")
+    return ToolCall(id=call_id, name=name, arguments=arguments)
+
+
+def from_completion(payload: dict[str, Any]) -> ModelResponse:
+    choice = (payload.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    calls = tuple(
+        _tool_call(
+            i,
+            call.get("id"),
+            (call.get("function") or {}).get("name") or "",
+            (call.get("function") or {}).get("arguments") or "",
+        )
+        for i, call in enumerate(message.get("tool_calls") or [])
+    )
+    usage = payload.get("usage") or {}
+    return ModelResponse(
+        text=message.get("content") or "",
+        tool_calls=calls,
+        usage=Usage(
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+        ),
+        finish_reason=choice.get("finish_reason"),
+        model=payload.get("model") or "",
+    )
+
+
+async def assemble_stream(chunks: AsyncIterator[dict[str, Any]], *, model: str = "") -> ModelResponse:
+    """Fold streamed deltas into one response; tool calls are keyed by ``index`` and their argument
+    fragments concatenated in arrival order."""
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    usage = Usage()
+    finish: str | None = None
+    seen_model = model
+    async for chunk in chunks:
+        seen_model = chunk.get("model") or seen_model
+        if chunk.get("usage"):
+            u = chunk["usage"]
+            usage = Usage(
+                prompt_tokens=int(u.get("prompt_tokens") or 0),
+                completion_tokens=int(u.get("completion_tokens") or 0),
+            )
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                text.append(delta["content"])
+            for part in delta.get("tool_calls") or []:
+                index = int(part.get("index") or 0)
+                slot = calls.setdefault(index, {"id": None, "name": "", "arguments": []})
+                if part.get("id"):
+                    slot["id"] = part["id"]
+                function = part.get("function") or {}
+                if function.get("name"):
+                    slot["name"] += function["name"]
+                if function.get("arguments"):
+                    slot["arguments"].append(function["arguments"])
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+    return ModelResponse(
+        text="".join(text),
+        tool_calls=tuple(
+            _tool_call(i, slot["id"], slot["name"], "".join(slot["arguments"]))
+            for i, slot in sorted(calls.items())
+        ),
+        usage=usage,
+        finish_reason=finish,
+        model=seen_model,
+    )
