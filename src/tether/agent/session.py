@@ -90,12 +90,25 @@ class _Turn:
         self.turn = state.turns
         self.steps: list[StepRecord] = []
 
-    def record(self, kind: str, *, tool: str | None = None, args: dict[str, Any] | None = None,
-               result: dict[str, Any] | None = None, text: str = "") -> StepRecord:  # fmt: skip
+    def record(
+        self,
+        kind: str,
+        *,
+        tool: str | None = None,
+        args: dict[str, Any] | None = None,
+        result: dict[str, Any] | None = None,
+        text: str = "",
+    ) -> StepRecord:
         step = StepRecord(
-            thread_id=self.state.thread_id, turn=self.turn, index=len(self.steps), kind=kind, tool=tool,
-            args=args, result=result, text=text,
-        )  # fmt: skip
+            thread_id=self.state.thread_id,
+            turn=self.turn,
+            index=len(self.steps),
+            kind=kind,
+            tool=tool,
+            args=args,
+            result=result,
+            text=text,
+        )
         self.steps.append(step)
         self.session.threads.add_step(step)
         self.session.events.emit(
@@ -131,8 +144,10 @@ class ConversationSession:
         caller: str = AGENT,
         manager: Model | None = None,
         events: EventBus | None = None,
+        detach: bool = False,
     ) -> None:
         self.executor = executor
+        self.detach = detach  # background jobs outlive this session's process
         self.model = model
         self.manager = manager or model
         self.settings = settings or AgentSettings.load(executor.home)
@@ -187,7 +202,7 @@ class ConversationSession:
         call = ToolCall(id=f"confirmed_{turn.turn}", name=pending["name"], arguments=pending["args"])
         turn.say({"role": "assistant", "content": None, "tool_calls": [call.to_message()]})
         result = await self.executor.execute(
-            pending["tool"], pending["args"], caller=self.caller, confirmed=True
+            pending["tool"], pending["args"], caller=self.caller, confirmed=True, detach=self.detach
         )
         self._observe(turn, call, result)
         return None
@@ -226,9 +241,11 @@ class ConversationSession:
                 if blocked is not None and not control:
                     violated = True
                     self._skip(
-                        turn, call, f"not run: after a {blocked.status.value} result only {GET_STATUS} and "
+                        turn,
+                        call,
+                        f"not run: after a {blocked.status.value} result only {GET_STATUS} and "
                         f"{STOP_TASK} may follow in this turn",
-                    )  # fmt: skip
+                    )
                     continue
                 spec = self.surface.spec(call.name)
                 if (
@@ -252,14 +269,20 @@ class ConversationSession:
     async def _execute(self, call: ToolCall, *, confirm: bool) -> TaskResult:
         if call.error is not None:
             return TaskResult(
-                task_id=self.surface.task_id(call.name), execution_id="", status=TaskStatus.REJECTED,
+                task_id=self.surface.task_id(call.name),
+                execution_id="",
+                status=TaskStatus.REJECTED,
                 message=f"{call.name}: {call.error}",
                 data={"errors": [{"param": None, "message": call.error}]},
-            )  # fmt: skip
+            )
         if self.surface.is_control(call.name):
             return await self._control(call)
         return await self.executor.execute(
-            self.surface.task_id(call.name), call.arguments, caller=self.caller, confirmed=confirm
+            self.surface.task_id(call.name),
+            call.arguments,
+            caller=self.caller,
+            confirmed=confirm,
+            detach=self.detach,
         )
 
     async def _control(self, call: ToolCall) -> TaskResult:
@@ -270,19 +293,32 @@ class ConversationSession:
                 return jobs.status(execution_id)
             return await jobs.stop(execution_id, reason="asked by the agent")
         except JobNotFound as exc:
-            return TaskResult(task_id=call.name, execution_id=execution_id, status=TaskStatus.NOT_FOUND,
-                              message=exc.message)  # fmt: skip
+            return TaskResult(
+                task_id=call.name, execution_id=execution_id, status=TaskStatus.NOT_FOUND, message=exc.message
+            )
 
     def _observe(self, turn: _Turn, call: ToolCall, result: TaskResult) -> None:
         payload = result.model_dump(mode="json")
-        turn.say({"role": "tool", "tool_call_id": call.id, "name": call.name,
-                  "content": json.dumps(payload, ensure_ascii=False)})  # fmt: skip
+        turn.say(
+            {
+                "role": "tool",
+                "tool_call_id": call.id,
+                "name": call.name,
+                "content": json.dumps(payload, ensure_ascii=False),
+            }
+        )
         turn.record("tool", tool=self.surface.task_id(call.name), args=call.arguments, result=payload)
 
     def _skip(self, turn: _Turn, call: ToolCall, why: str) -> None:
         payload = {"status": "skipped", "message": why}
-        turn.say({"role": "tool", "tool_call_id": call.id, "name": call.name,
-                  "content": json.dumps(payload, ensure_ascii=False)})  # fmt: skip
+        turn.say(
+            {
+                "role": "tool",
+                "tool_call_id": call.id,
+                "name": call.name,
+                "content": json.dumps(payload, ensure_ascii=False),
+            }
+        )
         turn.record(
             "tool", tool=self.surface.task_id(call.name), args=call.arguments, result=payload, text=why
         )
@@ -300,8 +336,14 @@ class ConversationSession:
             "status": NEEDS_CONFIRMATION,
             "message": "waiting for the person's confirmation; nothing ran",
         }
-        turn.say({"role": "tool", "tool_call_id": call.id, "name": call.name,
-                  "content": json.dumps(payload, ensure_ascii=False)})  # fmt: skip
+        turn.say(
+            {
+                "role": "tool",
+                "tool_call_id": call.id,
+                "name": call.name,
+                "content": json.dumps(payload, ensure_ascii=False),
+            }
+        )
         turn.record("confirmation", tool=task_id, args=call.arguments, result=payload, text=question)
         return turn.done(NEEDS_CONFIRMATION, question)
 
@@ -310,10 +352,12 @@ class ConversationSession:
     async def _review(self, turn: _Turn, used: int, completed: int, failed: int, limit: int) -> int:
         room = self.settings.max_steps_ceiling - limit
         review = {
-            "steps_used": used, "completed_steps": completed, "failed_steps": failed,
+            "steps_used": used,
+            "completed_steps": completed,
+            "failed_steps": failed,
             "extend_by": min(self.settings.extend_by, max(room, 0)),
             "ceiling": self.settings.max_steps_ceiling,
-        }  # fmt: skip
+        }
         extra = 0
         reason = "the hard ceiling of steps is reached"
         if room > 0:

@@ -244,11 +244,15 @@ def _run_following(
 
 
 @app.command("demo")
-def demo_command() -> None:
-    """A guided tour of the execution core on the demo game (no key, no network)."""
+def demo_command(
+    core: Annotated[
+        bool, typer.Option("--core", help="Tour the execution core instead of the agent")
+    ] = False,
+) -> None:
+    """A guided tour on the demo game with the offline model (no key, no network)."""
     from tether.interfaces.tour import run_tour
 
-    _guard(False, lambda: run_tour(_registry(), state.home))
+    _guard(False, lambda: run_tour(_registry(), state.home, core=core))
 
 
 @job_app.command("list")
@@ -313,6 +317,11 @@ def job_stop(
 
 def main() -> None:
     app()
+
+
+from tether.interfaces import agent_cli  # noqa: E402 - registers run, chat, threads, trace, auth
+
+agent_cli.register(app, state)
 
 
 if __name__ == "__main__":

@@ -136,8 +136,54 @@ async def _until(condition: Any, seconds: float = 10.0) -> None:
         await asyncio.sleep(0.02)
 
 
-def run_tour(registry: Registry, home: str | None) -> int:
+AGENT_SCRIPT = (
+    "启动游戏，然后刷 3 次金币副本",
+    "Keep farming credits in the background",
+    "进度怎么样？",
+    "stop it",
+    "分解四星遗器",
+    "是",
+    "退出游戏",
+)
+
+
+async def agent_tour(executor: Executor) -> int:
+    """The agent on the offline model: plain requests in, controlled tool calls out, then the trace."""
+    from tether.agent.session import ConversationSession
+    from tether.interfaces.agent_cli import new_thread_id, render_event
+    from tether.models.offline import OfflineModel
+
+    for record in executor.store.list(active=True):
+        await executor.jobs.stop(record.execution_id, reason="a new tour starts")
+    session = ConversationSession(executor, OfflineModel())
+    session.events.subscribe(render_event)
+    thread_id = new_thread_id()
+    out.print(Rule(f"[bold]tether agent tour · offline model · thread {thread_id}[/]", align="left"))
+    for message in AGENT_SCRIPT:
+        out.print(f"\n[bold]you>[/] {message}")
+        if message == "进度怎么样？":
+            await asyncio.sleep(3 * _step_s())  # let the background loop make some progress to report
+        result = await session.send(thread_id, message)
+        out.print(f"[bold cyan]tether>[/] {result.final}")
+    out.print(Rule("[bold]the trace · 执行轨迹[/]", align="left"))
+    for step in session.threads.steps(thread_id):
+        if step.kind == "tool":
+            result = step.result or {}
+            out.print(f"  {step.turn}:{step.index:<2} {step.tool:<22} {result.get('status')}")
+    out.print(
+        f"\n[green]Tour done.[/] Replay it: [bold]tether trace {thread_id}[/] · talk: [bold]tether chat[/]"
+    )
+    return 0
+
+
+def _step_s() -> float:
+    from tether.toolkits.demo.handlers import step_seconds
+
+    return step_seconds()
+
+
+def run_tour(registry: Registry, home: str | None, *, core: bool = False) -> int:
     with Executor(registry, home=home) as executor:
         executor.jobs.recover()
         executor.warm_up()
-        return asyncio.run(tour(executor))
+        return asyncio.run(tour(executor) if core else agent_tour(executor))

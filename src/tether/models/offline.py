@@ -29,9 +29,24 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 DIGITS = re.compile(r"(?<![\w.])(\d{1,6})(?![\d.])")
 ZH_NUMBER = re.compile(r"([零一二两三四五六七八九十百]+)\s*(?:次|遍|轮|回|场|个|把|星|下)")
 EN_NUMBERS = {
-    "once": 1, "twice": 2, "thrice": 3, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20,
-}  # fmt: skip
+    "once": 1,
+    "twice": 2,
+    "thrice": 3,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "fifteen": 15,
+    "twenty": 20,
+}
 EN_NUMBER = re.compile(r"\b(" + "|".join(EN_NUMBERS) + r")\b", re.IGNORECASE)
 ZH_DIGITS = {
     "零": 0,

@@ -1,0 +1,162 @@
+"""Test doubles for the one part tether never runs for real in tests: the language model.
+
+- ``ScriptedModel``: a list of expected turns. Each turn is a ``ModelResponse`` (or a function of the
+  messages and tools returning one). It fails the test on a call it did not expect, and
+  ``assert_consumed()`` fails it when scripted turns were left unused.
+- ``Cassette``: records the HTTP exchange of an OpenAI-compatible client (an ``httpx`` transport) to a
+  JSON file and replays it without a server; ``Authorization`` headers are never written.
+- ``forbid_model_requests()``: sets the switch that makes real (non-loopback) model requests fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tether.models.base import ALLOW_REQUESTS_ENV, Message, ModelResponse, ToolCall, ToolDef
+
+Turn = ModelResponse | Callable[[Sequence[Message], Sequence[ToolDef]], ModelResponse]
+
+
+class UnexpectedModelCall(AssertionError):
+    pass
+
+
+def call(name: str, arguments: dict[str, Any] | None = None, *, id: str | None = None) -> ToolCall:
+    return ToolCall(
+        id=id or f"call_{name}_{abs(hash(json.dumps(arguments or {}, sort_keys=True))) % 10**6}",
+        name=name,
+        arguments=arguments or {},
+    )
+
+
+def calls(*items: ToolCall, text: str = "") -> ModelResponse:
+    """A scripted turn that asks for these tool calls (several at once = a parallel-call response)."""
+    return ModelResponse(text=text, tool_calls=tuple(items), model="scripted")
+
+
+def say(text: str) -> ModelResponse:
+    return ModelResponse(text=text, model="scripted")
+
+
+class ScriptedModel:
+    supports_tools = True
+
+    def __init__(self, turns: Sequence[Turn], *, name: str = "scripted") -> None:
+        self.name = name
+        self._turns = list(turns)
+        self.requests: list[tuple[list[Message], list[ToolDef]]] = []
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolDef]) -> ModelResponse:
+        self.requests.append((list(messages), list(tools)))
+        if not self._turns:
+            last = messages[-1] if messages else {}
+            raise UnexpectedModelCall(
+                f"{self.name}: no scripted turn left for call {len(self.requests)}; last "
+                f"message: {json.dumps(last, ensure_ascii=False)[:300]}"
+            )
+        turn = self._turns.pop(0)
+        return turn(messages, tools) if callable(turn) else turn
+
+    @property
+    def remaining(self) -> int:
+        return len(self._turns)
+
+    def assert_consumed(self) -> None:
+        if self._turns:
+            raise AssertionError(f"{self.name}: {len(self._turns)} scripted turn(s) were never used")
+
+
+def forbid_model_requests() -> None:
+    os.environ[ALLOW_REQUESTS_ENV] = "0"
+
+
+class Cassette:
+    """An ``httpx.AsyncBaseTransport`` that records to or replays from ``path``.
+
+    ``mode="record"`` forwards to ``inner`` (a real transport) and writes every exchange; ``"replay"``
+    answers from the file in order and fails on a request that does not match the next recording.
+    """
+
+    def __init__(self, path: Path, *, mode: str = "replay", inner: Any = None) -> None:
+        import httpx
+
+        if mode not in ("record", "replay"):
+            raise ValueError("mode is 'record' or 'replay'")
+        self.path = path
+        self.mode = mode
+        self._inner = (
+            inner if inner is not None else (httpx.AsyncHTTPTransport() if mode == "record" else None)
+        )
+        self._tape: list[dict[str, Any]] = (
+            json.loads(path.read_text(encoding="utf-8")) if mode == "replay" else []
+        )
+        self._cursor = 0
+
+    def transport(self) -> Any:
+        import httpx
+
+        cassette = self
+
+        class _Transport(httpx.AsyncBaseTransport):
+            async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+                return await cassette._handle(request)
+
+        return _Transport()
+
+    async def _handle(self, request: Any) -> Any:
+        import httpx
+
+        body = (await request.aread()).decode("utf-8", errors="replace")
+        key = {"method": request.method, "path": request.url.path, "body": _canonical(body)}
+        if self.mode == "replay":
+            if self._cursor >= len(self._tape):
+                raise UnexpectedModelCall(
+                    f"cassette {self.path.name}: no recorded exchange left for {key['path']}"
+                )
+            entry = self._tape[self._cursor]
+            if entry["request"] != key:
+                raise UnexpectedModelCall(
+                    f"cassette {self.path.name}: request {self._cursor} differs from the recording"
+                )
+            self._cursor += 1
+            response = entry["response"]
+            return httpx.Response(
+                response["status"], headers=response["headers"], content=response["body"].encode()
+            )
+        assert self._inner is not None
+        upstream = await self._inner.handle_async_request(request)
+        content = await upstream.aread()
+        headers = {
+            k: v
+            for k, v in upstream.headers.items()
+            if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")
+        }
+        self._tape.append(
+            {
+                "request": key,
+                "response": {
+                    "status": upstream.status_code,
+                    "headers": headers,
+                    "body": content.decode("utf-8", errors="replace"),
+                },
+            }
+        )
+        self.path.write_text(json.dumps(self._tape, ensure_ascii=False, indent=1), encoding="utf-8")
+        return httpx.Response(upstream.status_code, headers=headers, content=content)
+
+    def assert_consumed(self) -> None:
+        if self.mode == "replay" and self._cursor != len(self._tape):
+            raise AssertionError(
+                f"cassette {self.path.name}: {len(self._tape) - self._cursor} exchange(s) unused"
+            )
+
+
+def _canonical(body: str) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body
