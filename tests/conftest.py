@@ -83,3 +83,26 @@ def running_game(executor: Executor) -> Executor:
     result = executor.execute_sync("demo.start_game", caller="cli")
     assert result.status is TaskStatus.COMPLETED, result
     return executor
+
+
+# No test may reach a real model service; loopback servers of the tests themselves are allowed.
+os.environ["TETHER_ALLOW_MODEL_REQUESTS"] = "0"
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[object]:
+    from tests.support.fake_openai import FakeOpenAI
+
+    server = FakeOpenAI()
+    yield server
+    server.close()
+
+
+@pytest.fixture(autouse=True)
+def _file_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real keyring backend (a file under tmp_path), so credential code runs for real."""
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    import keyring.core
+
+    keyring.core.set_keyring(keyring.core.load_keyring("keyrings.alt.file.PlaintextKeyring"))

@@ -26,7 +26,7 @@ SPLIT = re.compile(
 )
 EXECUTION_ID = re.compile(r"\b[0-9a-f]{19}\b")
 CJK = re.compile(r"[\u4e00-\u9fff]")
-DIGITS = re.compile(r"(?<![\w.])(\d{1,6})(?![\d.])")
+DIGITS = re.compile(r"(?<![A-Za-z0-9_.])(\d{1,6})(?![0-9.])")
 ZH_NUMBER = re.compile(r"([零一二两三四五六七八九十百]+)\s*(?:次|遍|轮|回|场|个|把|星|下)")
 EN_NUMBERS = {
     "once": 1,

@@ -164,9 +164,18 @@ class Resilience:
 class ResilienceRegistry:
     """One ``Resilience`` per base URL, so every session talking to a service shares its breaker."""
 
-    def __init__(self, retry: RetryPolicy | None = None, breaker: BreakerPolicy | None = None) -> None:
+    def __init__(
+        self,
+        retry: RetryPolicy | None = None,
+        breaker: BreakerPolicy | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.retry = retry or RetryPolicy()
         self.breaker = breaker or BreakerPolicy()
+        self._clock = clock
+        self._sleep = sleep
         self._by_url: dict[str, Resilience] = {}
         self._lock = threading.Lock()
 
@@ -175,7 +184,11 @@ class ResilienceRegistry:
         with self._lock:
             found = self._by_url.get(key)
             if found is None:
-                found = Resilience(retry=self.retry, breaker=CircuitBreaker(self.breaker, name=key))
+                found = Resilience(
+                    retry=self.retry,
+                    breaker=CircuitBreaker(self.breaker, name=key, clock=self._clock),
+                    sleep=self._sleep,
+                )
                 self._by_url[key] = found
             return found
 

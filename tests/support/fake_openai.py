@@ -1,0 +1,118 @@
+"""A real HTTP server on 127.0.0.1 that answers like an OpenAI-compatible service, from a script."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def completion(
+    content: str | None = None,
+    tool_calls: list[tuple[str, str, str]] | None = None,
+    finish_reason: str = "stop",
+    model: str = "gpt-4o-mini",
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in tool_calls
+        ]
+        finish_reason = "tool_calls"
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }
+
+
+def chunk(
+    delta: dict[str, Any], finish_reason: str | None = None, usage: dict[str, int] | None = None
+) -> dict:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
+        if delta is not None
+        else [],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def error(
+    status: int, code: str | None, message: str, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    return {
+        "status": status,
+        "body": {"error": {"message": message, "type": "error", "code": code}},
+        "headers": headers or {},
+    }
+
+
+class FakeOpenAI:
+    def __init__(self) -> None:
+        self.script: deque[dict[str, Any]] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                fake.requests.append(json.loads(self.rfile.read(length) or b"{}"))
+                fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+                step = (
+                    fake.script.popleft() if fake.script else error(500, "unscripted", "no scripted answer")
+                )
+                if "sse" in step:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.end_headers()
+                    for event in step["sse"]:
+                        self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                        self.wfile.flush()
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    return
+                payload = json.dumps(step.get("body", {})).encode()
+                self.send_response(step.get("status", 200))
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                for key, value in step.get("headers", {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def reply(self, body: dict[str, Any]) -> None:
+        self.script.append({"status": 200, "body": body})
+
+    def fail(self, step: dict[str, Any]) -> None:
+        self.script.append(step)
+
+    def stream(self, events: list[dict[str, Any]]) -> None:
+        self.script.append({"sse": events})
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
