@@ -34,7 +34,7 @@ from tether.models.jsonfix import loads_lenient
 from tether.models.replies import is_no, is_yes
 from tether.store.threads import MemoryThreadStore, SqliteThreadStore, StepRecord, ThreadState, ThreadStore
 from tether.tasks.result import TaskResult, TaskStatus
-from tether.tasks.spec import AGENT, Danger
+from tether.tasks.spec import AGENT
 
 OK = (TaskStatus.COMPLETED, TaskStatus.RUNNING)
 NEEDS_CONFIRMATION = "needs_confirmation"
@@ -247,15 +247,10 @@ class ConversationSession:
                         f"{STOP_TASK} may follow in this turn",
                     )
                     continue
-                spec = self.surface.spec(call.name)
-                if (
-                    spec is not None
-                    and spec.danger is Danger.DESTRUCTIVE
-                    and not confirm
-                    and call.error is None
-                ):
-                    return self._ask_confirmation(turn, call, spec.task_id)
                 result = await self._execute(call, confirm=confirm)
+                if result.status is TaskStatus.REJECTED and result.data.get("needs_confirmation"):
+                    # The executor checked everything else first: only the person's word is missing.
+                    return self._ask_confirmation(turn, call, result.task_id)
                 self._observe(turn, call, result)
                 if result.status in OK:
                     completed += 1

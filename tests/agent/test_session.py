@@ -1,0 +1,202 @@
+"""The loop's contracts, with ScriptedModel and the real executor on the demo game."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.agent.session import ConversationSession
+from tether.config import AgentSettings
+from tether.execution.executor import Executor
+from tether.store.threads import MemoryThreadStore, SqliteThreadStore
+from tether.testing import ScriptedModel, UnexpectedModelCall, call, calls, say
+from tether.toolkits.demo import game
+
+GOLD = {"instance_type": "拟造花萼（金）", "instance_name": "藏珍之蕾"}
+
+
+def session(executor: Executor, model: Any, **settings: Any) -> ConversationSession:
+    return ConversationSession(executor, model, settings=AgentSettings(**settings))
+
+
+def tool_steps(result: Any) -> list[tuple[str | None, str]]:
+    return [(s.tool, (s.result or {}).get("status")) for s in result.steps if s.kind == "tool"]
+
+
+def test_parallel_calls_run_serially_and_are_cut_at_the_first_failure(
+    running_game: Executor, home: Path
+) -> None:
+    model = ScriptedModel([
+        calls(
+            call("demo__farm_instance", {**GOLD, "attempts": 1}, id="a"),
+            call("demo__farm_instance", {**GOLD, "instance_name": "金币"}, id="b"),  # rejected: an alias
+            call("demo__daily_training", id="c"),  # never runs
+        ),
+        say("The second call was rejected: 金币 is an alias of 藏珍之蕾."),
+    ])  # fmt: skip
+    result = session(running_game, model).send_sync("t", "farm twice then dailies")
+    model.assert_consumed()
+    assert tool_steps(result) == [
+        ("demo.farm_instance", "completed"),
+        ("demo.farm_instance", "rejected"),
+        ("demo.daily_training", "skipped"),
+    ]
+    assert game.load_state(home)["daily_training_total"] == 0
+    assert game.load_state(home)["farm_attempts_total"] == 1
+    # Every call got an answer the model can see, in order.
+    answered = [m for m in model.requests[1][0] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in answered] == ["a", "b", "c"]
+
+
+def test_no_business_call_after_a_rejection_only_control_tools(running_game: Executor, home: Path) -> None:
+    model = ScriptedModel([
+        calls(call("demo__salvage_relics", {"rarity": 5})),  # rejected: 5 is not allowed
+        calls(call("demo__daily_training")),  # the model tries anyway
+    ])  # fmt: skip
+    result = session(running_game, model).send_sync("t", "salvage 5-star relics")
+    model.assert_consumed()
+    assert tool_steps(result) == [("demo.salvage_relics", "rejected"), ("demo.daily_training", "skipped")]
+    assert result.status == "completed" and "rejected" in result.final
+    assert game.load_state(home)["daily_training_total"] == 0
+
+
+def test_control_tools_still_work_after_a_failure(running_game: Executor) -> None:
+    job = running_game.execute_sync("demo.loop_farm", caller="agent")
+    model = ScriptedModel([
+        calls(call("demo__daily_training")),  # rejected: automation is busy
+        calls(call("stop_task", {"execution_id": job.execution_id})),
+        say("Stopped the loop."),
+    ])  # fmt: skip
+    result = session(running_game, model).send_sync("t", "dailies")
+    model.assert_consumed()
+    assert tool_steps(result) == [("demo.daily_training", "rejected"), ("stop_task", "stopped")]
+
+
+def test_destructive_call_waits_for_the_persons_reply(running_game: Executor, home: Path) -> None:
+    model = ScriptedModel([
+        calls(call("demo__salvage_relics", {"rarity": 4})),
+        say("Salvaged 2 relics."),
+    ])  # fmt: skip
+    s = session(running_game, model)
+    asked = s.send_sync("t", "salvage my 4-star relics")
+    assert asked.status == "needs_confirmation" and "confirm" in asked.final
+    assert game.load_state(home)["salvaged_total"] == 0
+    assert model.remaining == 1  # nothing else was asked of the model
+
+    done = s.send_sync("t", "yes")
+    model.assert_consumed()
+    assert tool_steps(done) == [("demo.salvage_relics", "completed")]
+    assert game.load_state(home)["salvaged_total"] == 2
+
+
+def test_a_declined_confirmation_runs_nothing(running_game: Executor, home: Path) -> None:
+    model = ScriptedModel([calls(call("demo__salvage_relics", {"rarity": 4})), say("OK, I will not.")])
+    s = session(running_game, model)
+    assert s.send_sync("t", "salvage 4-star").status == "needs_confirmation"
+    declined = s.send_sync("t", "不要")
+    model.assert_consumed()
+    assert tool_steps(declined) == []
+    assert game.load_state(home)["salvaged_total"] == 0
+
+
+def test_the_model_cannot_confirm_for_the_person(running_game: Executor, home: Path) -> None:
+    """Even if the model passes confirmed=True as an argument, nothing destructive runs."""
+    model = ScriptedModel([calls(call("demo__salvage_relics", {"rarity": 4, "confirmed": True})), say("sorry")])
+    result = session(running_game, model).send_sync("t", "salvage")
+    assert tool_steps(result) == [("demo.salvage_relics", "rejected")]
+    step = next(s for s in result.steps if s.kind == "tool")
+    assert step.result is not None and "'confirmed'" in step.result["message"]
+    assert game.load_state(home)["salvaged_total"] == 0
+
+
+def test_explicit_confirm_flag_runs_the_destructive_call(running_game: Executor, home: Path) -> None:
+    model = ScriptedModel([calls(call("demo__salvage_relics", {"rarity": 3})), say("done")])
+    result = ConversationSession(running_game, model).send_sync("t", "salvage 3-star", confirm=True)
+    assert tool_steps(result) == [("demo.salvage_relics", "completed")]
+    assert game.load_state(home)["salvaged_total"] == 5
+
+
+def test_budget_escalation_extends_then_hits_the_ceiling(running_game: Executor) -> None:
+    status = [calls(call("demo__status")) for _ in range(6)]
+    manager = ScriptedModel([say('{"extend": 2}'), say('{"extend": 5}')])
+    model = ScriptedModel(status)
+    s = ConversationSession(
+        running_game, model, manager=manager,
+        settings=AgentSettings(max_steps=2, extend_by=2, max_steps_ceiling=6),
+    )  # fmt: skip
+    result = s.send_sync("t", "status forever")
+    assert result.status == "budget_exhausted"
+    budget = [step for step in result.steps if step.kind == "budget"]
+    assert [b.result for b in budget] == [{"extend": 2}, {"extend": 2}, {"extend": 0}]
+    assert len([s for s in result.steps if s.kind == "model"]) == 6  # the ceiling holds
+    manager.assert_consumed()
+    model.assert_consumed()
+
+
+def test_manager_can_stop_the_turn(running_game: Executor) -> None:
+    manager = ScriptedModel([say('{"stop": "no progress"}')])
+    model = ScriptedModel([calls(call("demo__status"))])
+    s = ConversationSession(running_game, model, manager=manager, settings=AgentSettings(max_steps=1))
+    result = s.send_sync("t", "status")
+    assert result.status == "budget_exhausted"
+    assert [st.text for st in result.steps if st.kind == "budget"] == ["no progress"]
+
+
+def test_unknown_tool_and_bad_arguments_are_observations_not_crashes(running_game: Executor) -> None:
+    from tether.models.base import ModelResponse, ToolCall
+
+    model = ScriptedModel([
+        calls(call("demo__debug_crash")),  # not exposed to the agent
+        say("That tool does not exist for me."),
+        ModelResponse(tool_calls=(ToolCall(id="x", name="demo__status", arguments={}, error="not JSON"),)),
+        say("My arguments were broken."),
+    ])  # fmt: skip
+    s = session(running_game, model)
+    assert tool_steps(s.send_sync("t", "crash it")) == [("demo.debug_crash", "not_found")]
+    assert tool_steps(s.send_sync("t", "status")) == [("demo.status", "rejected")]
+    model.assert_consumed()
+
+
+def test_unexpected_model_calls_fail_the_test(running_game: Executor) -> None:
+    model = ScriptedModel([calls(call("demo__status"))])
+    with pytest.raises(UnexpectedModelCall):
+        session(running_game, model).send_sync("t", "status")
+
+
+def test_every_step_is_stored_with_deterministic_ids(running_game: Executor, home: Path) -> None:
+    model = ScriptedModel([calls(call("demo__status")), say("all good")])
+    s = session(running_game, model)
+    s.send_sync("thread-1", "status?")
+    steps = SqliteThreadStore.in_home(home).steps("thread-1")
+    assert [st.step_id for st in steps] == ["thread-1:1:0", "thread-1:1:1", "thread-1:1:2", "thread-1:1:3"]
+    assert [st.kind for st in steps] == ["model", "tool", "model", "final"]
+    assert steps[1].result is not None and steps[1].result["status"] == "completed"
+
+
+def test_events_are_emitted_for_every_step(running_game: Executor) -> None:
+    model = ScriptedModel([calls(call("demo__status")), say("ok")])
+    s = session(running_game, model)
+    seen: list[str] = []
+    s.events.subscribe(lambda e: seen.append(e.kind))
+    s.send_sync("t", "status")
+    assert seen == ["turn_started", "model", "tool", "model", "final"]
+
+
+def test_ephemeral_memory_keeps_nothing_on_disk(running_game: Executor, home: Path) -> None:
+    model = ScriptedModel([say("hi")])
+    s = session(running_game, model, memory="ephemeral")
+    assert isinstance(s.threads, MemoryThreadStore)
+    s.send_sync("eph", "hello")
+    assert SqliteThreadStore.in_home(home).load("eph") is None
+
+
+def test_open_jobs_and_the_summary_ride_in_the_system_prompt(running_game: Executor) -> None:
+    job = running_game.execute_sync("demo.loop_farm", caller="agent")
+    model = ScriptedModel([say("ok")])
+    session(running_game, model).send_sync("t", "what runs?")
+    system = model.requests[0][0][0]
+    assert system["role"] == "system" and f"execution_id={job.execution_id}" in system["content"]
+    assert json.dumps(model.requests[0][1][0].openai())  # tools are serializable for a real API
