@@ -22,7 +22,7 @@ def session(executor: Executor, model: Any, **settings: Any) -> ConversationSess
     return ConversationSession(executor, model, settings=AgentSettings(**settings))
 
 
-def tool_steps(result: Any) -> list[tuple[str | None, str]]:
+def tool_steps(result: Any) -> list[tuple[Any, Any]]:
     return [(s.tool, (s.result or {}).get("status")) for s in result.steps if s.kind == "tool"]
 
 
@@ -104,7 +104,9 @@ def test_a_declined_confirmation_runs_nothing(running_game: Executor, home: Path
 
 def test_the_model_cannot_confirm_for_the_person(running_game: Executor, home: Path) -> None:
     """Even if the model passes confirmed=True as an argument, nothing destructive runs."""
-    model = ScriptedModel([calls(call("demo__salvage_relics", {"rarity": 4, "confirmed": True})), say("sorry")])
+    model = ScriptedModel(
+        [calls(call("demo__salvage_relics", {"rarity": 4, "confirmed": True})), say("sorry")]
+    )
     result = session(running_game, model).send_sync("t", "salvage")
     assert tool_steps(result) == [("demo.salvage_relics", "rejected")]
     step = next(s for s in result.steps if s.kind == "tool")

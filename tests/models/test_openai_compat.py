@@ -5,12 +5,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.fake_openai import FakeOpenAI, chunk, completion, error
 from tether.errors import CircuitOpen, ModelHTTPError, ModelRefused, ModelRequestsForbidden
 from tether.models.base import ToolDef
 from tether.models.openai_compat import OpenAICompatModel, is_reasoning_model, should_stream
 from tether.models.resilience import BreakerPolicy, BreakerState, ResilienceRegistry, RetryPolicy
 from tether.testing import Cassette
-from tests.support.fake_openai import FakeOpenAI, chunk, completion, error
 
 TOOL = ToolDef(
     name="demo__farm_instance", description="farm", parameters={"type": "object", "properties": {}}
@@ -185,7 +185,8 @@ def test_a_failed_half_open_probe_opens_the_breaker_again(fake_openai: FakeOpenA
         (
             400,
             "content_filter",
-            "The response was filtered due to the prompt triggering Azure OpenAI's content management policy.",
+            "The response was filtered due to the prompt triggering Azure OpenAI's content management "
+            "policy.",
         ),
         (400, "data_inspection_failed", "Input data may contain inappropriate content."),
         (400, None, "Content Exists Risk"),

@@ -40,7 +40,7 @@ def should_stream(model: str, environ: dict[str, str] | None = None) -> bool:
 
 
 def _redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, "***") if secret else text
+    return text.replace(secret, "***") if secret and len(secret) >= 8 else text
 
 
 class OpenAICompatModel:

@@ -1,0 +1,60 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.helpers import ROOT, tether_cli
+
+
+def test_run_json_is_one_document_with_steps(home: Path) -> None:
+    code, out, err = tether_cli("run", "启动游戏，然后刷 3 次金币副本", "--thread", "t1", "--json", home=home)
+    assert code == 0, err
+    document = json.loads(out)
+    assert set(document) >= {"thread_id", "status", "final", "steps"} and document["status"] == "completed"
+    tools = [s for s in document["steps"] if s["kind"] == "tool"]
+    assert [s["tool"] for s in tools] == ["demo.start_game", "demo.farm_instance"]
+    assert tools[1]["args"] == {"instance_type": "拟造花萼（金）", "instance_name": "藏珍之蕾", "attempts": 3}
+    assert tools[1]["result"]["status"] == "completed" and tools[1]["result"]["execution_id"]
+    assert set(document["steps"][0]) == {"index", "kind", "tool", "args", "result"}
+
+
+def test_run_waits_for_confirmation_and_executes_nothing(home: Path) -> None:
+    tether_cli("run", "启动游戏", home=home)
+    code, out, _ = tether_cli("run", "分解四星遗器", "--json", home=home)
+    document = json.loads(out)
+    assert code == 0 and document["status"] == "needs_confirmation"
+    code, out, _ = tether_cli("task", "run", "demo.status", "--json", home=home)
+    assert json.loads(out)["data"]["salvaged_total"] == 0
+    code, out, _ = tether_cli("run", "分解四星遗器", "--confirm", "--json", home=home)
+    assert json.loads(out)["status"] == "completed"
+    code, out, _ = tether_cli("task", "run", "demo.status", "--json", home=home)
+    assert json.loads(out)["data"]["salvaged_total"] == 2
+    tether_cli("run", "退出游戏", home=home)
+
+
+def test_threads_and_trace(home: Path) -> None:
+    tether_cli("run", "查看游戏状态", "--thread", "th-x", home=home)
+    code, out, _ = tether_cli("threads", "--json", home=home)
+    assert code == 0 and json.loads(out)[0]["thread_id"] == "th-x"
+    code, out, _ = tether_cli("trace", "th-x", "--json", home=home)
+    steps = json.loads(out)["steps"]
+    assert [s["step_id"] for s in steps][:2] == ["th-x:1:0", "th-x:1:1"]
+    code, out, _ = tether_cli("trace", "th-x", home=home)
+    assert code == 0 and "demo.status" in out
+    code, out, _ = tether_cli("trace", "nope", "--json", home=home)
+    assert code == 2 and json.loads(out)["error"]["code"] == "not_found"
+
+
+def test_chat_keeps_working_while_a_background_job_runs_and_asks_inline(home: Path) -> None:
+    lines = ["启动游戏", "后台一直刷金币", "进度怎么样", "停下", "分解四星遗器", "y", "退出游戏", "exit"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "tether.interfaces.cli", "chat", "--thread", "c1"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**os.environ, "TETHER_HOME": str(home), "TETHER_STOP_GRACE_COOPERATIVE_S": "0.5"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "正在后台运行" in proc.stdout
+    assert "running" in proc.stdout  # the status query answered while the loop held the lock
+    assert "salvaged 2 4-star relics" in proc.stdout
+    assert "stopped" in proc.stdout and "the game has exited" in proc.stdout

@@ -1,0 +1,98 @@
+import asyncio
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.fake_openai import FakeOpenAI, completion, error
+from tests.support.helpers import ROOT
+from tether import credentials
+from tether.agent.session import ConversationSession
+from tether.config import ModelSettings
+from tether.errors import ModelError
+from tether.events import Event
+from tether.execution.executor import Executor
+from tether.models.factory import model_from_settings
+
+SECRET = "sk-SECRET-4f9c2a7e1b8d6c3a5e0f"
+
+
+def test_keyring_first_then_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert credentials.key_info("openai").source == "none"
+    monkeypatch.setenv("TETHER_API_KEY", "from-env")
+    assert credentials.get_key("openai") == "from-env"
+    monkeypatch.setenv("TETHER_API_KEY_OPENAI", "provider-env")
+    assert credentials.key_info("openai").source == "TETHER_API_KEY_OPENAI"
+    credentials.set_key("openai", SECRET)
+    assert credentials.get_key("openai") == SECRET
+    info = credentials.key_info("openai")
+    assert info.source == "keyring" and info.length == len(SECRET) and SECRET not in repr(info)
+    assert credentials.delete_key("openai") and not credentials.delete_key("openai")
+
+
+def test_bad_provider_names_are_refused() -> None:
+    from tether.errors import CredentialError
+
+    with pytest.raises(CredentialError, match="lowercase"):
+        credentials.get_key("Open AI!")
+
+
+def test_auth_commands_never_print_the_key(tmp_path: Path) -> None:
+    import os
+
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
+    run = lambda *args, stdin="": subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "tether.interfaces.cli", "auth", *args], input=stdin, capture_output=True,
+        text=True, env=env, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    stored = run("set", "deepseek", stdin=SECRET + "\n")
+    assert stored.returncode == 0, stored.stderr
+    shown = run("show", "deepseek")
+    assert shown.returncode == 0 and "keyring" in shown.stdout and str(len(SECRET)) in shown.stdout
+    assert run("delete", "deepseek").returncode == 0
+    assert run("show", "deepseek").returncode == 1
+    for proc in (stored, shown):
+        assert SECRET not in proc.stdout + proc.stderr
+
+
+def test_the_key_never_reaches_logs_events_the_store_or_errors(
+    home: Path,
+    fake_openai: FakeOpenAI,
+    make_executor,  # type: ignore[no-untyped-def]
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TETHER_MODEL_STREAM", "0")  # the fake answers with plain JSON
+    credentials.set_key("openai", SECRET)
+    settings = ModelSettings(model="gpt-4o-mini", base_url=fake_openai.url, retry_max_attempts=2,
+                             retry_base_delay_s=0.001, retry_max_delay_s=0.002)  # fmt: skip
+    executor: Executor = make_executor()
+    model = model_from_settings(home, settings)
+    assert SECRET not in repr(model)
+    session = ConversationSession(executor, model)
+    events: list[Event] = []
+    session.events.subscribe(events.append)
+    caplog.set_level(logging.DEBUG)
+
+    fake_openai.reply(completion(tool_calls=[("c1", "demo__status", "{}")]))
+    fake_openai.reply(completion(content="all good"))
+    first = session.send_sync("t", "status?")
+    assert first.final == "all good", (first, len(fake_openai.requests))
+    fake_openai.fail(error(401, "invalid_api_key", f"Incorrect API key provided: {SECRET}"))
+    failed = session.send_sync("t", "again")
+    assert failed.status == "failed", failed
+    for _ in range(2):
+        fake_openai.fail(error(500, None, "boom"))
+    with pytest.raises(ModelError) as info:
+        asyncio.run(model.complete([{"role": "user", "content": "x"}], []))
+
+    assert fake_openai.headers[0]["authorization"] == f"Bearer {SECRET}"  # the key was really used
+    haystack = [caplog.text, str(info.value), repr(info.value.data), failed.final]
+    haystack += [repr(e) for e in events]
+    for path in home.rglob("*"):
+        if path.is_file():
+            haystack.append(path.read_bytes().decode("utf-8", errors="replace"))
+    leaks = [text[:80] for text in haystack if SECRET in text]
+    assert leaks == []
