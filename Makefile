@@ -18,8 +18,18 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
-bench: $(STAMP)
-	$(PY) -m bench
+# The bench gets its own environment: the peers it compares with (LangGraph) never enter the test venv.
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+$(BENCH_STAMP): pyproject.toml
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[dev]' 'langgraph>=0.2'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python -m bench
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
@@ -27,4 +37,4 @@ lint: $(STAMP)
 	$(VENV)/bin/pyright
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) build *.egg-info src/*.egg-info .pytest_cache .ruff_cache

@@ -107,6 +107,11 @@ def main() -> int:
             )
         for step, samples in stops.items():
             row(f"stop, {step} step", median_ms(samples), "python -c pass", median_ms(pass_))
+
+    from bench.agent import loop_overhead, prompt_sizes
+
+    prompt_sizes(home)
+    loop_overhead(home)
     return 0
 
 

@@ -6,7 +6,7 @@ import signal
 import time
 
 from tether.tasks.context import TaskContext
-from tether.tasks.spec import CLI, Isolation, Registry, TaskSpec
+from tether.tasks.spec import AGENT, CLI, Isolation, Registry, TaskSpec
 
 H = "bench.registry:"
 ME = frozenset({CLI})
@@ -37,7 +37,13 @@ def hung(ctx: TaskContext) -> None:
 
 registry = Registry(ref="bench.registry:registry")
 registry.add(
-    TaskSpec(task_id="b.inline", handler=H + "noop", exposed_to=ME, resources=(), isolation=Isolation.INLINE)
+    TaskSpec(
+        task_id="b.inline",
+        handler=H + "noop",
+        exposed_to=ME | {AGENT},
+        resources=(),
+        isolation=Isolation.INLINE,
+    )
 )
 registry.add(TaskSpec(task_id="b.sync", handler=H + "noop", exposed_to=ME, resources=()))
 registry.add(TaskSpec(task_id="b.background", handler=H + "cooperative", exposed_to=ME, background=True))

@@ -1,0 +1,87 @@
+"""The conversation loop's costs: prompt size with and without compression, and the loop's own
+overhead per step next to LangGraph's prebuilt ReAct agent (both with a scripted model and a no-op tool).
+
+LangGraph is installed only in the bench environment (``.venv-bench``); without it that row is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.registry import registry
+from tether.agent.session import ConversationSession
+from tether.config import AgentSettings
+from tether.execution.executor import Executor
+from tether.store.threads import MemoryThreadStore
+from tether.testing import ScriptedModel, call, calls, say
+
+TURNS = 1000
+LOOP_TURNS = 300
+
+
+def _script(turns: int) -> list[Any]:
+    script: list[Any] = []
+    for _ in range(turns):
+        script += [calls(call("b__inline")), say("Done: the task completed and nothing else is needed.")]
+    return script
+
+
+def prompt_sizes(home: Path) -> None:
+    print(f"\nprompt size over a {TURNS}-turn conversation (characters sent to the model)")
+    off = AgentSettings(compress_after_messages=10**9, compress_after_chars=10**12, keep_last_messages=10**6)
+    results: dict[str, dict[int, int]] = {}
+    with Executor(registry, home=home) as executor:
+        for label, settings in (("compression on (defaults)", AgentSettings()), ("compression off", off)):
+            session = ConversationSession(
+                executor, ScriptedModel(_script(TURNS)), settings=settings, threads=MemoryThreadStore()
+            )
+            sizes: dict[int, int] = {}
+            for i in range(1, TURNS + 1):
+                session.send_sync("t", f"turn {i}: run the task, and remember that I prefer short answers")
+                if i in (10, 100, 500, 1000):
+                    sizes[i] = session.prompt_chars("t")
+            results[label] = sizes
+    for label, sizes in results.items():
+        print(f"  {label:<28} " + "  ".join(f"turn {k}: {v:>9,}" for k, v in sizes.items()))
+    on, raw = results["compression on (defaults)"][TURNS], results["compression off"][TURNS]
+    print(f"  at turn {TURNS}: the compressed prompt is {on / raw:.4f}x the uncompressed one")
+
+
+def tether_loop(home: Path, *, sqlite: bool) -> float:
+    with Executor(registry, home=home) as executor:
+        session = ConversationSession(
+            executor,
+            ScriptedModel(_script(LOOP_TURNS)),
+            settings=AgentSettings(memory="sqlite" if sqlite else "ephemeral"),
+        )
+
+        async def run() -> list[float]:
+            samples = []
+            for i in range(LOOP_TURNS):
+                start = time.perf_counter()
+                await session.send(f"t{i}", "run the task")
+                samples.append(time.perf_counter() - start)
+            return samples
+
+        samples = asyncio.run(run())
+        tools = [s for s in session.threads.steps("t0") if s.kind == "tool"]
+        assert tools and tools[0].result and tools[0].result["status"] == "completed", tools
+        return statistics.median(samples)
+
+
+def loop_overhead(home: Path) -> None:
+    print(f"\nloop overhead per turn (2 model decisions + 1 tool call, median of {LOOP_TURNS})")
+    from bench.peer_langgraph import langgraph_loop
+
+    peer = langgraph_loop(LOOP_TURNS)
+    for label, sqlite in (("tether, threads in SQLite", True), ("tether, ephemeral memory", False)):
+        ours = tether_loop(home, sqlite=sqlite)
+        if peer is None:
+            print(f"  {label:<44} {ours * 1000:9.3f} ms   (langgraph not installed: make bench installs it)")
+        else:
+            print(f"  {label:<44} {ours * 1000:9.3f} ms   langgraph create_react_agent {peer * 1000:9.3f} ms"
+                  f"   ratio {ours / peer:6.2f}x")  # fmt: skip
