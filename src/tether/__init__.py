@@ -12,8 +12,11 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "AgentSettings": "tether.config",
     "Catalog": "tether.tasks.catalog",
+    "CircuitOpen": "tether.errors",
     "ConfigError": "tether.errors",
+    "ConversationSession": "tether.agent.session",
     "Danger": "tether.tasks.spec",
     "Executor": "tether.execution.executor",
     "InCatalog": "tether.tasks.catalog",
@@ -22,6 +25,14 @@ _EXPORTS = {
     "JobManager": "tether.execution.jobs",
     "JobNotFound": "tether.errors",
     "LockBusy": "tether.errors",
+    "Model": "tether.models.base",
+    "ModelError": "tether.errors",
+    "ModelHTTPError": "tether.errors",
+    "ModelRefused": "tether.errors",
+    "ModelResponse": "tether.models.base",
+    "ModelSettings": "tether.config",
+    "OfflineModel": "tether.models.offline",
+    "OpenAICompatModel": "tether.models.openai_compat",
     "Registry": "tether.tasks.spec",
     "RegistryError": "tether.errors",
     "Settings": "tether.config",
@@ -33,14 +44,20 @@ _EXPORTS = {
     "TaskSpec": "tether.tasks.spec",
     "TaskStatus": "tether.tasks.result",
     "TetherError": "tether.errors",
+    "ToolCall": "tether.models.base",
+    "ToolDef": "tether.models.base",
     "ToolError": "tether.errors",
     "ToolNotFound": "tether.errors",
     "ToolRejected": "tether.errors",
+    "ToolSurface": "tether.agent.surface",
 }
 
 __all__ = [
+    "AgentSettings",
     "Catalog",
+    "CircuitOpen",
     "ConfigError",
+    "ConversationSession",
     "Danger",
     "Executor",
     "InCatalog",
@@ -49,6 +66,14 @@ __all__ = [
     "JobManager",
     "JobNotFound",
     "LockBusy",
+    "Model",
+    "ModelError",
+    "ModelHTTPError",
+    "ModelRefused",
+    "ModelResponse",
+    "ModelSettings",
+    "OfflineModel",
+    "OpenAICompatModel",
     "Registry",
     "RegistryError",
     "Settings",
@@ -60,19 +85,28 @@ __all__ = [
     "TaskSpec",
     "TaskStatus",
     "TetherError",
+    "ToolCall",
+    "ToolDef",
     "ToolError",
     "ToolNotFound",
     "ToolRejected",
+    "ToolSurface",
     "__version__",
 ]
 
 if TYPE_CHECKING:
-    from tether.config import Settings
+    from tether.agent.session import ConversationSession
+    from tether.agent.surface import ToolSurface
+    from tether.config import AgentSettings, ModelSettings, Settings
     from tether.errors import (
+        CircuitOpen,
         ConfigError,
         JobError,
         JobNotFound,
         LockBusy,
+        ModelError,
+        ModelHTTPError,
+        ModelRefused,
         RegistryError,
         StopRequested,
         StoreError,
@@ -84,6 +118,9 @@ if TYPE_CHECKING:
     )
     from tether.execution.executor import Executor
     from tether.execution.jobs import JobManager
+    from tether.models.base import Model, ModelResponse, ToolCall, ToolDef
+    from tether.models.offline import OfflineModel
+    from tether.models.openai_compat import OpenAICompatModel
     from tether.tasks.catalog import Catalog, InCatalog
     from tether.tasks.context import TaskContext
     from tether.tasks.result import TaskResult, TaskStatus
