@@ -89,6 +89,14 @@ def register(app: typer.Typer, state: Any) -> None:
         else:
             out.print(result.final)
             out.print(f"[dim]thread {result.thread_id} · {result.status}[/]")
+            started = [
+                s for s in result.steps if s.kind == "tool" and (s.result or {}).get("status") == "running"
+            ]
+            if started and not detach:
+                err.print(
+                    "[yellow]note:[/] background jobs started by this command stop when it exits; "
+                    "use --detach, or `tether chat`"
+                )
         raise typer.Exit(0 if result.status in ("completed", "needs_confirmation") else 1)
 
     @app.command("chat")
