@@ -18,6 +18,7 @@ auth_app = typer.Typer(
     help="Store API keys in the OS keyring (never in files or arguments).", no_args_is_help=True
 )
 
+CONTROL = ("get_task_status", "stop_task")
 STEP_ICONS = {"model": "🤔", "tool": "⚙", "confirmation": "❓", "budget": "⏳", "final": "💬"}
 
 
@@ -90,7 +91,9 @@ def register(app: typer.Typer, state: Any) -> None:
             out.print(result.final)
             out.print(f"[dim]thread {result.thread_id} · {result.status}[/]")
             started = [
-                s for s in result.steps if s.kind == "tool" and (s.result or {}).get("status") == "running"
+                s
+                for s in result.steps
+                if s.kind == "tool" and s.tool not in CONTROL and (s.result or {}).get("status") == "running"
             ]
             if started and not detach:
                 err.print(
