@@ -202,3 +202,20 @@ def test_open_jobs_and_the_summary_ride_in_the_system_prompt(running_game: Execu
     system = model.requests[0][0][0]
     assert system["role"] == "system" and f"execution_id={job.execution_id}" in system["content"]
     assert json.dumps(model.requests[0][1][0].openai())  # tools are serializable for a real API
+
+
+def test_a_failed_confirmed_call_still_blocks_business_tools(running_game: Executor, home: Path) -> None:
+    model = ScriptedModel([
+        calls(call("demo__salvage_relics", {"rarity": 4}), call("demo__status", id="later")),
+        calls(call("demo__start_game")),  # after the confirmed call failed: must not run
+    ])  # fmt: skip
+    s = session(running_game, model)
+    asked = s.send_sync("t", "salvage")
+    assert asked.status == "needs_confirmation"
+    # The rest of that response was answered, so the next request is a valid conversation.
+    assert tool_steps(asked)[-1] == ("demo.status", "skipped")
+    running_game.execute_sync("demo.exit_game", caller="cli")
+    done = s.send_sync("t", "yes")
+    model.assert_consumed()
+    assert tool_steps(done) == [("demo.salvage_relics", "rejected"), ("demo.start_game", "skipped")]
+    assert game.load_state(home)["salvaged_total"] == 0

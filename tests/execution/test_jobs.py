@@ -170,3 +170,22 @@ def test_status_works_while_a_job_holds_the_lock(running_game: Executor, home: P
         env={**os.environ, "TETHER_HOME": str(home)},
     )
     assert json.loads(proc.stdout)["status"] == "running"
+
+
+def test_a_stop_before_the_handshake_means_the_handler_never_runs(support: Executor, home: Path) -> None:
+    async def scenario() -> tuple[object, object]:
+        started: list[str] = []
+        call = asyncio.create_task(
+            support.execute("t.late_handshake", caller="agent", on_start=started.append)
+        )
+        deadline = asyncio.get_running_loop().time() + 15
+        while not started:  # polled: the worker exists once on_start fired
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.01)
+        stopped = await support.jobs.stop(started[0])
+        return stopped, await call
+
+    stopped, returned = asyncio.run(scenario())
+    assert stopped.status is TaskStatus.STOPPED  # type: ignore[attr-defined]
+    assert returned.status is TaskStatus.STOPPED  # type: ignore[attr-defined]
+    assert not (home / "handler-ran").exists()

@@ -14,7 +14,7 @@ SURFACE = ToolSurface(registry, "agent")
 GOLD = "拟造花萼（金）"
 RED = "拟造花萼（赤）"
 JOB = "1a2b3c4d5e6f7a8b9c0"
-OPEN_JOB = f"Open jobs:\n- execution_id={JOB} task=demo.loop_farm status=running"
+OPEN_JOB = f"[open jobs]\n- execution_id={JOB} task=demo.loop_farm status=running"
 
 
 def farm(name: str, attempts: int, kind: str = GOLD) -> tuple[str, dict[str, Any]]:

@@ -16,10 +16,11 @@ from tether.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Graces long enough that a loaded 2-core machine never skips a stop step; a responsive worker ends early.
 FAST = Settings(
     handshake_timeout_s=15.0,
-    stop_grace_cooperative_s=0.5,
-    stop_grace_interrupt_s=0.5,
+    stop_grace_cooperative_s=2.0,
+    stop_grace_interrupt_s=2.0,
     stop_grace_kill_s=3.0,
     parent_poll_s=0.05,
 )

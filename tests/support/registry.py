@@ -146,3 +146,25 @@ registry.add(
         task_id="t.hangs_free", handler=H + "ignores_stop", background=True, exposed_to=EVERY, resources=()
     )
 )
+
+
+def waits_for_a_stop_in_worker(home: Path) -> str | None:
+    """In the worker: hold the handshake back until some stop was requested (then let it go on)."""
+    parent = int((home / PARENT_PID_FILE).read_text())
+    if os.getpid() != parent:
+        deadline = time.monotonic() + 30
+        while not list((home / "executions").glob("*/stop.requested")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return None
+
+
+def leaves_a_mark(ctx: TaskContext) -> str:
+    (ctx.home / "handler-ran").write_text("yes")
+    return "ran"
+
+
+registry.precondition("waits_for_stop", H + "waits_for_a_stop_in_worker")
+registry.add(
+    TaskSpec(task_id="t.late_handshake", handler=H + "leaves_a_mark", requires=("waits_for_stop",),
+             background=True, exposed_to=EVERY, resources=())
+)  # fmt: skip

@@ -180,22 +180,23 @@ class ConversationSession:
         pending, state.pending = state.pending, None
         self.threads.save(state)  # the thread row exists before any message or step refers to it
         turn.say({"role": "user", "content": message})
+        blocked: TaskResult | None = None
         if pending is not None and is_yes(message):
-            ended = await self._run_confirmed(turn, pending)
-            if ended is not None:
-                return ended
+            confirmed = await self._run_confirmed(turn, pending)
+            if confirmed.status not in OK:
+                blocked = confirmed  # contract 10 holds across the confirmation too
         elif pending is not None and is_no(message):
             turn.record(
                 "confirmation", tool=pending["tool"], args=pending["args"], text="declined by the person"
             )
         try:
-            return await self._loop(turn, confirm=confirm)
+            return await self._loop(turn, confirm=confirm, blocked=blocked)
         except ModelError as exc:
             return turn.done("failed", f"The model service failed: {exc.message}")
         finally:
             self._compress(state)
 
-    async def _run_confirmed(self, turn: _Turn, pending: dict[str, Any]) -> TurnResult | None:
+    async def _run_confirmed(self, turn: _Turn, pending: dict[str, Any]) -> TaskResult:
         turn.record(
             "confirmation", tool=pending["tool"], args=pending["args"], text="confirmed by the person"
         )
@@ -205,12 +206,11 @@ class ConversationSession:
             pending["tool"], pending["args"], caller=self.caller, confirmed=True, detach=self.detach
         )
         self._observe(turn, call, result)
-        return None
+        return result
 
-    async def _loop(self, turn: _Turn, *, confirm: bool) -> TurnResult:
+    async def _loop(self, turn: _Turn, *, confirm: bool, blocked: TaskResult | None = None) -> TurnResult:
         limit = self.settings.max_steps
         used = 0
-        blocked: TaskResult | None = None
         completed = failed = 0
         while True:
             if used >= limit:
@@ -233,7 +233,7 @@ class ConversationSession:
                 return turn.done("completed", response.text)
             cut = False
             violated = False
-            for call in response.tool_calls:
+            for position, call in enumerate(response.tool_calls):
                 if cut:
                     self._skip(turn, call, "not run: an earlier call in this response did not complete")
                     continue
@@ -250,6 +250,8 @@ class ConversationSession:
                 result = await self._execute(call, confirm=confirm)
                 if result.status is TaskStatus.REJECTED and result.data.get("needs_confirmation"):
                     # The executor checked everything else first: only the person's word is missing.
+                    for later in response.tool_calls[position + 1 :]:
+                        self._skip(turn, later, "not run: the turn waits for the person's confirmation")
                     return self._ask_confirmation(turn, call, result.task_id)
                 self._observe(turn, call, result)
                 if result.status in OK:
@@ -393,7 +395,7 @@ class ConversationSession:
 
     def _context(self, state: ThreadState) -> list[Message]:
         jobs = self.executor.jobs.list(active=True, limit=20)
-        open_jobs = (
+        open_jobs = "[open jobs]\n" + (
             "\n".join(
                 f"- execution_id={r.execution_id} task={r.task_id} status={r.status.value}"
                 + (f" progress={r.data['progress'].get('message')}" if r.data.get("progress") else "")

@@ -258,8 +258,18 @@ class Executor:
             background=spec.background,
             detached=detach,
         )
+        spawning = asyncio.ensure_future(asyncio.to_thread(self.spawner.spawn, paths))
         try:
-            ref = await asyncio.to_thread(self.spawner.spawn, paths)
+            ref = await asyncio.shield(spawning)
+        except asyncio.CancelledError:
+            # Cancelled while the worker was being started: let the start finish, then stop it.
+            try:
+                ref = await spawning
+            except (JobError, OSError):
+                raise asyncio.CancelledError from None
+            self.store.set_process(execution_id, ref.pid, ref.create_time)
+            await self.jobs.stop(execution_id, reason="cancelled")
+            raise
         except (JobError, OSError) as exc:
             return self.store.transition(
                 pending.model_copy(
@@ -270,7 +280,9 @@ class Executor:
         if on_start is not None:
             on_start(execution_id)
         try:
-            return await self._follow(spec, paths, ref, started)
+            result = await self._follow(spec, paths, ref, started)
+            self.spawner.reap()  # a fresh interpreter per task leaves a child to reap
+            return result
         except asyncio.CancelledError:
             # The caller gave up (Ctrl-C, a cancelled turn): the execution must not outlive it silently.
             if not (spec.background and self._handshaken(paths)):
@@ -291,13 +303,15 @@ class Executor:
         handshake_deadline = time.monotonic() + self.settings.handshake_timeout_s
         run_deadline: float | None = None
         delay = 0.0005
-        last_mtime = -1
+        last_mtime: tuple[int, int, int] | None = None
         published: TaskResult | None = None
         while True:
             try:
-                mtime = os.stat(paths.result).st_mtime_ns
+                stat = os.stat(paths.result)
+                # os.replace makes a new inode each time: two writes within one mtime tick still differ.
+                mtime = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
             except FileNotFoundError:
-                mtime = -1
+                mtime = None
             if mtime != last_mtime:
                 last_mtime = mtime
                 try:

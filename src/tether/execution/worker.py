@@ -161,9 +161,12 @@ class _Publisher:
             data=data or {},
         )
 
-    def running(self, data: dict[str, Any]) -> None:
+    def running(self, data: dict[str, Any]) -> bool:
+        """The handshake; False when the job already ended (stopped before it started, say)."""
         with self._lock:
-            publish(self.paths, self.result(TaskStatus.RUNNING, "running", data))
+            if self.paths.stop.exists():
+                return False
+            return publish(self.paths, self.result(TaskStatus.RUNNING, "running", data))
 
     def final(self, status: TaskStatus, message: str, data: dict[str, Any] | None = None) -> bool:
         with self._lock:
@@ -174,7 +177,9 @@ class _Publisher:
             return True
 
 
-def _watch_parent(request: Request, ctx: WorkerContext, publisher: _Publisher, log: logging.Logger) -> None:
+def _watch_parent(
+    request: Request, ctx: WorkerContext, publisher: _Publisher, log: logging.Logger, release_locks: Any
+) -> None:
     parent = process.ProcessRef(pid=request.parent_pid, create_time=request.parent_create_time)
     while not publisher.finished.wait(request.parent_poll_s):
         if process.is_alive(parent):
@@ -186,6 +191,7 @@ def _watch_parent(request: Request, ctx: WorkerContext, publisher: _Publisher, l
         _thread.interrupt_main()
         if publisher.finished.wait(request.stop_grace_s):
             return
+        release_locks()
         publisher.final(
             TaskStatus.STOPPED, "stopped: the process that started it exited", {"stop_step": "kill"}
         )
@@ -231,9 +237,11 @@ def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
         try:
             unmet = registry.unmet(spec, home)
         except Exception as exc:
+            locks.release()  # every terminal state is published with the locks already free
             publisher.final(TaskStatus.FAILED, f"precondition check failed: {type(exc).__name__}: {exc}")
             return 0
         if unmet:
+            locks.release()
             publisher.final(TaskStatus.REJECTED, unmet, {"unmet": list(spec.requires)})
             return 0
 
@@ -248,11 +256,24 @@ def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
         signal.signal(signal.SIGTERM, _raise_interrupt)
         if not request.detach:
             threading.Thread(
-                target=_watch_parent, args=(request, ctx, publisher, log), name="parent-watch", daemon=True
+                target=_watch_parent,
+                args=(request, ctx, publisher, log, locks.release),
+                name="parent-watch",
+                daemon=True,
             ).start()
-        publisher.running({"pid": os.getpid(), "background": request.background})
+        if not publisher.running({"pid": os.getpid(), "background": request.background}):
+            # A stop arrived before the handshake: the handler must not run at all.
+            locks.release()
+            reason = stop_reason(paths) or "stop"
+            publisher.final(
+                stopped_status(reason), f"stopped before it started ({reason})", {"stop_reason": reason}
+            )
+            return 0
         log.info("running %s %s", request.task_id, request.params)
         status, message, data = _run_handler(spec.handler, ctx, log)
+        # The outcome is decided: a late SIGINT/SIGTERM must not turn it into a lost result.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         # Release before publishing: whoever sees the terminal state may start the next task at once.
         locks.release()
         publisher.final(status, message, data)

@@ -62,6 +62,7 @@ ZH_DIGITS = {
     "九": 9,
 }
 OK_STATUSES = ("completed", "running")
+OPEN_JOBS = "[open jobs]"  # the marker the session puts above its list of open jobs, in every language
 
 
 def zh_number(text: str) -> int | None:
@@ -412,8 +413,13 @@ def _latest_job(messages: Sequence[Message]) -> str | None:
     """The newest open job: from the system prompt's open-jobs list when there is one (it is fresh),
     else the newest background job the conversation started and did not see end."""
     for message in messages:
-        if message.get("role") == "system" and "execution_id=" in str(message.get("content") or ""):
-            return re.findall(r"execution_id=([0-9a-f]{19})", str(message["content"]))[0]
+        content = str(message.get("content") or "")
+        if message.get("role") == "system" and OPEN_JOBS in content:
+            # Only the open-jobs list: ids quoted in the memory summary may be stale.
+            listed = re.findall(
+                r"^- execution_id=([0-9a-f]{19}) ", content.split(OPEN_JOBS, 1)[1], re.MULTILINE
+            )
+            return listed[0] if listed else None
     ended: set[str] = set()
     for message in reversed(messages):
         if message.get("role") != "tool":
