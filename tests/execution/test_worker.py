@@ -170,3 +170,12 @@ def test_sigterm_to_a_worker_records_stopped(running_game: Executor, home: Path)
 
 def test_settings_are_tunable(home: Path) -> None:
     assert Settings.load(home, {"TETHER_STOP_GRACE_KILL_S": "4"}).stop_grace_kill_s == 4.0
+
+
+def test_workers_never_inherit_the_api_key_fallback(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from tether.execution.spawner import worker_env
+
+    monkeypatch.setenv("TETHER_API_KEY", "sk-never-in-a-worker")
+    monkeypatch.setenv("TETHER_API_KEY_DEEPSEEK", "sk-never-either")
+    env = worker_env()
+    assert "TETHER_API_KEY" not in env and "TETHER_API_KEY_DEEPSEEK" not in env and "PATH" in env

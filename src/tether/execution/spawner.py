@@ -21,6 +21,12 @@ from tether.execution.process import ProcessRef
 from tether.execution.protocol import ExecutionPaths, write_exit
 
 FORKSERVER_START_TIMEOUT_S = 30.0
+SECRET_ENV_PREFIX = "TETHER_API_KEY"
+
+
+def worker_env() -> dict[str, str]:
+    """This process's environment without tether's API-key fallbacks: handlers never need the key."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(SECRET_ENV_PREFIX)}
 
 
 class Spawner(Protocol):
@@ -62,6 +68,7 @@ class SubprocessSpawner:
                 stdout=log,
                 stderr=log,
                 close_fds=True,
+                env=worker_env(),
                 **kwargs,  # type: ignore[arg-type]
             )
         self._children[paths.dir] = child
@@ -108,6 +115,7 @@ class ForkServerSpawner:
                 stderr=log,
                 close_fds=True,
                 start_new_session=True,
+                env=worker_env(),
                 bufsize=0,  # unbuffered, so select() on stdout never misses a line already read
             )
         self._ready = False
