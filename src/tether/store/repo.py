@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from tether.errors import StoreError
-from tether.store.schema import DB_FILE, connect
+from tether.store.schema import DB_FILE, Database
 from tether.tasks.result import TERMINAL, TaskResult, TaskStatus
 
 
@@ -83,35 +81,12 @@ class JobRecord:
         )
 
 
-class JobRepo:
+class JobRepo(Database):
     """Thread-safe access to the job table of one database file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._conn = connect(path)
-        self._lock = threading.Lock()
 
     @classmethod
     def in_home(cls, home: Path) -> JobRepo:
         return cls(home / DB_FILE)
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreError(f"the store is not writable: {exc}") from exc
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
 
     def insert(
         self,

@@ -7,6 +7,9 @@ the number of the last one applied, so several processes opening one file at onc
 from __future__ import annotations
 
 import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tether.errors import StoreError
@@ -115,3 +118,30 @@ def migrate(conn: sqlite3.Connection) -> int:
         conn.execute("ROLLBACK")
         raise
     return len(MIGRATIONS)
+
+
+class Database:
+    """One connection to one database file, shared by threads; writers take ``BEGIN IMMEDIATE``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn = connect(path)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"the store is not writable: {exc}") from exc
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from tether.store.schema import DB_FILE, connect
+from tether.store.schema import DB_FILE, Database
 
 
 def _now() -> str:
@@ -108,28 +107,14 @@ class MemoryThreadStore:
         return sorted(self._threads.values(), key=lambda t: t.updated_at, reverse=True)[:limit]
 
 
-class SqliteThreadStore:
-    def __init__(self, path: Path) -> None:
-        self._conn = connect(path)
-        self._lock = threading.Lock()
-
+class SqliteThreadStore(Database):
     @classmethod
     def in_home(cls, home: Path) -> SqliteThreadStore:
         return cls(home / DB_FILE)
 
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    def _write(self, sql: str, args: tuple[Any, ...]) -> None:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._conn.execute(sql, args)
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+    def _run(self, sql: str, args: tuple[Any, ...]) -> None:
+        with self._write() as conn:
+            conn.execute(sql, args)
 
     def load(self, thread_id: str) -> ThreadState | None:
         with self._lock:
@@ -138,7 +123,7 @@ class SqliteThreadStore:
 
     def save(self, state: ThreadState) -> None:
         state.updated_at = _now()
-        self._write(
+        self._run(
             "INSERT INTO threads (thread_id, title, summary, folded, pending, turns, created_at, updated_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(thread_id) DO UPDATE SET title = excluded.title,"
             " summary = excluded.summary, folded = excluded.folded, pending = excluded.pending,"
@@ -163,14 +148,14 @@ class SqliteThreadStore:
         return [json.loads(row["message"]) for row in rows]
 
     def append(self, thread_id: str, turn: int, message: dict[str, Any]) -> None:
-        self._write(
+        self._run(
             "INSERT INTO messages (thread_id, seq, turn, message, created_at) VALUES"
             " (?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM messages WHERE thread_id = ?), ?, ?, ?)",
             (thread_id, thread_id, turn, json.dumps(message, ensure_ascii=False), _now()),
         )
 
     def add_step(self, step: StepRecord) -> None:
-        self._write(
+        self._run(
             "INSERT OR REPLACE INTO steps (step_id, thread_id, turn, idx, kind, tool, args, result, text,"
             " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
