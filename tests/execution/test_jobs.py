@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import FAST, ROOT, tether_cli, wait_for
+from tests.support.helpers import FAST, ROOT, exited, tether_cli, wait_for
 from tether.errors import JobNotFound
 from tether.execution.executor import Executor
 from tether.execution.jobs import JobManager
@@ -19,14 +19,6 @@ from tether.tasks.result import TaskStatus
 
 def stop(executor: Executor, execution_id: str):  # type: ignore[no-untyped-def]
     return asyncio.run(executor.jobs.stop(execution_id))
-
-
-def _dead(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state in "ZX"
 
 
 def test_cooperative_stop(running_game: Executor) -> None:
@@ -53,11 +45,11 @@ def test_tree_kill_ends_a_hung_task_and_its_children(executor: Executor) -> None
     paths = executor.jobs.paths(job.execution_id)
     event = wait_for(lambda: last_progress(paths), what="the hang task to start its child")
     child = int(event["child_pid"])
-    assert not _dead(child)
+    assert not exited(child)
     result = stop(executor, job.execution_id)
     assert result.status is TaskStatus.STOPPED
     assert result.data["stop_step"] == "kill"
-    wait_for(lambda: _dead(child) and _dead(job.data["pid"]), what="the worker and its child to die")
+    wait_for(lambda: exited(child) and exited(job.data["pid"]), what="the worker and its child to die")
     # Its lock went with it.
     assert executor.execute_sync("demo.debug_hang", caller="cli").status is TaskStatus.RUNNING
 
@@ -141,7 +133,7 @@ def _start_and_kill(support: Executor) -> str:
     job = support.execute_sync("t.hangs_free", caller="agent", detach=True)
     assert job.status is TaskStatus.RUNNING, job
     os.killpg(job.data["pid"], signal.SIGKILL)
-    wait_for(lambda: _dead(job.data["pid"]), what="the kill")
+    wait_for(lambda: exited(job.data["pid"]), what="the kill")
     return job.execution_id
 
 

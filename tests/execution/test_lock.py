@@ -19,15 +19,21 @@ sys.stdin.readline()
 """
 
 
-def test_lock_excludes_another_process_and_names_the_holder(tmp_path: Path) -> None:
-    with subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(tmp_path)],
+def holder_process(home: Path) -> subprocess.Popen[str]:
+    """Another process that holds the automation lock until its stdin closes."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(home)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-    ) as holder:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_lock_excludes_another_process_and_names_the_holder(tmp_path: Path) -> None:
+    with holder_process(tmp_path) as holder:
         contender = ResourceLock(tmp_path, "automation")
         with pytest.raises(LockBusy) as info:
             contender.acquire(execution_id="me", task_id="demo.daily_training")
@@ -47,14 +53,7 @@ def test_lock_excludes_another_process_and_names_the_holder(tmp_path: Path) -> N
 
 
 def test_a_killed_holder_releases_the_lock(tmp_path: Path) -> None:
-    with subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(tmp_path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    ) as holder:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with holder_process(tmp_path) as holder:
         assert ResourceLock(tmp_path, "automation").is_locked()
         holder.kill()
         holder.wait(timeout=30)

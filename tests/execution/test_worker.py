@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.helpers import FAST, ROOT, wait_for
+from tests.support.helpers import FAST, ROOT, exited, wait_for
 from tether.config import Settings
 from tether.execution.executor import Executor
 from tether.execution.process import WORKER_FLAG, worker_command
@@ -40,15 +40,7 @@ def test_silent_worker_is_killed_at_the_handshake_timeout(make_executor, home: P
     assert result.status is TaskStatus.FAILED
     assert "handshake" in result.message
     pid = result.data["pid"]
-    wait_for(lambda: _gone(pid), what="the silent worker to be killed")
-
-
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state in "ZX"
+    wait_for(lambda: exited(pid), what="the silent worker to be killed")
 
 
 def test_subprocess_spawner_runs_workers_too(make_executor) -> None:  # type: ignore[no-untyped-def]

@@ -54,3 +54,12 @@ def tether_cli(*args: str, home: Path, timeout: float = 60.0, **env: str) -> tup
         cwd=ROOT,
     )
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def exited(pid: int) -> bool:
+    """True once ``pid`` is gone or a zombie (PID 1 here never reaps orphans)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in "ZX"

@@ -177,14 +177,6 @@ def append_event(paths: ExecutionPaths, kind: str, **fields: Any) -> None:
         os.close(fd)
 
 
-def read_events(paths: ExecutionPaths) -> list[dict[str, Any]]:
-    try:
-        text = paths.events.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
 def last_progress(paths: ExecutionPaths) -> dict[str, Any] | None:
     """The newest progress event, reading only the file's tail."""
     try:
@@ -227,10 +219,6 @@ def log_tail(paths: ExecutionPaths, lines: int) -> str:
     except FileNotFoundError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
-
-
-def status_of(result: TaskResult | None) -> TaskStatus:
-    return TaskStatus.PENDING if result is None else result.status
 
 
 TIMEOUT = "timeout"

@@ -162,7 +162,11 @@ async def agent_tour(executor: Executor) -> int:
     for message in AGENT_SCRIPT:
         out.print(f"\n[bold]you>[/] {message}")
         if message == "进度怎么样？":
-            await asyncio.sleep(3 * _step_s())  # let the background loop make some progress to report
+            # Let the background loop make progress worth reporting (polled, with a deadline).
+            active = executor.store.list(active=True)
+            if active:
+                paths = executor.jobs.paths(active[0].execution_id)
+                await _until(lambda paths=paths: (last_progress(paths) or {}).get("rounds_done", 0) >= 2)
         result = await session.send(thread_id, message)
         out.print(f"[bold cyan]tether>[/] {result.final}")
     out.print(Rule("[bold]the trace · 执行轨迹[/]", align="left"))
@@ -174,12 +178,6 @@ async def agent_tour(executor: Executor) -> int:
         f"\n[green]Tour done.[/] Replay it: [bold]tether trace {thread_id}[/] · talk: [bold]tether chat[/]"
     )
     return 0
-
-
-def _step_s() -> float:
-    from tether.toolkits.demo.handlers import step_seconds
-
-    return step_seconds()
 
 
 def run_tour(registry: Registry, home: str | None, *, core: bool = False) -> int:

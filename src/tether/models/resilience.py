@@ -111,11 +111,6 @@ def retryable(exc: BaseException) -> bool:
     return isinstance(exc, ModelHTTPError) and exc.data.get("status") in RETRY_STATUSES
 
 
-def counts_against_service(exc: BaseException) -> bool:
-    """Failures that say the service is unwell (not: a refusal, a bad request, a missing key)."""
-    return retryable(exc)
-
-
 @dataclass(slots=True)
 class Resilience:
     """Retry + breaker for one base URL."""
@@ -145,7 +140,8 @@ class Resilience:
             try:
                 value = await attempt()
             except ModelError as exc:
-                if counts_against_service(exc):
+                # Only failures that say the service is unwell count; a refusal or a bad key does not.
+                if retryable(exc):
                     self.breaker.failure()
                 raise
             self.breaker.success()
