@@ -1,25 +1,35 @@
 """Where tether keeps its state, and the settings that tune it.
 
-All state lives in one folder, the tether home: ``$TETHER_HOME`` if set, else ``~/.tether`` on POSIX and
-``%LOCALAPPDATA%\\tether`` on Windows. Settings come from their defaults here, then ``settings.toml`` in
-the home, then ``TETHER_<NAME>`` environment variables (e.g. ``TETHER_HANDSHAKE_TIMEOUT_S=5``).
+All state lives in one folder, the tether home: ``--home``, else ``$TETHER_HOME``, else ``~/.tether`` on
+POSIX and ``%LOCALAPPDATA%\\tether`` on Windows. The home is private to its owner: folders 0700, files
+0600 (``private_dir``; the file writers use ``PRIVATE_FILE``).
+
+Settings come from their defaults here, then ``settings.toml`` in the home, then ``TETHER_<NAME>``
+environment variables (e.g. ``TETHER_HANDSHAKE_TIMEOUT_S=5``). Every section is a validated model:
+unknown sections and keys are refused with a suggestion, numbers must be finite and within range, and
+types are strict (``true`` is not a number, ``"5"`` in the file is not a number either; environment
+variables are text and parsed as the setting's type).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import difflib
 import hashlib
 import os
 import sys
 import tomllib
-from dataclasses import dataclass
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from tether.errors import ConfigError
 
 HOME_ENV = "TETHER_HOME"
 SETTINGS_FILE = "settings.toml"
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
 
 
 def default_home() -> Path:
@@ -29,14 +39,41 @@ def default_home() -> Path:
     return Path.home() / ".tether"
 
 
+def private_dir(path: Path) -> Path:
+    """Create ``path`` and any missing parents owner-only; an existing folder keeps its mode."""
+    if not path.is_dir():
+        private_dir(path.parent)
+        path.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+    return path
+
+
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
-    """The tether home: the argument, else ``$TETHER_HOME``, else the per-user default. Created if missing."""
-    chosen = Path(home) if home is not None else Path(os.environ.get(HOME_ENV) or default_home())
-    path = chosen.expanduser().resolve()
+    """The tether home: the argument, else ``$TETHER_HOME``, else the per-user default. Created if missing.
+
+    An empty path is refused rather than read as the current folder.
+    """
+    if home is not None:
+        raw = os.fspath(home)
+        source = "--home"
+    else:
+        raw = os.environ.get(HOME_ENV)
+        source = HOME_ENV
+        if raw is None:
+            raw, source = str(default_home()), "the default home"
+    if not raw.strip():
+        raise ConfigError(f"{source} is empty: give the tether home as a folder path, or unset it")
+    if "\x00" in raw:
+        raise ConfigError(f"{source} contains a NUL character")
+    path = Path(raw).expanduser().resolve()
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        created = not path.exists()
+        path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        if created:
+            os.chmod(path, PRIVATE_DIR)  # mkdir's mode is filtered by the umask
     except OSError as exc:
-        raise ConfigError(f"cannot create the tether home {str(path)!r}: {exc.strerror}") from exc
+        raise ConfigError(f"cannot create the tether home {str(path)!r}: {exc.strerror or exc}") from None
+    if not path.is_dir():
+        raise ConfigError(f"the tether home {str(path)!r} is not a folder")
     return path
 
 
@@ -45,132 +82,199 @@ def installation_id(home: Path) -> str:
     return hashlib.sha256(str(home).encode()).hexdigest()[:12]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
-    """Every tunable limit, with its default stated once here."""
+PositiveSeconds = Annotated[float, Field(gt=0, le=86_400)]
+Count = Annotated[int, Field(ge=1, le=1_000_000)]
+CallerName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")]
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+
+
+class _Section(BaseModel):
+    """One ``[section]`` of settings.toml. Constructing one with bad values raises ``ConfigError``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+    section: ClassVar[str]
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigError(_explain(exc, self.section, {})) from None
+
+    @classmethod
+    def load(cls, home: Path, environ: dict[str, str] | None = None) -> Self:
+        return load_section(cls, home, environ)
+
+
+class Settings(_Section):
+    """``[execution]``: workers, stops and the danger policy."""
+
+    section: ClassVar[str] = "execution"
 
     # A worker must publish its first state (running or rejected) within this long after it starts.
-    handshake_timeout_s: float = 15.0
+    handshake_timeout_s: PositiveSeconds = 15.0
     # Stop escalation: cooperative (stop.requested) → SIGINT/CTRL_BREAK → kill the process tree.
-    stop_grace_cooperative_s: float = 3.0
-    stop_grace_interrupt_s: float = 2.0
-    stop_grace_kill_s: float = 2.0
+    stop_grace_cooperative_s: PositiveSeconds = 3.0
+    stop_grace_interrupt_s: PositiveSeconds = 2.0
+    stop_grace_kill_s: PositiveSeconds = 2.0
     # How often a non-detached worker checks that the process that started it is still alive.
-    parent_poll_s: float = 0.25
+    parent_poll_s: Annotated[float, Field(gt=0, le=60)] = 0.25
     # Start workers from a pre-started fork server (POSIX only); off → one fresh interpreter per task.
     forkserver: bool = True
     # Lines of worker.log quoted when a worker dies without a result.
-    log_tail_lines: int = 20
-
-    def __post_init__(self) -> None:
-        _positive(self)
-
-    @classmethod
-    def load(cls, home: Path, environ: dict[str, str] | None = None) -> Settings:
-        return load_section(cls, home, "execution", environ)
+    log_tail_lines: Annotated[int, Field(ge=0, le=10_000)] = 20
+    # Callers that are a person acting directly (a typed command): `caution` tasks need no confirmation
+    # for them. Every other caller (a model: agent, mcp, a supervisor run) asks the person first.
+    direct_callers: Annotated[tuple[CallerName, ...], Field(strict=False)] = ("cli",)
+    # Environment variables handed to workers beyond the built-in allowlist (names, not values).
+    worker_env: Annotated[tuple[EnvName, ...], Field(strict=False)] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelSettings:
+class StoreSettings(_Section):
+    """``[store]``: the database that holds the readable record."""
+
+    section: ClassVar[str] = "store"
+
+    # How long a writer waits for another process's write transaction before giving up.
+    busy_timeout_s: PositiveSeconds = 10.0
+
+
+class ModelSettings(_Section):
     """``[model]``: which model answers. No ``model`` means the offline planner (no key, no network)."""
 
-    provider: str = "openai"  # names the key in the OS keyring
-    model: str = ""
-    base_url: str = "https://api.openai.com/v1"
+    section: ClassVar[str] = "model"
+
+    provider: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,39}$")] = "openai"  # the keyring entry
+    model: Annotated[str, Field(max_length=200)] = ""
+    base_url: Annotated[str, Field(pattern=r"^https?://\S+$", max_length=2000)] = "https://api.openai.com/v1"
     json_decisions: bool = False  # for models without native tool calls
-    timeout_s: float = 120.0
-    retry_max_attempts: int = 4
-    retry_base_delay_s: float = 0.5
-    retry_max_delay_s: float = 20.0
-    breaker_failure_threshold: int = 5
-    breaker_recovery_s: float = 30.0
-    breaker_half_open_probes: int = 1
-
-    def __post_init__(self) -> None:
-        _positive(self)
-
-    @classmethod
-    def load(cls, home: Path, environ: dict[str, str] | None = None) -> ModelSettings:
-        return load_section(cls, home, "model", environ)
+    timeout_s: PositiveSeconds = 120.0
+    retry_max_attempts: Annotated[int, Field(ge=1, le=20)] = 4
+    retry_base_delay_s: PositiveSeconds = 0.5
+    retry_max_delay_s: PositiveSeconds = 20.0
+    breaker_failure_threshold: Annotated[int, Field(ge=1, le=1000)] = 5
+    breaker_recovery_s: PositiveSeconds = 30.0
+    breaker_half_open_probes: Annotated[int, Field(ge=1, le=100)] = 1
 
 
 LANGUAGES = ("en", "zh")
 MEMORY_MODES = ("sqlite", "ephemeral")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AgentSettings:
-    """``[agent]``: the conversation loop's limits, memory and language."""
+class AgentSettings(_Section):
+    """``[agent]``: the conversation loop's limits, memory, language and what it may see."""
 
-    language: str = "en"
-    max_steps: int = 12  # model decisions per turn before the manager is asked to extend
-    extend_by: int = 6
-    max_steps_ceiling: int = 40  # hard ceiling, whatever the manager says
-    keep_last_messages: int = 12
-    compress_after_messages: int = 24
-    compress_after_chars: int = 12_000
-    summary_max_chars: int = 2_000
-    memory: str = "sqlite"
+    section: ClassVar[str] = "agent"
 
-    def __post_init__(self) -> None:
-        _positive(self)
-        if self.language not in LANGUAGES:
-            raise ConfigError(
-                f"setting language must be one of {', '.join(LANGUAGES)}, got {self.language!r}"
-            )
-        if self.memory not in MEMORY_MODES:
-            raise ConfigError(f"setting memory must be one of {', '.join(MEMORY_MODES)}, got {self.memory!r}")
+    language: Literal["en", "zh"] = "en"
+    max_steps: Count = 12  # model decisions per turn before the manager is asked to extend
+    extend_by: Count = 6
+    max_steps_ceiling: Count = 40  # hard ceiling, whatever the manager says
+    keep_last_messages: Count = 12
+    compress_after_messages: Count = 24
+    compress_after_chars: Count = 12_000
+    summary_max_chars: Count = 2_000
+    memory: Literal["sqlite", "ephemeral"] = "sqlite"
+    # Which jobs the agent sees and controls: those its own thread started ("thread"), or every job of
+    # a task exposed to it ("caller").
+    job_scope: Literal["thread", "caller"] = "thread"
+
+    @model_validator(mode="after")
+    def _ceiling(self) -> Self:
         if self.max_steps_ceiling < self.max_steps:
-            raise ConfigError("setting max_steps_ceiling must be at least max_steps")
-
-    @classmethod
-    def load(cls, home: Path, environ: dict[str, str] | None = None) -> AgentSettings:
-        return load_section(cls, home, "agent", environ)
+            raise ValueError("max_steps_ceiling must be at least max_steps")
+        return self
 
 
-def _positive(settings: object) -> None:
-    for spec in dataclasses.fields(settings):  # type: ignore[arg-type]
-        value = getattr(settings, spec.name)
-        if isinstance(value, float | int) and not isinstance(value, bool) and value <= 0:
-            raise ConfigError(f"setting {spec.name} must be positive, got {value}")
+S = TypeVar("S", bound=_Section)
+
+SECTIONS: dict[str, type[_Section]] = {
+    section.section: section for section in (Settings, StoreSettings, ModelSettings, AgentSettings)
+}
 
 
-def load_section(cls: Any, home: Path, section: str, environ: dict[str, str] | None = None) -> Any:
+def read_settings_file(home: Path) -> dict[str, Any]:
+    """The parsed settings.toml of ``home`` ({} when there is none); unknown sections are refused."""
+    path = home / SETTINGS_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})") from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    for name, value in document.items():
+        if name not in SECTIONS:
+            raise ConfigError(f"{path}: unknown section [{name}]{_suggest(name, SECTIONS)}")
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: {name} must be a [{name}] section, not a single value")
+    return document
+
+
+def load_section(cls: type[S], home: Path, environ: dict[str, str] | None = None) -> S:
     """Defaults, then ``[section]`` of settings.toml, then ``TETHER_<NAME>`` environment variables."""
     environ = dict(os.environ if environ is None else environ)
-    values: dict[str, Any] = {}
     path = home / SETTINGS_FILE
-    if path.exists():
-        try:
-            values.update(tomllib.loads(path.read_text(encoding="utf-8")).get(section, {}))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{path}: {exc}") from exc
-    known = {spec.name: spec for spec in dataclasses.fields(cls)}
-    for name in list(values):
-        if name not in known:
-            raise ConfigError(f"{path}: unknown setting [{section}].{name}; known: {', '.join(known)}")
-    for name in known:
-        raw = environ.get(f"TETHER_{name.upper()}")
-        if raw is not None:
-            values[name] = raw
-    return cls(**{name: _coerce(name, known[name].type, value) for name, value in values.items()})
-
-
-def _coerce(name: str, kind: object, value: object) -> Any:
-    text = str(value).strip().lower()
+    values: dict[str, Any] = dict(read_settings_file(home).get(cls.section, {}))
+    for name in values:
+        if name not in cls.model_fields:
+            raise ConfigError(
+                f"{path}: unknown setting [{cls.section}].{name}{_suggest(name, cls.model_fields)}"
+            )
+    origins = dict.fromkeys(values, f"{path} [{cls.section}]")
     try:
-        if kind in (bool, "bool"):
-            if isinstance(value, bool):
-                return value
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(value)
-        if kind in (int, "int"):
-            return int(text)
-        if kind in (str, "str"):
-            return str(value).strip()
-        return float(text)
-    except ValueError:
-        raise ConfigError(f"setting {name}: {value!r} is not a valid {kind}") from None
+        settings = cls.model_validate(values)  # the file's own types, strictly
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, cls.section, origins)) from None
+    overrides: dict[str, Any] = {}
+    for name, info in cls.model_fields.items():
+        variable = f"TETHER_{name.upper()}"
+        raw = environ.get(variable)
+        if raw is None:
+            continue
+        try:
+            if typing.get_origin(info.annotation) is tuple:
+                overrides[name] = tuple(part.strip() for part in raw.split(",") if part.strip())
+            else:
+                overrides[name] = _from_text(info.annotation, raw)
+        except ValidationError as exc:
+            raise ConfigError(_explain(exc, cls.section, {name: variable}, field=name)) from None
+    if not overrides:
+        return settings
+    try:
+        return cls.model_validate({**settings.model_dump(), **overrides})
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, cls.section, dict.fromkeys(overrides, "environment"))) from None
+
+
+def _from_text(annotation: Any, raw: str) -> Any:
+    """An environment variable's text as the setting's type (its range is checked with the rest)."""
+    adapter = TypeAdapter(annotation, config=ConfigDict(allow_inf_nan=False))
+    return adapter.validate_strings(raw.strip())
+
+
+def _suggest(name: str, known: Any) -> str:
+    names = sorted(known)
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{hint} Known: {', '.join(names)}"
+
+
+def _explain(exc: ValidationError, section: str, origins: dict[str, str], *, field: str | None = None) -> str:
+    parts = []
+    for error in exc.errors(include_url=False):
+        loc = [str(part) for part in error["loc"]] or ([field] if field else [])
+        name = ".".join(loc)
+        where = origins.get(loc[0] if loc else "", f"[{section}]")
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "finite_number":
+            message = "must be a finite number"
+        if name:
+            shown = repr(error.get("input"))
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            parts.append(f"{where} {name}: {message} (got {shown})")
+        else:
+            parts.append(f"{where}: {message}")
+    return "invalid setting: " + "; ".join(parts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,10 @@ import pytest
 
 from tether.agent.session import ConversationSession
 from tether.config import AgentSettings
+from tether.errors import ConfigError
 from tether.execution.executor import Executor
 from tether.store.threads import MemoryThreadStore, SqliteThreadStore
+from tether.tasks.result import TaskStatus
 from tether.testing import ScriptedModel, UnexpectedModelCall, call, calls, say
 from tether.toolkits.demo import game
 
@@ -24,6 +27,10 @@ def session(executor: Executor, model: Any, **settings: Any) -> ConversationSess
 
 def tool_steps(result: Any) -> list[tuple[Any, Any]]:
     return [(s.tool, (s.result or {}).get("status")) for s in result.steps if s.kind == "tool"]
+
+
+def tool_results(result: Any) -> list[dict[str, Any]]:
+    return [s.result for s in result.steps if s.kind == "tool"]
 
 
 def test_parallel_calls_run_serially_and_are_cut_at_the_first_failure(
@@ -64,7 +71,7 @@ def test_no_business_call_after_a_rejection_only_control_tools(running_game: Exe
 
 
 def test_control_tools_still_work_after_a_failure(running_game: Executor) -> None:
-    job = running_game.execute_sync("demo.loop_farm", caller="agent")
+    job = running_game.execute_sync("demo.loop_farm", caller="agent", origin="thread:t")
     model = ScriptedModel([
         calls(call("demo__daily_training")),  # rejected: automation is busy
         calls(call("stop_task", {"execution_id": job.execution_id})),
@@ -114,11 +121,60 @@ def test_the_model_cannot_confirm_for_the_person(running_game: Executor, home: P
     assert game.load_state(home)["salvaged_total"] == 0
 
 
-def test_explicit_confirm_flag_runs_the_destructive_call(running_game: Executor, home: Path) -> None:
+def test_an_explicit_confirmation_runs_exactly_the_waiting_call(running_game: Executor, home: Path) -> None:
     model = ScriptedModel([calls(call("demo__salvage_relics", {"rarity": 3})), say("done")])
-    result = ConversationSession(running_game, model).send_sync("t", "salvage 3-star", confirm=True)
-    assert tool_steps(result) == [("demo.salvage_relics", "completed")]
+    s = ConversationSession(running_game, model)
+    asked = s.send_sync("t", "salvage 3-star")
+    assert asked.status == "needs_confirmation" and s.pending("t") is not None
+    done = asyncio.run(s.confirm("t", source="person:test"))
+    assert tool_steps(done) == [("demo.salvage_relics", "completed")]
     assert game.load_state(home)["salvaged_total"] == 5
+    assert s.pending("t") is None
+    record = running_game.jobs.record(tool_results(done)[0]["execution_id"])
+    assert record.confirmed_by == "person:test" and record.origin == "thread:t"
+    with pytest.raises(ConfigError, match="not waiting"):
+        asyncio.run(s.confirm("t"))  # a confirmation is used once; nothing waits any more
+
+
+def test_a_confirmation_covers_one_call_and_every_other_call_asks_again(
+    running_game: Executor, home: Path
+) -> None:
+    """The audit's case: consent to one salvage never lets the model pick another destructive call."""
+    model = ScriptedModel([
+        calls(call("demo__salvage_relics", {"rarity": 4})),
+        # After the confirmed call ran, the model goes for more on its own initiative.
+        calls(call("demo__salvage_relics", {"rarity": 3})),
+    ])  # fmt: skip
+    s = ConversationSession(running_game, model)
+    assert s.send_sync("t", "salvage my 4-star relics").status == "needs_confirmation"
+    again = s.send_sync("t", "yes")
+    model.assert_consumed()
+    assert tool_steps(again) == [("demo.salvage_relics", "completed")]
+    assert again.status == "needs_confirmation" and s.pending("t")["args"] == {"rarity": 3}  # type: ignore[index]
+    assert game.load_state(home)["salvaged_total"] == 2  # only the one that was confirmed
+
+
+def test_a_yes_without_a_question_confirms_nothing(running_game: Executor, home: Path) -> None:
+    model = ScriptedModel([calls(call("demo__salvage_relics", {"rarity": 4})), say("I need your consent.")])
+    s = ConversationSession(running_game, model)
+    result = s.send_sync("t", "yes")  # nothing waits: a bare "yes" is just a message
+    assert result.status == "needs_confirmation"
+    assert game.load_state(home)["salvaged_total"] == 0
+
+
+def test_caution_tasks_ask_a_model_caller_but_not_a_person_at_the_terminal(running_game: Executor) -> None:
+    model = ScriptedModel([calls(call("demo__exit_game")), say("closed")])
+    s = ConversationSession(running_game, model)
+    asked = s.send_sync("t", "close the game")
+    assert asked.status == "needs_confirmation" and "caution" in asked.final
+    assert running_game.execute_sync("demo.status", caller="agent").data["running"] is True
+    closed = s.send_sync("t", "是")
+    assert tool_steps(closed) == [("demo.exit_game", "completed")]
+    # A person typing the command needs no extra step: the command is the consent.
+    assert running_game.execute_sync("demo.start_game", caller="cli").status is TaskStatus.COMPLETED
+    direct = running_game.execute_sync("demo.exit_game", caller="cli")
+    assert direct.status is TaskStatus.COMPLETED
+    assert running_game.jobs.record(direct.execution_id).confirmed_by == "direct:cli"
 
 
 def test_budget_escalation_extends_then_hits_the_ceiling(running_game: Executor) -> None:
@@ -196,12 +252,40 @@ def test_ephemeral_memory_keeps_nothing_on_disk(running_game: Executor, home: Pa
 
 
 def test_open_jobs_and_the_summary_ride_in_the_system_prompt(running_game: Executor) -> None:
-    job = running_game.execute_sync("demo.loop_farm", caller="agent")
+    job = running_game.execute_sync("demo.loop_farm", caller="agent", origin="thread:t")
     model = ScriptedModel([say("ok")])
     session(running_game, model).send_sync("t", "what runs?")
     system = model.requests[0][0][0]
     assert system["role"] == "system" and f"execution_id={job.execution_id}" in system["content"]
     assert json.dumps(model.requests[0][1][0].openai())  # tools are serializable for a real API
+
+
+def test_the_agent_sees_and_controls_only_its_own_threads_jobs(running_game: Executor) -> None:
+    """Status and stop are not side doors: another thread's job, or a CLI-only task's, is not_found."""
+    other = running_game.execute_sync("demo.loop_farm", caller="agent", origin="thread:other")
+    model = ScriptedModel([
+        calls(call("get_task_status", {"execution_id": other.execution_id})),
+        calls(call("stop_task", {"execution_id": other.execution_id})),
+        say("I cannot see that job."),
+    ])  # fmt: skip
+    result = session(running_game, model).send_sync("mine", "stop it")
+    model.assert_consumed()
+    assert tool_steps(result) == [("get_task_status", "not_found"), ("stop_task", "not_found")]
+    system = model.requests[0][0][0]["content"]
+    assert other.execution_id not in system  # not in its context either
+    assert running_game.jobs.status(other.execution_id).status is TaskStatus.RUNNING
+    asyncio.run(running_game.control(other.execution_id, "stop", caller="cli"))  # a person may
+
+    # A CLI-only job stays invisible even when the setting widens the agent's view to every thread.
+    hang = running_game.execute_sync("demo.debug_hang", caller="cli")
+    model = ScriptedModel([calls(call("stop_task", {"execution_id": hang.execution_id})), say("no")])
+    wide = session(running_game, model, job_scope="caller")
+    assert tool_steps(wide.send_sync("mine", "stop the hang")) == [("stop_task", "not_found")]
+    assert running_game.jobs.status(hang.execution_id).status is TaskStatus.RUNNING
+    # Widened, it does see the other thread's agent job.
+    model = ScriptedModel([calls(call("get_task_status", {"execution_id": other.execution_id})), say("ok")])
+    seen = session(running_game, model, job_scope="caller").send_sync("mine", "status")
+    assert tool_steps(seen) == [("get_task_status", "stopped")]
 
 
 def test_a_failed_confirmed_call_still_blocks_business_tools(running_game: Executor, home: Path) -> None:

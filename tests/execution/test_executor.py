@@ -71,9 +71,11 @@ def test_destructive_without_confirmation_never_reaches_the_handler(
     refused = running_game.execute_sync("demo.salvage_relics", {"rarity": 4}, caller="agent")
     assert refused.status is TaskStatus.REJECTED and refused.data["needs_confirmation"] is True
     assert counters(home)["salvaged_total"] == 0
-    done = running_game.execute_sync("demo.salvage_relics", {"rarity": 4}, caller="cli", confirmed=True)
+    consent = running_game.confirm("demo.salvage_relics", {"rarity": 4}, caller="cli", source="person:test")
+    done = running_game.execute_sync("demo.salvage_relics", {"rarity": 4}, caller="cli", confirmation=consent)
     assert done.status is TaskStatus.COMPLETED, done
     assert counters(home)["salvaged_total"] == 2  # exactly once
+    assert running_game.jobs.record(done.execution_id).confirmed_by == "person:test"
 
 
 def test_unmet_precondition_is_rejected_with_the_reason(executor: Executor) -> None:

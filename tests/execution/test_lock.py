@@ -6,7 +6,7 @@ import pytest
 
 from tests.support.helpers import ROOT
 from tether.errors import LockBusy
-from tether.execution.lock import LockSet, ResourceLock
+from tether.execution.lock import LockSet, ResourceLock, holder
 
 HOLDER = """
 import sys, time
@@ -40,7 +40,7 @@ def test_lock_excludes_another_process_and_names_the_holder(tmp_path: Path) -> N
         assert info.value.data["blocked_by"] == "exec-in-other-process"
         assert info.value.data["holder"]["pid"] == holder.pid
         assert "exec-in-other-process" in info.value.message
-        assert contender.is_locked()
+        assert holder_of(tmp_path) == "exec-in-other-process"
         assert holder.stdin is not None
         holder.stdin.close()
         holder.wait(timeout=30)
@@ -49,14 +49,22 @@ def test_lock_excludes_another_process_and_names_the_holder(tmp_path: Path) -> N
     lock.acquire(execution_id="me", task_id="t")
     assert lock.owner()["execution_id"] == "me"
     lock.release()
-    assert not lock.is_locked() and lock.owner() == {}
+    assert holder_of(tmp_path) is None and lock.owner() == {}
 
 
-def test_a_killed_holder_releases_the_lock(tmp_path: Path) -> None:
-    with holder_process(tmp_path) as holder:
-        assert ResourceLock(tmp_path, "automation").is_locked()
-        holder.kill()
-        holder.wait(timeout=30)
+def holder_of(home: Path) -> str | None:
+    found = holder(home, ["automation"])
+    return None if found is None else found[1]["execution_id"]
+
+
+def test_a_killed_holder_releases_the_lock_and_its_stale_record_names_no_one(tmp_path: Path) -> None:
+    with holder_process(tmp_path) as holder_proc:
+        assert holder_of(tmp_path) == "exec-in-other-process"
+        holder_proc.kill()
+        holder_proc.wait(timeout=30)
+    # The owner file is still there, but the process it names is gone: it is not believed.
+    assert ResourceLock(tmp_path, "automation").owner()["execution_id"] == "exec-in-other-process"
+    assert holder_of(tmp_path) is None
     lock = ResourceLock(tmp_path, "automation")
     lock.acquire(execution_id="next", task_id="t")
     lock.release()
@@ -78,5 +86,7 @@ def test_lock_set_is_all_or_nothing(tmp_path: Path) -> None:
     with pytest.raises(LockBusy):
         locks.acquire(execution_id="y", task_id="t")
     # "automation" sorts first and was taken; it must have been given back.
-    assert not ResourceLock(tmp_path, "automation").is_locked()
+    free = ResourceLock(tmp_path, "automation")
+    free.acquire(execution_id="z", task_id="t")
+    free.release()
     busy.release()

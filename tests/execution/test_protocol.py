@@ -33,9 +33,10 @@ def test_result_file_carries_the_protocol_version(tmp_path: Path) -> None:
 
 def test_publish_never_leaves_a_terminal_state(tmp_path: Path) -> None:
     paths = ExecutionPaths(tmp_path)
-    assert publish(paths, result(TaskStatus.RUNNING))
-    assert publish(paths, result(TaskStatus.COMPLETED, "done"))
-    assert not publish(paths, result(TaskStatus.STOPPED))
+    assert publish(paths, result(TaskStatus.RUNNING)).status is TaskStatus.RUNNING
+    assert publish(paths, result(TaskStatus.COMPLETED, "done")).status is TaskStatus.COMPLETED
+    # A late writer gets the state that won back, and the file keeps it.
+    assert publish(paths, result(TaskStatus.STOPPED)).status is TaskStatus.COMPLETED
     published = read_result(paths)
     assert published is not None and published.status is TaskStatus.COMPLETED and published.message == "done"
 

@@ -31,11 +31,10 @@ def test_worker_dying_before_the_handshake_is_failed_not_running(support: Execut
 
 
 def test_silent_worker_is_killed_at_the_handshake_timeout(make_executor, home: Path) -> None:  # type: ignore[no-untyped-def]
-    import dataclasses
 
     from tests.support.registry import registry
 
-    executor = make_executor(registry, dataclasses.replace(FAST, handshake_timeout_s=1.0))
+    executor = make_executor(registry, FAST.model_copy(update={"handshake_timeout_s": 1.0}))
     result = executor.execute_sync("t.silent", caller="agent")
     assert result.status is TaskStatus.FAILED
     assert "handshake" in result.message

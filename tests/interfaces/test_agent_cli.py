@@ -21,16 +21,24 @@ def test_run_json_is_one_document_with_steps(home: Path) -> None:
 
 def test_run_waits_for_confirmation_and_executes_nothing(home: Path) -> None:
     tether_cli("run", "启动游戏", home=home)
-    code, out, _ = tether_cli("run", "分解四星遗器", "--json", home=home)
+    code, out, _ = tether_cli("run", "分解四星遗器", "--thread", "s1", "--json", home=home)
     document = json.loads(out)
     assert code == 0 and document["status"] == "needs_confirmation"
     code, out, _ = tether_cli("task", "run", "demo.status", "--json", home=home)
     assert json.loads(out)["data"]["salvaged_total"] == 0
+    # --confirm answers the one call the thread waits on; it is not a blanket for a new turn.
     code, out, _ = tether_cli("run", "分解四星遗器", "--confirm", "--json", home=home)
-    assert json.loads(out)["status"] == "completed"
+    assert code == 2 and "--thread ID --confirm" in json.loads(out)["error"]["message"]
+    code, out, _ = tether_cli("run", "--thread", "other", "--confirm", "--json", home=home)
+    assert code == 2 and "not waiting" in json.loads(out)["error"]["message"]
+    code, out, _ = tether_cli("run", "--thread", "s1", "--confirm", "--json", home=home)
+    assert json.loads(out)["status"] == "completed", out
     code, out, _ = tether_cli("task", "run", "demo.status", "--json", home=home)
     assert json.loads(out)["data"]["salvaged_total"] == 2
-    tether_cli("run", "退出游戏", home=home)
+    # Confirmed once: a second --confirm finds nothing waiting and runs nothing.
+    code, out, _ = tether_cli("run", "--thread", "s1", "--confirm", "--json", home=home)
+    assert code == 2
+    tether_cli("task", "run", "demo.exit_game", home=home)
 
 
 def test_threads_and_trace(home: Path) -> None:
@@ -47,7 +55,7 @@ def test_threads_and_trace(home: Path) -> None:
 
 
 def test_chat_keeps_working_while_a_background_job_runs_and_asks_inline(home: Path) -> None:
-    lines = ["启动游戏", "后台一直刷金币", "进度怎么样", "停下", "分解四星遗器", "y", "退出游戏", "exit"]
+    lines = ["启动游戏", "后台一直刷金币", "进度怎么样", "停下", "分解四星遗器", "y", "退出游戏", "y", "exit"]
     proc = subprocess.run(
         [sys.executable, "-m", "tether.interfaces.cli", "chat", "--thread", "c1"],
         input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, cwd=ROOT,

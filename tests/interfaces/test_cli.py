@@ -74,7 +74,7 @@ def test_job_commands_print_one_json_document(home: Path) -> None:
     code, out, _ = tether_cli("job", "stop", execution_id, "--json", home=home)
     assert json.loads(out)["status"] == "stopped"
     code, out, _ = tether_cli("job", "status", "missing", "--json", home=home)
-    assert code == 2 and json.loads(out)["error"]["code"] == "job_not_found"
+    assert code == 2 and json.loads(out)["status"] == "not_found"
     tether_cli("task", "run", "demo.exit_game", home=home)
 
 

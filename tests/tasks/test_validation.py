@@ -24,11 +24,43 @@ def rejected(spec: TaskSpec, params: object) -> ToolRejected:
 
 
 def test_canonical_values_pass() -> None:
-    params = validate_params(
-        FARM, {"instance_type": CALYX_GOLD, "instance_name": "藏珍之蕾", "attempts": "3"}
-    )
+    params = validate_params(FARM, {"instance_type": CALYX_GOLD, "instance_name": "藏珍之蕾", "attempts": 3})
     assert params is not None
     assert params.model_dump() == {"instance_type": CALYX_GOLD, "instance_name": "藏珍之蕾", "attempts": 3}
+
+
+@pytest.mark.parametrize("attempts", [True, "3", 3.0, "three", None])
+def test_types_are_strict_json_types(attempts: object) -> None:
+    """true is not 1 and "3" is not 3: the caller learns the type instead of the system guessing."""
+    exc = rejected(FARM, {"instance_type": CALYX_GOLD, "instance_name": "藏珍之蕾", "attempts": attempts})
+    assert exc.data["param"] == "attempts" and exc.data["errors"][0]["range"] == {"ge": 1, "le": 99}
+
+
+def test_params_beyond_the_limits_are_refused_without_being_echoed() -> None:
+    from tether.tasks.validation import MAX_PARAMS_BYTES, MAX_PARAMS_DEPTH
+
+    huge = "x" * (MAX_PARAMS_BYTES + 1)
+    for params, why in [
+        ({"instance_type": huge}, "bytes of JSON"),
+        ({huge: 1}, "bytes of JSON"),
+        ({"attempts": float("nan")}, "NaN"),
+        ({"attempts": {1, 2}}, "JSON values"),
+        ({"x": [[[[[[]]]]]] * 2, "deep": _nested(MAX_PARAMS_DEPTH + 5)}, "nested"),
+        ({"instance_type": "\udcff"}, "surrogate"),
+    ]:
+        exc = rejected(FARM, params)
+        assert why in exc.message, (why, exc.message[:200])
+        assert len(exc.message) < 300 and len(repr(exc.data)) < 1000
+    many = {f"unknown_{i}_{'y' * 5000}": i for i in range(12)}
+    exc = rejected(FARM, many)
+    assert len(exc.message) < 1000 and len(exc.data["errors"]) <= 20
+
+
+def _nested(depth: int) -> object:
+    value: object = 0
+    for _ in range(depth):
+        value = [value]
+    return value
 
 
 def test_alias_is_rejected_with_allowed_values_and_a_suggestion() -> None:

@@ -9,8 +9,13 @@ model answers or the step budget is spent. Contract 10 is enforced here, in code
   complete (``failed``, ``rejected``, ``stopped``, ``not_found``);
 - after such a call only ``get_task_status`` and ``stop_task`` may run in that turn; a model that still
   asks for business tools has the turn ended for it, with the failure reported;
-- a destructive call ends the turn as ``needs_confirmation`` and runs nothing; only the person's reply
-  (or ``confirm=True``, which an interface sets from an explicit flag) runs it with ``confirmed=True``.
+- a call that needs the person's consent (``destructive``, or ``caution`` for a model) ends the turn as
+  ``needs_confirmation`` and runs nothing. The question is bound to exactly that call (task + digest
+  of its canonical arguments). Only the person's answer — a reply such as "yes"/"是", or an interface's
+  explicit approval through ``confirm(thread_id)`` — mints a ``Confirmation`` for it; any other call
+  that needs consent, in that turn or later, asks again.
+- the agent sees and controls only the jobs its own thread started (``[agent].job_scope``), through
+  the executor's one control door.
 
 Each model call and each tool execution is one step with the id ``<thread>:<turn>:<index>``.
 """
@@ -26,13 +31,14 @@ from typing import Any
 from tether.agent import memory
 from tether.agent.surface import GET_STATUS, STOP_TASK, ToolSurface
 from tether.config import AgentSettings
-from tether.errors import JobNotFound, ModelError
+from tether.errors import ModelError, TetherError
 from tether.events import Event, EventBus
 from tether.execution.executor import Executor
 from tether.models.base import Message, Model, ToolCall
 from tether.models.jsonfix import loads_lenient
 from tether.models.replies import is_no, is_yes
 from tether.store.threads import MemoryThreadStore, SqliteThreadStore, StepRecord, ThreadState, ThreadStore
+from tether.tasks.confirm import Confirmation
 from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import AGENT
 
@@ -163,12 +169,33 @@ class ConversationSession:
         self.events = events or EventBus()
         self._prompt = load_prompt(self.settings.language)
 
-    def send_sync(self, thread_id: str, message: str, *, confirm: bool = False) -> TurnResult:
-        return asyncio.run(self.send(thread_id, message, confirm=confirm))
+    def send_sync(self, thread_id: str, message: str) -> TurnResult:
+        return asyncio.run(self.send(thread_id, message))
+
+    def pending(self, thread_id: str) -> dict[str, Any] | None:
+        """The call this thread waits for the person to confirm (id, tool, args, digest), if any."""
+        state = self.threads.load(thread_id)
+        return None if state is None else state.pending
+
+    async def confirm(
+        self, thread_id: str, *, approve: bool = True, source: str = "person:cli"
+    ) -> TurnResult:
+        """The person's explicit answer to the call the thread waits on (a flag, a button): exactly that
+        call runs (or is declined), then the turn goes on. ``ConfigError`` if nothing waits."""
+        from tether.errors import ConfigError
+
+        if self.pending(thread_id) is None:
+            raise ConfigError(f"thread {thread_id!r} is not waiting for a confirmation")
+        return await self._turn(thread_id, "yes" if approve else "no", approve, source)
 
     # -- one turn -------------------------------------------------------------------------------
 
-    async def send(self, thread_id: str, message: str, *, confirm: bool = False) -> TurnResult:
+    async def send(self, thread_id: str, message: str) -> TurnResult:
+        """One turn for the person's ``message``. A yes/no reply answers the call the thread waits on."""
+        answer = True if is_yes(message) else False if is_no(message) else None
+        return await self._turn(thread_id, message, answer, "person:chat")
+
+    async def _turn(self, thread_id: str, message: str, answer: bool | None, source: str) -> TurnResult:
         state = self.threads.load(thread_id) or ThreadState(
             thread_id=thread_id, title=" ".join(message.split())[:80]
         )
@@ -181,34 +208,47 @@ class ConversationSession:
         self.threads.save(state)  # the thread row exists before any message or step refers to it
         turn.say({"role": "user", "content": message})
         blocked: TaskResult | None = None
-        if pending is not None and is_yes(message):
-            confirmed = await self._run_confirmed(turn, pending)
+        if pending is not None and answer is True:
+            confirmed = await self._run_confirmed(turn, pending, source)
             if confirmed.status not in OK:
                 blocked = confirmed  # contract 10 holds across the confirmation too
-        elif pending is not None and is_no(message):
+        elif pending is not None and answer is False:
             turn.record(
                 "confirmation", tool=pending["tool"], args=pending["args"], text="declined by the person"
             )
         try:
-            return await self._loop(turn, confirm=confirm, blocked=blocked)
+            return await self._loop(turn, blocked=blocked)
         except ModelError as exc:
             return turn.done("failed", f"The model service failed: {exc.message}")
         finally:
             self._compress(state)
 
-    async def _run_confirmed(self, turn: _Turn, pending: dict[str, Any]) -> TaskResult:
+    def origin(self, thread_id: str) -> str:
+        return f"thread:{thread_id}"
+
+    def _scope(self, thread_id: str) -> str | None:
+        """The origin whose jobs this session may see and control (None: every job exposed to it)."""
+        return self.origin(thread_id) if self.settings.job_scope == "thread" else None
+
+    async def _run_confirmed(self, turn: _Turn, pending: dict[str, Any], source: str) -> TaskResult:
         turn.record(
             "confirmation", tool=pending["tool"], args=pending["args"], text="confirmed by the person"
         )
         call = ToolCall(id=f"confirmed_{turn.turn}", name=pending["name"], arguments=pending["args"])
         turn.say({"role": "assistant", "content": None, "tool_calls": [call.to_message()]})
+        consent = Confirmation(task_id=pending["tool"], digest=pending["digest"], source=source)
         result = await self.executor.execute(
-            pending["tool"], pending["args"], caller=self.caller, confirmed=True, detach=self.detach
+            pending["tool"],
+            pending["args"],
+            caller=self.caller,
+            confirmation=consent,
+            detach=self.detach,
+            origin=self.origin(turn.state.thread_id),
         )
         self._observe(turn, call, result)
         return result
 
-    async def _loop(self, turn: _Turn, *, confirm: bool, blocked: TaskResult | None = None) -> TurnResult:
+    async def _loop(self, turn: _Turn, *, blocked: TaskResult | None = None) -> TurnResult:
         limit = self.settings.max_steps
         used = 0
         completed = failed = 0
@@ -247,12 +287,12 @@ class ConversationSession:
                         f"{STOP_TASK} may follow in this turn",
                     )
                     continue
-                result = await self._execute(call, confirm=confirm)
+                result = await self._execute(turn, call)
                 if result.status is TaskStatus.REJECTED and result.data.get("needs_confirmation"):
                     # The executor checked everything else first: only the person's word is missing.
                     for later in response.tool_calls[position + 1 :]:
                         self._skip(turn, later, "not run: the turn waits for the person's confirmation")
-                    return self._ask_confirmation(turn, call, result.task_id)
+                    return self._ask_confirmation(turn, call, result)
                 self._observe(turn, call, result)
                 if result.status in OK:
                     completed += 1
@@ -263,7 +303,7 @@ class ConversationSession:
             if violated and blocked is not None:
                 return turn.done("completed", self._failure_text(blocked, turn))
 
-    async def _execute(self, call: ToolCall, *, confirm: bool) -> TaskResult:
+    async def _execute(self, turn: _Turn, call: ToolCall) -> TaskResult:
         if call.error is not None:
             return TaskResult(
                 task_id=self.surface.task_id(call.name),
@@ -272,27 +312,38 @@ class ConversationSession:
                 message=f"{call.name}: {call.error}",
                 data={"errors": [{"param": None, "message": call.error}]},
             )
+        thread_id = turn.state.thread_id
         if self.surface.is_control(call.name):
-            return await self._control(call)
+            execution_id = call.arguments.get("execution_id")
+            if not isinstance(execution_id, str) or not execution_id:
+                return TaskResult(
+                    task_id=call.name,
+                    execution_id="",
+                    status=TaskStatus.REJECTED,
+                    message=f"{call.name}: execution_id must be the id a tool call returned",
+                )
+            try:
+                return await self.executor.control(
+                    execution_id,
+                    "status" if call.name == GET_STATUS else "stop",
+                    caller=self.caller,
+                    origin=self._scope(thread_id),
+                    reason=f"asked by the {self.caller}",
+                )
+            except TetherError as exc:
+                return TaskResult(
+                    task_id=call.name,
+                    execution_id=execution_id,
+                    status=TaskStatus.FAILED,
+                    message=exc.message,
+                )
         return await self.executor.execute(
             self.surface.task_id(call.name),
             call.arguments,
             caller=self.caller,
-            confirmed=confirm,
             detach=self.detach,
+            origin=self.origin(thread_id),
         )
-
-    async def _control(self, call: ToolCall) -> TaskResult:
-        execution_id = str(call.arguments.get("execution_id", ""))
-        jobs = self.executor.jobs
-        try:
-            if call.name == GET_STATUS:
-                return jobs.status(execution_id)
-            return await jobs.stop(execution_id, reason="asked by the agent")
-        except JobNotFound as exc:
-            return TaskResult(
-                task_id=call.name, execution_id=execution_id, status=TaskStatus.NOT_FOUND, message=exc.message
-            )
 
     def _observe(self, turn: _Turn, call: ToolCall, result: TaskResult) -> None:
         payload = result.model_dump(mode="json")
@@ -320,15 +371,26 @@ class ConversationSession:
             "tool", tool=self.surface.task_id(call.name), args=call.arguments, result=payload, text=why
         )
 
-    def _ask_confirmation(self, turn: _Turn, call: ToolCall, task_id: str) -> TurnResult:
-        turn.state.pending = {"tool": task_id, "name": call.name, "args": call.arguments}
+    def _ask_confirmation(self, turn: _Turn, call: ToolCall, refusal: TaskResult) -> TurnResult:
+        task_id = refusal.task_id
+        args = refusal.data.get("params", call.arguments)
+        turn.state.pending = {
+            "id": f"{turn.state.thread_id}:{turn.turn}:{len(turn.steps)}",
+            "tool": task_id,
+            "name": call.name,
+            "args": args,
+            "digest": refusal.data.get("digest"),
+            "danger": refusal.data.get("danger"),
+        }
         zh = self._zh(turn)
-        args = json.dumps(call.arguments, ensure_ascii=False)
-        question = (
-            f"{task_id} 是破坏性操作（参数 {args}）。确认执行吗？请回答“是”或“否”。"
-            if zh
-            else f"{task_id} is destructive (arguments {args}). Do you confirm? Answer yes or no."
-        )
+        shown = json.dumps(args, ensure_ascii=False)
+        destructive = refusal.data.get("danger") == "destructive"
+        if zh:
+            kind = "破坏性操作" if destructive else "需要谨慎的操作"
+            question = f"{task_id} 是{kind}（参数 {shown}）。确认执行吗？请回答“是”或“否”。"
+        else:
+            kind = "destructive" if destructive else "a caution task"
+            question = f"{task_id} is {kind} (arguments {shown}). Do you confirm? Answer yes or no."
         payload = {
             "status": NEEDS_CONFIRMATION,
             "message": "waiting for the person's confirmation; nothing ran",
@@ -394,7 +456,7 @@ class ConversationSession:
     # -- context and memory ---------------------------------------------------------------------
 
     def _context(self, state: ThreadState) -> list[Message]:
-        jobs = self.executor.jobs.list(active=True, limit=20)
+        jobs = self.executor.jobs_for(self.caller, origin=self._scope(state.thread_id), active=True, limit=20)
         open_jobs = "[open jobs]\n" + (
             "\n".join(
                 f"- execution_id={r.execution_id} task={r.task_id} status={r.status.value}"

@@ -5,11 +5,20 @@ structured ``TaskResult``, never an exception:
 
 1. a new ``execution_id``;
 2. look up the spec; 3. exposure check (unknown and unexposed are both ``not_found``);
-4. validate params (pydantic + domain catalogs; wrong values come back with the allowed ones);
-5. danger policy (``destructive`` needs ``confirmed=True``, which only the person may set);
-6. one active job per resource; 7. environment pre-check (``requires``);
-8. write ``request.json`` and start the worker; 9. wait for the result (sync) or the ``running``
-   handshake (background). ``inline`` tasks run in this process after the same checks.
+4. validate params (size and depth limits, strict pydantic types, domain catalogs; wrong values come
+   back with the allowed ones);
+5. one active job per resource (the live holder of the lock is named);
+6. environment pre-check (``requires``);
+7. danger policy, last, so the person is only ever asked about a call that would otherwise run:
+   ``destructive`` needs a ``Confirmation`` of exactly this call (task + digest of its canonical
+   arguments), minted from the person's own act; ``caution`` needs one too unless the caller is a person
+   acting directly (``[execution].direct_callers``). Each confirmation is used once;
+8. write the signed ``request.json``, record the job, start the worker; 9. wait for the result (sync) or
+   the ``running`` handshake (background). ``inline`` tasks run in this process after the same checks.
+
+``control(execution_id, action, caller=...)`` is the one door to existing jobs (status, stop, wait):
+a job whose task is not exposed to the caller, or that another origin started when the caller asked for
+its own origin only, is ``not_found``.
 """
 
 from __future__ import annotations
@@ -20,31 +29,43 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
 
-from tether.config import Settings, resolve_home
-from tether.errors import ConfigError, JobError, TaskFailed, ToolRejected
-from tether.execution import process
+from tether.config import Settings, StoreSettings, resolve_home
+from tether.errors import ConfigError, JobError, StoreError, TaskFailed, ToolNotFound, ToolRejected
+from tether.execution import faults, lock, process
 from tether.execution.jobs import POLL_S, JobManager
 from tether.execution.protocol import (
     TIMEOUT,
     ExecutionPaths,
     ProtocolError,
     Request,
+    abandon,
+    bounded,
+    clip,
     read_result,
+    request_key,
+    sign,
     write_request,
 )
-from tether.execution.spawner import Spawner, default_spawner
+from tether.execution.protocol import (
+    Confirmation as RequestConfirmation,
+)
+from tether.execution.spawner import Spawner, default_spawner, worker_env
 from tether.execution.worker import WorkerContext, outcome
-from tether.store.repo import JobRepo
+from tether.store.repo import ConfirmationUsed, JobRepo
+from tether.tasks.confirm import Confirmation, call_digest
 from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import NAME_RE, Danger, Isolation, Registry, TaskSpec, load_object
-from tether.tasks.validation import validate_params
+from tether.tasks.validation import MAX_PARAMS_BYTES, validate_params
 
 log = logging.getLogger("tether.executor")
 
 MAX_POLL_S = 0.02
+MAX_REFUSAL_CHARS = 2_000
+Action = Literal["status", "stop", "wait"]
+ACTIONS: tuple[Action, ...] = ("status", "stop", "wait")
 
 
 def new_execution_id() -> str:
@@ -62,11 +83,13 @@ class Executor:
         home: str | os.PathLike[str] | None = None,
         settings: Settings | None = None,
         spawner: Spawner | None = None,
+        store_settings: StoreSettings | None = None,
     ) -> None:
         self.registry = registry
         self.home = resolve_home(home)
         self.settings = settings if settings is not None else Settings.load(self.home)
-        self.store = JobRepo.in_home(self.home)
+        store_settings = store_settings if store_settings is not None else StoreSettings.load(self.home)
+        self.store = JobRepo.in_home(self.home, busy_timeout_s=store_settings.busy_timeout_s)
         self._spawner = spawner
         self.jobs = JobManager(self.home, self.store, self.settings, spawner)
         self._me = process.current()
@@ -76,7 +99,10 @@ class Executor:
         if self._spawner is None:
             if self.registry.ref is None:
                 raise ConfigError("a registry without a ref cannot start workers")
-            self._spawner = default_spawner(self.registry.ref, self.home, forkserver=self.settings.forkserver)
+            env = worker_env((*self.registry.env, *self.settings.worker_env))
+            self._spawner = default_spawner(
+                self.registry.ref, self.home, forkserver=self.settings.forkserver, env=env
+            )
             self.jobs.spawner = self._spawner
         return self._spawner
 
@@ -100,40 +126,87 @@ class Executor:
     def execute_sync(self, task_id: str, params: dict[str, Any] | None = None, **kwargs: Any) -> TaskResult:
         return asyncio.run(self.execute(task_id, params, **kwargs))
 
+    # -- consent --------------------------------------------------------------------------------
+
+    def confirm(
+        self, task_id: str, params: Mapping[str, Any] | None, *, caller: str, source: str
+    ) -> Confirmation:
+        """A confirmation of exactly this call, for an interface acting on the person's own act (a
+        typed command with ``--confirm``). ``ToolNotFound``/``ToolRejected`` for a call that cannot run."""
+        spec = self.registry.get(task_id, caller)
+        if spec is None:
+            raise ToolNotFound(f"no task {task_id!r} is available to {caller}", task_id=task_id)
+        validated = validate_params(spec, params)
+        clean = {} if validated is None else validated.model_dump(mode="json")
+        return Confirmation(task_id=task_id, digest=call_digest(task_id, clean), source=source)
+
+    def _consent(
+        self, spec: TaskSpec, clean: dict[str, Any], caller: str, confirmation: Confirmation | None
+    ) -> Confirmation | dict[str, Any] | None:
+        """The confirmation this call runs under (None for a safe task), or the refusal's data."""
+        if spec.danger is Danger.SAFE:
+            return None
+        digest = call_digest(spec.task_id, clean)
+        if confirmation is not None and confirmation.matches(spec.task_id, digest):
+            return confirmation
+        if confirmation is None and spec.danger is Danger.CAUTION and caller in self.settings.direct_callers:
+            # A person typing the command is consenting to exactly that command.
+            return Confirmation(task_id=spec.task_id, digest=digest, source=f"direct:{caller}")
+        data: dict[str, Any] = {
+            "needs_confirmation": True,
+            "danger": spec.danger.value,
+            "params": clean,
+            "digest": digest,
+        }
+        if confirmation is not None:
+            data["confirmation_mismatch"] = True
+        return data
+
+    # -- execute --------------------------------------------------------------------------------
+
     async def execute(
         self,
         task_id: str,
-        params: dict[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
         *,
         caller: str,
-        confirmed: bool = False,
+        confirmation: Confirmation | None = None,
         detach: bool = False,
+        origin: str | None = None,
         on_start: Callable[[str], None] | None = None,
     ) -> TaskResult:
-        """Run one task for ``caller``; ``confirmed`` only ever from the person, never from a model.
+        """Run one task for ``caller``. ``confirmation`` only ever from the person, never from a model.
 
-        ``on_start(execution_id)`` is called once a worker process exists (to follow its progress).
+        ``origin`` says what started it (``thread:<id>``, later ``run:<id>/<task>``); callers that
+        scope control to their origin see only those jobs. ``on_start(execution_id)`` is called once a
+        worker process exists (to follow its progress).
         """
         started = time.monotonic()
         execution_id = new_execution_id()
 
         def refuse(status: TaskStatus, message: str, data: dict[str, Any] | None = None) -> TaskResult:
-            result = TaskResult(
-                task_id=task_id,
-                execution_id=execution_id,
-                status=status,
-                message=message,
-                duration_seconds=round(time.monotonic() - started, 6),
-                data=data or {},
+            result = bounded(
+                TaskResult(
+                    task_id=task_id,
+                    execution_id=execution_id,
+                    status=status,
+                    message=clip(message, MAX_REFUSAL_CHARS),
+                    duration_seconds=round(time.monotonic() - started, 6),
+                    data=data or {},
+                )
             )
-            self.store.insert(result, caller=caller, params=_jsonable(params), detached=detach)
+            self.store.insert(
+                result, caller=caller, params=_on_record(params), detached=detach, origin=origin
+            )
             return result
 
         if not isinstance(caller, str) or not NAME_RE.match(caller):
             raise ConfigError(f"caller must be a name such as 'agent', 'cli' or 'mcp', got {caller!r}")
+        if origin is not None and (not isinstance(origin, str) or len(origin) > 200):
+            raise ConfigError("origin must be a short string such as 'thread:th-1234'")
         spec = self.registry.get(task_id, caller) if isinstance(task_id, str) else None
         if spec is None:
-            task_id = str(task_id)
+            task_id = clip(str(task_id), 200)
             similar = self.registry.similar(task_id, caller)
             hint = f"; did you mean {', '.join(similar)}?" if similar else ""
             return refuse(
@@ -146,31 +219,41 @@ class Executor:
         except ToolRejected as exc:
             return refuse(TaskStatus.REJECTED, exc.message, exc.data)
         clean = {} if validated is None else validated.model_dump(mode="json")
-        if spec.danger is Danger.DESTRUCTIVE and not confirmed:
+        held = lock.holder(self.home, spec.resources)
+        if held is not None:
+            resource, owner = held
+            holder = str(owner.get("execution_id", "unknown"))
             return refuse(
                 TaskStatus.REJECTED,
-                f"{task_id} is destructive: it runs only after the person explicitly confirms it",
-                {"needs_confirmation": True, "danger": spec.danger.value, "params": clean},
-            )
-        blocker = self.jobs.blocking(spec.resources)
-        if blocker is not None:
-            shared = sorted(set(blocker.resources) & set(spec.resources))
-            return refuse(
-                TaskStatus.REJECTED,
-                f"resource {', '.join(shared)} is in use by execution {blocker.execution_id} "
-                f"({blocker.task_id}); stop it or wait for it to end",
-                {"blocked_by": blocker.execution_id, "blocking_task": blocker.task_id, "resource": shared[0]},
+                f"resource {resource} is in use by execution {holder} ({owner.get('task_id', '?')}); "
+                "stop it or wait for it to end",
+                {"blocked_by": holder, "blocking_task": owner.get("task_id"), "resource": resource},
             )
         try:
-            unmet = self.registry.unmet(spec, self.home)
+            unmet = await asyncio.to_thread(self.registry.unmet, spec, self.home)
         except Exception as exc:
             return refuse(TaskStatus.FAILED, f"precondition check failed: {type(exc).__name__}: {exc}")
         if unmet:
             return refuse(TaskStatus.REJECTED, unmet, {"unmet": list(spec.requires)})
+        consent = self._consent(spec, clean, caller, confirmation)
+        if isinstance(consent, dict):
+            mismatch = (
+                " (the confirmation given was for another call)"
+                if consent.get("confirmation_mismatch")
+                else ""
+            )
+            return refuse(
+                TaskStatus.REJECTED,
+                f"{task_id} is {spec.danger.value}: it runs only after the person confirms this exact call"
+                + mismatch,
+                consent,
+            )
 
         if spec.isolation is Isolation.INLINE:
-            return await self._run_inline(spec, execution_id, caller, validated, clean, started)
-        return await self._run_worker(spec, execution_id, caller, clean, detach, started, on_start)
+            return await self._run_inline(spec, execution_id, caller, origin, validated, clean, started)
+        return await self._run_worker(
+            spec, execution_id, caller, origin, clean, consent, detach, started, on_start
+        )
 
     # -- inline ---------------------------------------------------------------------------------
 
@@ -179,6 +262,7 @@ class Executor:
         spec: TaskSpec,
         execution_id: str,
         caller: str,
+        origin: str | None,
         params: Any,
         clean: dict[str, Any],
         started: float,
@@ -192,25 +276,34 @@ class Executor:
             log=logging.getLogger(f"tether.task.{spec.task_id}"),
         )
         try:
-            value = load_object(spec.handler)(ctx)
-            if inspect.isawaitable(value):
-                value = await value
+            handler = load_object(spec.handler)
+            if inspect.iscoroutinefunction(handler):
+                value = await asyncio.wait_for(handler(ctx), spec.timeout_s)
+            else:
+                value = await asyncio.wait_for(asyncio.to_thread(handler, ctx), spec.timeout_s)
+                if inspect.isawaitable(value):
+                    value = await asyncio.wait_for(value, spec.timeout_s)
             message, data = outcome(value)
             status = TaskStatus.COMPLETED
         except TaskFailed as exc:
             status, message, data = TaskStatus.FAILED, exc.message, exc.data
+        except TimeoutError:
+            ctx.request_stop(TIMEOUT)
+            status, message, data = TaskStatus.FAILED, f"timed out after {spec.timeout_s:g}s", {}
         except Exception as exc:
             log.exception("inline handler %s raised", spec.handler)
             status, message, data = TaskStatus.FAILED, f"{type(exc).__name__}: {exc}", {}
-        result = TaskResult(
-            task_id=spec.task_id,
-            execution_id=execution_id,
-            status=status,
-            message=message,
-            duration_seconds=round(time.monotonic() - started, 6),
-            data=data,
+        result = bounded(
+            TaskResult(
+                task_id=spec.task_id,
+                execution_id=execution_id,
+                status=status,
+                message=message,
+                duration_seconds=round(time.monotonic() - started, 6),
+                data=data,
+            )
         )
-        self.store.insert(result, caller=caller, params=clean)
+        self.store.insert(result, caller=caller, params=clean, origin=origin)
         return result
 
     # -- worker ---------------------------------------------------------------------------------
@@ -220,7 +313,9 @@ class Executor:
         spec: TaskSpec,
         execution_id: str,
         caller: str,
+        origin: str | None,
         clean: dict[str, Any],
+        consent: Confirmation | None,
         detach: bool,
         started: float,
         on_start: Callable[[str], None] | None,
@@ -231,12 +326,42 @@ class Executor:
                 "this registry has no ref: workers re-import the registry, so create it as "
                 "Registry(ref='your.module:registry') in an importable module"
             )
+        pending = TaskResult(
+            task_id=spec.task_id, execution_id=execution_id, status=TaskStatus.PENDING, message="starting"
+        )
+        try:
+            # The record comes first: no worker may exist that no record points to.
+            self.store.insert(
+                pending,
+                caller=caller,
+                params=clean,
+                resources=spec.resources,
+                background=spec.background,
+                detached=detach,
+                origin=origin,
+                starter=(self._me.pid, self._me.create_time),
+                confirmation=None if consent is None else consent.nonce,
+                confirmed_by=None if consent is None else consent.source,
+            )
+        except ConfirmationUsed as used:
+            return TaskResult(
+                task_id=spec.task_id,
+                execution_id=execution_id,
+                status=TaskStatus.REJECTED,
+                message=f"this confirmation was already used by execution {used.execution_id}; "
+                "the person must confirm again",
+                data={"needs_confirmation": True, "confirmation_used_by": used.execution_id},
+            )
         request = Request(
             execution_id=execution_id,
             task_id=spec.task_id,
             registry_ref=self.registry.ref,
             caller=caller,
+            origin=origin,
             params=clean,
+            confirmation=None
+            if consent is None
+            else RequestConfirmation(digest=consent.digest, source=consent.source, nonce=consent.nonce),
             home=str(self.home),
             background=spec.background,
             detach=detach,
@@ -246,37 +371,37 @@ class Executor:
             stop_grace_s=self.settings.stop_grace_cooperative_s,
             created_at=time.time(),
         )
-        write_request(paths, request)
-        pending = TaskResult(
-            task_id=spec.task_id, execution_id=execution_id, status=TaskStatus.PENDING, message="starting"
-        )
-        self.store.insert(
-            pending,
-            caller=caller,
-            params=clean,
-            resources=spec.resources,
-            background=spec.background,
-            detached=detach,
-        )
+        key = request_key(self.home)
+        assert key is not None
+        write_request(paths, sign(request, key))
+        faults.point("executor.before_spawn")
         spawning = asyncio.ensure_future(asyncio.to_thread(self.spawner.spawn, paths))
         try:
             ref = await asyncio.shield(spawning)
         except asyncio.CancelledError:
             # Cancelled while the worker was being started: let the start finish, then stop it.
             try:
-                ref = await spawning
+                await spawning
             except (JobError, OSError):
-                raise asyncio.CancelledError from None
-            self.store.set_process(execution_id, ref.pid, ref.create_time)
-            await self.jobs.stop(execution_id, reason="cancelled")
+                pass
+            await asyncio.shield(self.jobs.stop(execution_id, reason="cancelled"))
             raise
         except (JobError, OSError) as exc:
-            return self.store.transition(
-                pending.model_copy(
-                    update={"status": TaskStatus.FAILED, "message": f"could not start a worker: {exc}"}
-                )
-            ).to_result()
-        self.store.set_process(execution_id, ref.pid, ref.create_time)
+            claim = abandon(paths, f"could not start a worker: {exc}")
+            if claim.abandoned is not None:
+                return self.jobs.finish(
+                    self.jobs.record(execution_id),
+                    paths,
+                    TaskStatus.FAILED,
+                    f"could not start a worker: {exc}",
+                ).to_result()
+            ref = process.ProcessRef(pid=claim.pid, create_time=claim.create_time)  # it started after all
+        faults.point("executor.after_spawn")
+        try:
+            self.store.set_process(execution_id, ref.pid, ref.create_time)
+        except StoreError as exc:
+            # The worker's own claim names it; every reader finds it there.
+            log.warning("could not record the worker of %s: %s", execution_id, exc.message)
         if on_start is not None:
             on_start(execution_id)
         try:
@@ -292,9 +417,16 @@ class Executor:
     def _handshaken(self, paths: ExecutionPaths) -> bool:
         try:
             result = read_result(paths)
-        except (ProtocolError, ValueError):
+        except ProtocolError:
             return False
         return result is not None and result.status is not TaskStatus.PENDING
+
+    def _record(self, result: TaskResult) -> None:
+        """Copy a published state into the store; the file stays authoritative if the store is busy."""
+        try:
+            self.store.transition(result)
+        except StoreError as exc:
+            log.warning("could not record %s of %s: %s", result.status, result.execution_id, exc.message)
 
     async def _follow(
         self, spec: TaskSpec, paths: ExecutionPaths, ref: process.ProcessRef, started: float
@@ -303,26 +435,25 @@ class Executor:
         handshake_deadline = time.monotonic() + self.settings.handshake_timeout_s
         run_deadline: float | None = None
         delay = 0.0005
-        last_mtime: tuple[int, int, int] | None = None
-        published: TaskResult | None = None
+        last_seen: tuple[int, int, int] | None = None
         while True:
             try:
                 stat = os.stat(paths.result)
                 # os.replace makes a new inode each time: two writes within one mtime tick still differ.
-                mtime = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+                seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
             except FileNotFoundError:
-                mtime = None
-            if mtime != last_mtime:
-                last_mtime = mtime
+                seen = None
+            if seen != last_seen:
+                last_seen = seen
                 try:
                     published = read_result(paths)
-                except (ProtocolError, ValueError):
+                except ProtocolError:
                     published = None
                 if published is not None and published.status.terminal:
-                    self.store.transition(published)
+                    self._record(published)
                     return published
                 if published is not None and published.status is TaskStatus.RUNNING and run_deadline is None:
-                    self.store.transition(published)
+                    self._record(published)
                     if spec.background:
                         if process.is_alive(ref):
                             return published.with_data(pid=ref.pid, background=True)
@@ -331,13 +462,14 @@ class Executor:
                     if run_deadline is None:
                         run_deadline = float("inf")
             if not process.is_alive(ref):
+                await self.jobs.await_exit_code(paths)
                 return self.jobs.describe(self.jobs.reconcile(execution_id))
             now = time.monotonic()
             if run_deadline is None and now > handshake_deadline:
-                record = self.jobs.record(execution_id)
                 await asyncio.to_thread(process.kill_tree, ref)
+                await _until_dead(ref, self.settings.stop_grace_kill_s)
                 return self.jobs.finish(
-                    record,
+                    self.jobs.record(execution_id),
                     paths,
                     TaskStatus.FAILED,
                     f"the worker did not complete its start handshake within "
@@ -356,11 +488,71 @@ class Executor:
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, MAX_POLL_S if run_deadline is None else POLL_S * 2)
 
+    # -- control --------------------------------------------------------------------------------
 
-def _jsonable(params: object) -> dict[str, Any]:
-    if isinstance(params, dict):
-        return {
-            str(k): (v if isinstance(v, str | int | float | bool | None) else repr(v))
-            for k, v in params.items()
-        }
-    return {} if params is None else {"_raw": repr(params)[:200]}
+    def _visible(self, execution_id: str, caller: str, origin: str | None) -> bool:
+        record = self.store.get(execution_id) if isinstance(execution_id, str) else None
+        return (
+            record is not None
+            and self.registry.get(record.task_id, caller) is not None
+            and (origin is None or record.origin == origin)
+        )
+
+    async def control(
+        self,
+        execution_id: str,
+        action: Action,
+        *,
+        caller: str,
+        origin: str | None = None,
+        reason: str | None = None,
+    ) -> TaskResult:
+        """Status, stop or wait for one job, as ``caller`` sees it (``origin``: only jobs it started).
+
+        A job the caller may not see is answered exactly like one that does not exist: ``not_found``.
+        """
+        if action not in ACTIONS:
+            raise ConfigError(f"unknown job action {action!r}; actions: {', '.join(ACTIONS)}")
+        if not isinstance(caller, str) or not NAME_RE.match(caller):
+            raise ConfigError(f"caller must be a name such as 'agent', 'cli' or 'mcp', got {caller!r}")
+        if not self._visible(execution_id, caller, origin):
+            shown = clip(str(execution_id), 80)
+            return TaskResult(
+                task_id="unknown",
+                execution_id=shown,
+                status=TaskStatus.NOT_FOUND,
+                message=f"no job {shown!r} is visible to {caller}",
+            )
+        if action == "status":
+            return self.jobs.status(execution_id)
+        if action == "wait":
+            return await self.jobs.wait(execution_id)
+        return await self.jobs.stop(execution_id, reason=reason or f"asked by {caller}")
+
+    def jobs_for(
+        self, caller: str, *, origin: str | None = None, active: bool = False, limit: int = 50
+    ) -> list[TaskResult]:
+        """The jobs ``caller`` may see (tasks exposed to it; only ``origin``'s when given), newest first."""
+        task_ids = [spec.task_id for spec in self.registry.for_caller(caller)]
+        return self.jobs.list(active=active, limit=limit, origin=origin, task_ids=task_ids)
+
+
+async def _until_dead(ref: process.ProcessRef, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    # Another process's state: there is nothing to await, so it is polled with a deadline.
+    while process.is_alive(ref) and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(POLL_S)
+
+
+def _on_record(params: object) -> dict[str, Any]:
+    """What a refused call's params look like on record: as given when small, else a note of their size."""
+    import json
+
+    try:
+        encoded = json.dumps(params if params is not None else {}, ensure_ascii=False, default=repr)
+    except (ValueError, RecursionError):
+        return {"_omitted": "params that are not JSON"}
+    if len(encoded) > MAX_PARAMS_BYTES:
+        return {"_omitted": f"params of {len(encoded)} characters, over the limit"}
+    value = json.loads(encoded)
+    return value if isinstance(value, dict) else {"_raw": clip(encoded, 200)}

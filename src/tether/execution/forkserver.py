@@ -39,7 +39,7 @@ def _child(exec_dir: Path, keep_closed: list[int]) -> None:
             with contextlib.suppress(OSError):
                 os.close(fd)
         null = os.open(os.devnull, os.O_RDONLY)
-        log = os.open(ExecutionPaths(exec_dir).log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        log = os.open(ExecutionPaths(exec_dir).log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.dup2(null, 0)
         os.dup2(log, 1)
         os.dup2(log, 2)

@@ -1,17 +1,29 @@
-"""The control plane: list, inspect and stop executions from any process (contracts 4, 8 and 9).
+"""The control plane: list, inspect and stop executions from any process (contracts 4, 8, 9 and 11).
 
 The job manager never takes a resource lock, so status and stop work while a job holds one. Before it
-writes anything it reconciles the store with the execution's ``result.json``: a terminal state the
-worker published is adopted, never overwritten. A worker that is gone without a terminal state is
-recorded ``failed`` with its exit code and the tail of its log.
+writes anything it reconciles the store with the execution's files, in this order of authority:
+
+1. ``result.json`` — a state the worker published is adopted, a terminal one never overwritten;
+2. the worker's identity — from the job row, or from the worker's own claim (``worker.json``) when the
+   row has none (its starter died, or the store was busy, between the spawn and the record): a live
+   worker is never declared dead, and stop always reaches it;
+3. a row whose worker never claimed it is given up only by winning the claim (``abandon``), so a late
+   worker can never run what the record already calls ended. That happens at once when the process that
+   started it is gone, otherwise only after it had a fair chance to start it.
+
+A worker that is gone without a terminal state is recorded ``failed`` with its exit code and the tail of
+its log. Finishers publish to ``result.json`` first (compare-and-set) and copy what it then holds into
+the store, so two processes finishing the same job agree on one terminal state in both places.
 
 Stop escalates, each step after a bounded grace period (settings): ``stop.requested`` (cooperative) →
-SIGINT / CTRL_BREAK to the worker's process group → kill the process tree.
+SIGINT / CTRL_BREAK to the worker's process group → kill the process tree. ``stopped`` is recorded only
+once the worker is gone or published it itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,25 +31,29 @@ from pathlib import Path
 from typing import Any
 
 from tether.config import Settings
-from tether.errors import JobNotFound
+from tether.errors import JobNotFound, StoreError
 from tether.execution import process
 from tether.execution.process import ProcessRef
 from tether.execution.protocol import (
     ExecutionPaths,
     ProtocolError,
+    abandon,
     last_progress,
     log_tail,
     publish,
+    read_claim,
     read_exit,
     read_result,
     request_stop,
     stopped_status,
 )
-from tether.execution.spawner import Spawner
+from tether.execution.spawner import FORKSERVER_START_TIMEOUT_S, Spawner
 from tether.store.repo import JobRecord, JobRepo
 from tether.tasks.result import TaskResult, TaskStatus
 
-# After a worker is seen dead, how long to wait for its reaper to record the exit code.
+log = logging.getLogger("tether.jobs")
+
+# After a worker is seen dead, how long an async caller waits for its reaper to record the exit code.
 EXIT_CODE_WAIT_S = 1.0
 POLL_S = 0.01
 STEPS = ("cooperative", "interrupt", "kill")
@@ -71,50 +87,90 @@ class JobManager:
     # -- reconciliation -------------------------------------------------------------------------
 
     def reconcile(self, execution_id: str) -> JobRecord:
-        """Bring the job's record in line with its worker and result file; return the record."""
+        """Bring the job's record in line with its worker and its files; return the record. Never waits."""
         record = self.record(execution_id)
         if record.terminal:
             return record
         paths = self.paths(execution_id)
-        published = self._read(paths)
+        published, problem = _read(paths)
         if published is not None and published.status is not record.status:
-            record = self.store.transition(published, exit_code=read_exit(paths))
+            record = self._adopt(record, published, paths)
             if record.terminal:
                 return record
-        ref = _ref(record)
-        if ref is None:
-            # Never started (the starter died between the insert and the spawn) or not started yet.
-            age = time.time() - _epoch(record.created_at)
-            if age > self.settings.handshake_timeout_s * 2:
-                return self.finish(record, paths, TaskStatus.FAILED, "interrupted: the worker never started")
+        found = self._identity(record, paths, give_up=self._starter_gone_or_late(record))
+        if isinstance(found, JobRecord):
+            return found
+        if found is None or process.is_alive(found):
             return record
-        if process.is_alive(ref):
-            return record
-        return self._dead(record, paths)
+        return self._dead(record, paths, problem)
 
-    def _dead(self, record: JobRecord, paths: ExecutionPaths) -> JobRecord:
+    def _starter_gone_or_late(self, record: JobRecord) -> str | None:
+        """Why an unclaimed execution may be given up now, or None while its starter may still start it."""
+        age = time.time() - _epoch(record.created_at)
+        if record.starter_pid is not None and record.starter_create_time is not None:
+            starter = ProcessRef(pid=record.starter_pid, create_time=record.starter_create_time)
+            if not process.is_alive(starter):
+                return "the process that started it exited before its worker began"
+        # The starter lives (or is unknown): it owns the start and its own deadline; this bound only
+        # catches a starter that hangs.
+        if age > self.settings.handshake_timeout_s * 2 + FORKSERVER_START_TIMEOUT_S:
+            return f"no worker began within {age:.0f}s"
+        return None
+
+    def _identity(
+        self,
+        record: JobRecord,
+        paths: ExecutionPaths,
+        *,
+        give_up: str | None,
+        status: TaskStatus = TaskStatus.FAILED,
+    ) -> ProcessRef | JobRecord | None:
+        """The worker's identity (row, else its claim); or the record finished, when the execution was
+        given up; or None while it may still start."""
+        if record.pid is not None and record.create_time is not None:
+            return ProcessRef(pid=record.pid, create_time=record.create_time)
+        try:
+            claim = read_claim(paths)
+        except ProtocolError as exc:
+            return self.finish(record, paths, TaskStatus.FAILED, f"the worker's claim is unreadable: {exc}")
+        if claim is None and give_up is not None:
+            claim = abandon(paths, give_up)
+        if claim is None:
+            return None
+        if claim.abandoned is not None:
+            message = (
+                f"stopped before it started ({claim.abandoned})"
+                if status is TaskStatus.STOPPED
+                else f"interrupted: the worker never started ({claim.abandoned})"
+            )
+            return self.finish(record, paths, status, message, {"never_started": True})
+        ref = ProcessRef(pid=claim.pid, create_time=claim.create_time)
+        try:
+            self.store.set_process(record.execution_id, ref.pid, ref.create_time)
+        except StoreError as exc:
+            log.warning("could not record the worker of %s yet: %s", record.execution_id, exc.message)
+        return ref
+
+    def _adopt(self, record: JobRecord, published: TaskResult, paths: ExecutionPaths) -> JobRecord:
+        return self.store.transition(
+            published, exit_code=read_exit(paths) if published.status.terminal else None
+        )
+
+    def _dead(self, record: JobRecord, paths: ExecutionPaths, problem: str | None) -> JobRecord:
         # The worker may have published just before dying: read again now that it cannot write.
-        published = self._read(paths)
+        published, problem = _read(paths)
         if published is not None and published.status.terminal:
-            return self.store.transition(published, exit_code=read_exit(paths))
-        code = self._exit_code(paths)
+            return self._adopt(record, published, paths)
+        code = read_exit(paths)
         tail = log_tail(paths, self.settings.log_tail_lines)
         how = f"with code {code}" if code is not None else "(exit code unknown: it was not our child)"
         message = f"worker exited {how} without publishing a result"
+        if problem is not None:
+            message += f" ({problem})"
         data: dict[str, Any] = {"exit_code": code, "log_tail": tail, "pid": record.pid}
         if record.status is TaskStatus.RUNNING:
             data["interrupted"] = True
         return self.finish(record, paths, TaskStatus.FAILED, message, data, exit_code=code)
-
-    def _exit_code(self, paths: ExecutionPaths) -> int | None:
-        deadline = time.monotonic() + EXIT_CODE_WAIT_S
-        while True:
-            if self.spawner is not None:
-                self.spawner.reap()
-            code = read_exit(paths)
-            if code is not None or time.monotonic() > deadline or self.spawner is None:
-                return code
-            time.sleep(POLL_S)
 
     def finish(
         self,
@@ -126,7 +182,8 @@ class JobManager:
         *,
         exit_code: int | None = None,
     ) -> JobRecord:
-        """Write a terminal state for a worker that can no longer write one, file first, then store."""
+        """Write a terminal state for a worker that can no longer write one: the file first (compare-
+        and-set), then the store takes whatever the file holds, so both agree whoever finishes."""
         result = TaskResult(
             task_id=record.task_id,
             execution_id=record.execution_id,
@@ -135,18 +192,9 @@ class JobManager:
             duration_seconds=max(0.0, round(time.time() - _epoch(record.created_at), 6)),
             data=data or {},
         )
-        if paths.dir.exists() and not publish(paths, result):
-            adopted = self._read(paths)
-            if adopted is not None:
-                result = adopted
+        if paths.dir.exists():
+            result = publish(paths, result)
         return self.store.transition(result, exit_code=exit_code)
-
-    @staticmethod
-    def _read(paths: ExecutionPaths) -> TaskResult | None:
-        try:
-            return read_result(paths)
-        except (ProtocolError, ValueError):
-            return None
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -154,20 +202,40 @@ class JobManager:
         """The job's current TaskResult; ``data`` adds pid, times and the latest progress."""
         return self.describe(self.reconcile(execution_id))
 
-    def list(self, *, active: bool = False, limit: int = 100) -> list[TaskResult]:
-        records = self.store.list(active=active, limit=limit)
-        return [self.describe(self.reconcile(r.execution_id) if not r.terminal else r) for r in records]
+    def list(
+        self,
+        *,
+        active: bool = False,
+        limit: int = 100,
+        origin: str | None = None,
+        task_ids: list[str] | None = None,
+    ) -> list[TaskResult]:
+        records = self.store.list(active=active, limit=limit, origin=origin, task_ids=task_ids)
+        return [self.describe(self._settled(r)) for r in records]
+
+    def _settled(self, record: JobRecord) -> JobRecord:
+        """Reconciled, unless its files are beyond reading: one broken job never breaks a listing."""
+        if record.terminal:
+            return record
+        try:
+            return self.reconcile(record.execution_id)
+        except (ProtocolError, OSError, ValueError) as exc:
+            log.warning("job %s could not be reconciled: %s", record.execution_id, exc)
+            return record
 
     def describe(self, record: JobRecord) -> TaskResult:
         extra: dict[str, Any] = {
             "pid": record.pid,
             "caller": record.caller,
+            "origin": record.origin,
             "background": record.background,
             "detached": record.detached,
             "created_at": record.created_at,
             "updated_at": record.updated_at,
             "ended_at": record.ended_at,
         }
+        if record.confirmed_by:
+            extra["confirmed_by"] = record.confirmed_by
         if record.exit_code is not None:
             extra["exit_code"] = record.exit_code
         progress = last_progress(self.paths(record.execution_id))
@@ -176,25 +244,14 @@ class JobManager:
         result = record.to_result()
         return result.model_copy(update={"data": {**extra, **result.data}})
 
-    def blocking(self, resources: tuple[str, ...]) -> JobRecord | None:
-        """An active job that claims one of ``resources``, after reconciling it."""
-        if not resources:
-            return None
-        for record in self.store.list(active=True, limit=1000):
-            if set(record.resources) & set(resources):
-                record = self.reconcile(record.execution_id)
-                if not record.terminal:
-                    return record
-        return None
-
     def recover(self) -> Recovery:
         """At start-up: re-attach to live workers, adopt published results, mark dead ones failed."""
         reattached: list[str] = []
         adopted: list[str] = []
         failed: list[str] = []
         for record in self.store.list(active=True, limit=10_000):
-            published = self._read(self.paths(record.execution_id))
-            after = self.reconcile(record.execution_id)
+            published, _ = _read(self.paths(record.execution_id))
+            after = self._settled(record)
             if not after.terminal:
                 reattached.append(after.execution_id)
             elif published is not None and published.status.terminal:
@@ -216,20 +273,34 @@ class JobManager:
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 0.2)
 
+    async def await_exit_code(self, paths: ExecutionPaths) -> None:
+        """Give the reaper of a worker that just died a moment to record its exit code (never blocks)."""
+        deadline = time.monotonic() + EXIT_CODE_WAIT_S
+        while read_exit(paths) is None and time.monotonic() < deadline:
+            if self.spawner is None:
+                return
+            self.spawner.reap()
+            if read_exit(paths) is not None:
+                return
+            await asyncio.sleep(POLL_S)
+
     async def stop(self, execution_id: str, *, reason: str = "requested") -> TaskResult:
-        """Stop a job with the three-step escalation. A job that already ended is left as it is."""
+        """Stop a job with the three-step escalation. A job that already ended is left as it is.
+
+        A job whose worker is not known yet is stopped whenever it appears: the stop request waits in
+        ``stop.requested`` (a worker honours it before its handshake), and if no worker claims the
+        execution within the handshake timeout, the stop gives it up so that none ever will.
+        """
         record = self.reconcile(execution_id)
         if record.terminal:
             return self.describe(record).with_data(already_ended=True)
         paths = self.paths(execution_id)
         request_stop(paths, reason)
-        ref = _ref(record)
-        if ref is None:
-            # Nothing runs yet; the spawner may still start it, and the worker will see stop.requested.
-            record = self.finish(
-                record, paths, stopped_status(reason), f"stopped before it started ({reason})"
-            )
-            return self.describe(record)
+        status = stopped_status(reason)
+        found = await self._worker_of(record, paths, reason, status)
+        if isinstance(found, JobRecord):
+            return self.describe(found).with_data(stop_step="before_start")
+        ref = found
 
         grace = (
             self.settings.stop_grace_cooperative_s,
@@ -248,33 +319,59 @@ class JobManager:
             if await _until(lambda: self._ended(paths, ref), seconds):
                 step = name
                 break
+        published, _ = _read(paths)
         if process.is_alive(ref):
             # The worker published a terminal state and is still exiting; kill_tree was never needed.
-            published = self._read(paths)
             if published is None or not published.status.terminal:
                 return self.describe(self.record(execution_id)).with_data(stop_failed=True)
         else:
             # Anything the worker left running in its group goes with it.
             await asyncio.to_thread(process.kill_tree, ref)
-        published = self._read(paths)
+            await self.await_exit_code(paths)
+            published, _ = _read(paths)
         if published is not None and published.status.terminal:
-            record = self.store.transition(published, exit_code=read_exit(paths))
+            record = self._adopt(record, published, paths)
         else:
-            status = stopped_status(reason)
             record = self.finish(
-                record,
+                self.record(execution_id),
                 paths,
                 status,
                 f"{status.value}: {reason}" + ("" if step == "cooperative" else f" (after {step})"),
                 {"stop_reason": reason, "stop_step": step},
-                exit_code=self._exit_code(paths),
+                exit_code=read_exit(paths),
             )
         result = self.describe(record)
         return result if "stop_step" in result.data else result.with_data(stop_step=step)
 
+    async def _worker_of(
+        self, record: JobRecord, paths: ExecutionPaths, reason: str, status: TaskStatus
+    ) -> ProcessRef | JobRecord:
+        """The worker to stop, waiting for it to claim its execution; or the record, finished, when no
+        worker began in time (or the execution ended meanwhile)."""
+        deadline = time.monotonic() + self.settings.handshake_timeout_s
+        while True:
+            late = self._starter_gone_or_late(record)
+            if late is None and time.monotonic() >= deadline:
+                late = f"{reason}; no worker began within {self.settings.handshake_timeout_s:g}s"
+            found = self._identity(record, paths, give_up=late and f"{reason}: {late}", status=status)
+            if found is not None:
+                return found
+            await asyncio.sleep(POLL_S)
+            record = self.record(record.execution_id)
+            if record.terminal:
+                return record
+
     def _ended(self, paths: ExecutionPaths, ref: ProcessRef) -> bool:
-        published = self._read(paths)
+        published, _ = _read(paths)
         return (published is not None and published.status.terminal) or not process.is_alive(ref)
+
+
+def _read(paths: ExecutionPaths) -> tuple[TaskResult | None, str | None]:
+    """The published result, or (None, what is wrong with the file) when it cannot be read."""
+    try:
+        return read_result(paths), None
+    except ProtocolError as exc:
+        return None, f"result.json is unreadable: {exc}"
 
 
 async def _until(condition: Callable[[], bool], seconds: float) -> bool:
@@ -285,12 +382,6 @@ async def _until(condition: Callable[[], bool], seconds: float) -> bool:
         if time.monotonic() >= deadline:
             return False
         await asyncio.sleep(POLL_S)
-
-
-def _ref(record: JobRecord) -> ProcessRef | None:
-    if record.pid is None or record.create_time is None:
-        return None
-    return ProcessRef(pid=record.pid, create_time=record.create_time)
 
 
 def _epoch(iso: str) -> float:

@@ -1,24 +1,36 @@
-"""Named resource locks, scoped to one tether home (contract 7).
+"""Named resource locks, scoped to one tether home (contract 7), and short exclusive file locks.
 
 POSIX uses ``flock`` on ``<home>/locks/<name>.lock``; Windows uses ``msvcrt.locking`` on the same file.
 The lock is held by the open file, so it is released by the OS when the holder dies, however it dies.
-After taking a lock the holder writes ``<name>.owner.json`` (execution_id, task_id, pid) so a contender
-can answer "blocked by execution X" instead of "busy". The owner file is advisory: the OS lock decides.
+After taking a lock the holder writes ``<name>.owner.json`` (execution_id, task_id, pid, start time)
+so a contender can answer "blocked by execution X" instead of "busy". The owner file is advisory: the
+OS lock decides, and an owner record is believed only while the process it names is alive. Nobody
+ever takes a resource lock just to look at it (a probe could make a real taker fail).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from tether.errors import LockBusy
+from tether.execution import process
 
 LOCKS_DIR = "locks"
+# A contender that finds a lock busy but no live owner on record (the holder is between taking the
+# lock and writing its record) looks again for this long before it names no one.
+OWNER_SETTLE_S = 0.5
+
+
+def _open_private(path: Path) -> IO[bytes]:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+b")
 
 
 class ResourceLock:
@@ -37,12 +49,11 @@ class ResourceLock:
 
     def acquire(self, *, execution_id: str, task_id: str) -> None:
         """Take the lock now or raise ``LockBusy`` naming the holder."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         # Python opens files non-inheritable, so a handler's subprocesses never keep the lock alive.
-        handle = open(self.path, "a+b")
+        handle = _open_private(self.path)
         if not _try_lock(handle):
             handle.close()
-            owner = self.owner()
+            owner = self.live_owner(settle_s=OWNER_SETTLE_S)
             holder = owner.get("execution_id", "unknown")
             raise LockBusy(
                 f"resource {self.name!r} is in use by execution {holder} ({owner.get('task_id', '?')})",
@@ -51,9 +62,18 @@ class ResourceLock:
                 holder=owner,
             )
         self._handle = handle
-        record = {"execution_id": execution_id, "task_id": task_id, "pid": os.getpid(), "since": time.time()}
+        me = process.current()
+        record = {
+            "execution_id": execution_id,
+            "task_id": task_id,
+            "pid": me.pid,
+            "create_time": me.create_time,
+            "since": time.time(),
+        }
         tmp = self.owner_path.with_name(f".{self.owner_path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record), encoding="utf-8")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(record, out)
         os.replace(tmp, self.owner_path)
 
     def release(self) -> None:
@@ -68,20 +88,39 @@ class ResourceLock:
 
     def owner(self) -> dict[str, Any]:
         try:
-            return json.loads(self.owner_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            owner = json.loads(self.owner_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
             return {}
+        return owner if isinstance(owner, dict) else {}
 
-    def is_locked(self) -> bool:
-        """Whether someone holds the lock right now (probes by taking and dropping it)."""
-        if self.held:
-            return True
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a+b") as handle:
-            if _try_lock(handle):
-                _unlock(handle)
-                return False
-            return True
+    def live_owner(self, settle_s: float = 0.0) -> dict[str, Any]:
+        """The owner record if the process it names still runs, else {} (after ``settle_s`` of looking)."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            owner = self.owner()
+            if _alive(owner):
+                return owner
+            if time.monotonic() >= deadline:
+                return {}
+            time.sleep(0.01)
+
+
+def _alive(owner: dict[str, Any]) -> bool:
+    try:
+        ref = process.ProcessRef(pid=int(owner["pid"]), create_time=float(owner["create_time"]))
+    except (KeyError, TypeError, ValueError):
+        return False
+    return process.is_alive(ref)
+
+
+def holder(home: Path, names: Iterable[str]) -> tuple[str, dict[str, Any]] | None:
+    """(resource, owner record) of the first of ``names`` held by a live process, without touching
+    the lock itself; None when the records show none held. The worker's own acquire decides."""
+    for name in sorted(set(names)):
+        owner = ResourceLock(home, name).live_owner()
+        if owner:
+            return name, owner
+    return None
 
 
 class LockSet:
@@ -106,6 +145,20 @@ class LockSet:
             lock.release()
 
 
+@contextlib.contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` for a short critical section (blocks until it is free)."""
+    handle = _open_private(path)
+    try:
+        _lock_blocking(handle)
+        try:
+            yield
+        finally:
+            _unlock(handle)
+    finally:
+        handle.close()
+
+
 if sys.platform == "win32":
     import msvcrt
 
@@ -116,6 +169,10 @@ if sys.platform == "win32":
         except OSError:
             return False
         return True
+
+    def _lock_blocking(handle: IO[bytes]) -> None:
+        while not _try_lock(handle):
+            time.sleep(0.005)
 
     def _unlock(handle: IO[bytes]) -> None:
         handle.seek(0)
@@ -133,6 +190,9 @@ else:
         except BlockingIOError:
             return False
         return True
+
+    def _lock_blocking(handle: IO[bytes]) -> None:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
 
     def _unlock(handle: IO[bytes]) -> None:
         fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

@@ -1,37 +1,61 @@
 """The file protocol between the parent and a worker (contract 5).
 
-One folder per execution, under ``<home>/executions/<execution_id>/``::
+One folder per execution, under ``<home>/executions/<execution_id>/``, private to the home's owner::
 
-    request.json     written once by the parent before the worker starts
-    result.json      the worker's published state; always a temp file + os.replace, never half-written
+    request.json     written once by the executor before the worker starts, signed with the home's key
+    worker.json      the claim: created exactly once, by the worker (its pid and start time) or by an
+                     observer that gave the execution up before any worker claimed it ("abandoned")
+    result.json      the published state; replaced atomically and durably (fsync), compare-and-set
     stop.requested   exists once a stop was asked for; holds the reason
     events.jsonl     progress events, one JSON object per line, appended
     worker.log       the worker's stdout, stderr and log records
     exit.json        the worker's exit code, written by whoever reaped it (if anyone could)
 
 Every JSON file carries ``protocol``; a reader refuses a version it does not know.
+
+The claim closes the crash windows around a spawn: whoever wants to declare an execution dead before
+its worker was seen must first win the claim, so a worker can never run after an observer recorded it
+as never started, and a worker that did start is always found through its own record, whatever the
+store says. ``result.json`` changes only under ``.result.lock`` and only along the state machine, so
+two processes finishing the same job agree on one terminal state.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import hmac
 import json
 import os
+import secrets
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from tether.tasks.result import TaskResult, TaskStatus
 
-PROTOCOL = 1
+PROTOCOL = 2
 EXECUTIONS_DIR = "executions"
+KEYS_DIR = "keys"
+REQUEST_KEY = "request.key"
 EVENT_TAIL_BYTES = 8192
+# A result's message and data as published, stored and shown to a model (larger data goes to data.json).
+MAX_MESSAGE_CHARS = 4_000
+MAX_DATA_BYTES = 256 * 1024
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class ProtocolError(Exception):
-    """A protocol file exists but cannot be understood (wrong version, wrong shape)."""
+    """A protocol file exists but cannot be understood (wrong version, wrong shape, torn, unsigned)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +71,16 @@ class ExecutionPaths:
         return self.dir / "request.json"
 
     @property
+    def claim(self) -> Path:
+        return self.dir / "worker.json"
+
+    @property
     def result(self) -> Path:
         return self.dir / "result.json"
+
+    @property
+    def result_lock(self) -> Path:
+        return self.dir / ".result.lock"
 
     @property
     def stop(self) -> Path:
@@ -67,6 +99,16 @@ class ExecutionPaths:
         return self.dir / "exit.json"
 
 
+class Confirmation(BaseModel):
+    """The person's consent to exactly one call, as it travels in the request file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    digest: str
+    source: str
+    nonce: str
+
+
 class Request(BaseModel):
     """Everything a worker needs, and nothing it could not re-derive and re-check itself."""
 
@@ -77,7 +119,9 @@ class Request(BaseModel):
     task_id: str
     registry_ref: str
     caller: str
+    origin: str | None = None
     params: dict[str, Any]
+    confirmation: Confirmation | None = None
     home: str
     background: bool
     detach: bool
@@ -86,6 +130,7 @@ class Request(BaseModel):
     parent_poll_s: float
     stop_grace_s: float
     created_at: float
+    signature: str = ""
 
 
 class ResultFile(BaseModel):
@@ -97,12 +142,87 @@ class ResultFile(BaseModel):
     result: TaskResult
 
 
-def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` so a reader sees the old file or the new one, never a torn one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, ensure_ascii=False)
-    os.replace(tmp, path)
+class Claim(BaseModel):
+    """``worker.json``: the worker that owns this execution, or why nobody ever will."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    protocol: int = PROTOCOL
+    pid: int
+    create_time: float = 0.0
+    abandoned: str | None = None  # the reason an observer gave the execution up
+    at: float
+
+    @property
+    def worker(self) -> bool:
+        return self.abandoned is None
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+def private_mkdir(path: Path) -> None:
+    """Create ``path`` and any missing parents owner-only (``parents=True`` alone would not)."""
+    if path.is_dir():
+        return
+    private_mkdir(path.parent)
+    path.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
+def _fsync_dir(path: Path) -> None:
+    if os.name != "posix":
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_private(path: Path, data: bytes, *, durable: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any], *, durable: bool = True) -> None:
+    """Write ``payload`` so a reader sees the old file or the new one, never a torn one, even after a
+    power loss when ``durable`` (file and folder are fsynced)."""
+    tmp = _tmp_name(path)
+    try:
+        _write_private(tmp, json.dumps(payload, ensure_ascii=False).encode(), durable=durable)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    if durable:
+        _fsync_dir(path.parent)
+
+
+def _create_exclusive(path: Path, payload: dict[str, Any]) -> bool:
+    """Create ``path`` with ``payload`` only if it does not exist; readers never see it half-written."""
+    tmp = _tmp_name(path)
+    _write_private(tmp, json.dumps(payload).encode(), durable=True)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    _fsync_dir(path.parent)
+    return True
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -110,18 +230,73 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         raw = path.read_bytes()
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise ProtocolError(f"{path} cannot be read: {exc.strerror or exc}") from None
     try:
         payload = json.loads(raw)
-    except ValueError as exc:
-        raise ProtocolError(f"{path} is not valid JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError(f"{path.name} is not valid JSON ({type(exc).__name__})") from None
     if not isinstance(payload, dict) or payload.get("protocol") != PROTOCOL:
         found = payload.get("protocol") if isinstance(payload, dict) else None
-        raise ProtocolError(f"{path}: protocol {found!r} is not the supported version {PROTOCOL}")
+        raise ProtocolError(f"{path.name}: protocol {found!r} is not the supported version {PROTOCOL}")
     return payload
 
 
+def _model(kind: type[M], path: Path, payload: dict[str, Any]) -> M:
+    try:
+        return kind.model_validate(payload)
+    except ValueError as exc:
+        raise ProtocolError(f"{path.name} has the wrong shape: {str(exc).splitlines()[0]}") from None
+
+
+# -- the home's request key ------------------------------------------------------------------------
+
+
+def request_key(home: Path, *, create: bool = True) -> bytes | None:
+    """The home's secret for signing requests, created owner-only on first use (None if it does not
+    exist and ``create`` is False: a worker never makes one up)."""
+    path = home / KEYS_DIR / REQUEST_KEY
+    try:
+        key = path.read_bytes()
+    except FileNotFoundError:
+        key = b""
+    except OSError:
+        return None
+    if len(key) >= 32 or not create:
+        return key if len(key) >= 32 else None
+    private_mkdir(path.parent)
+    tmp = _tmp_name(path)
+    _write_private(tmp, secrets.token_bytes(32), durable=True)
+    try:
+        os.link(tmp, path)  # the first process to create the key wins; everyone reads that one
+    except FileExistsError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    return path.read_bytes()
+
+
+def _signed_bytes(request: Request) -> bytes:
+    body = request.model_dump(mode="json", exclude={"signature"})
+    return json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def sign(request: Request, key: bytes) -> Request:
+    digest = hmac.new(key, _signed_bytes(request), hashlib.sha256).hexdigest()
+    return request.model_copy(update={"signature": digest})
+
+
+def signed_by(request: Request, key: bytes) -> bool:
+    expected = hmac.new(key, _signed_bytes(request), hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, request.signature)
+
+
+# -- request, claim, result -----------------------------------------------------------------------
+
+
 def write_request(paths: ExecutionPaths, request: Request) -> None:
-    paths.dir.mkdir(parents=True, exist_ok=True)
+    private_mkdir(paths.dir)
     write_json_atomic(paths.request, request.model_dump(mode="json"))
 
 
@@ -129,7 +304,29 @@ def read_request(paths: ExecutionPaths) -> Request:
     payload = _read_json(paths.request)
     if payload is None:
         raise ProtocolError(f"{paths.request} does not exist")
-    return Request.model_validate(payload)
+    return _model(Request, paths.request, payload)
+
+
+def claim_for_worker(paths: ExecutionPaths, pid: int, create_time: float) -> bool:
+    """The worker's claim on its execution; False when it was abandoned or claimed before."""
+    return _create_exclusive(
+        paths.claim, Claim(pid=pid, create_time=create_time, at=time.time()).model_dump(mode="json")
+    )
+
+
+def abandon(paths: ExecutionPaths, reason: str) -> Claim:
+    """Give an unclaimed execution up so that no worker will ever run it; returns the claim that won
+    (ours, or the worker's when it claimed first)."""
+    mine = Claim(pid=os.getpid(), abandoned=reason, at=time.time())
+    if paths.dir.exists() and _create_exclusive(paths.claim, mine.model_dump(mode="json")):
+        return mine
+    found = read_claim(paths)
+    return found if found is not None else mine
+
+
+def read_claim(paths: ExecutionPaths) -> Claim | None:
+    payload = _read_json(paths.claim)
+    return None if payload is None else _model(Claim, paths.claim, payload)
 
 
 def write_result(paths: ExecutionPaths, result: TaskResult, *, pid: int | None = None) -> None:
@@ -139,24 +336,40 @@ def write_result(paths: ExecutionPaths, result: TaskResult, *, pid: int | None =
 
 def read_result(paths: ExecutionPaths) -> TaskResult | None:
     payload = _read_json(paths.result)
-    return None if payload is None else ResultFile.model_validate(payload).result
+    return None if payload is None else _model(ResultFile, paths.result, payload).result
 
 
-def publish(paths: ExecutionPaths, result: TaskResult) -> bool:
-    """Write ``result`` unless the file already holds a state that may not become it. True if written.
+@contextlib.contextmanager
+def _result_lock(paths: ExecutionPaths) -> Iterator[None]:
+    from tether.execution.lock import exclusive
 
-    Only one process writes at a time: the worker while it lives, a job manager after it died.
+    with exclusive(paths.result_lock):
+        yield
+
+
+def publish(paths: ExecutionPaths, result: TaskResult) -> TaskResult:
+    """Compare-and-set: write ``result`` unless the file holds a state that may not become it.
+
+    Returns what the file holds afterwards (``result``, or the terminal state that won). A torn or
+    unreadable file counts as empty: the worker is its only writer while it lives, and the finishers
+    that write after it died all go through this lock.
     """
-    current = read_result(paths)
-    if current is not None and not current.status.can_become(result.status):
-        return False
-    write_result(paths, result)
-    return True
+    with _result_lock(paths):
+        try:
+            current = read_result(paths)
+        except ProtocolError:
+            current = None
+        if current is not None and not current.status.can_become(result.status):
+            return current
+        write_result(paths, result)
+        return result
 
 
 def request_stop(paths: ExecutionPaths, reason: str) -> None:
-    if not paths.stop.exists():
-        write_json_atomic(paths.stop, {"protocol": PROTOCOL, "reason": reason, "requested_at": time.time()})
+    if not paths.stop.exists() and paths.dir.exists():
+        write_json_atomic(
+            paths.stop, {"protocol": PROTOCOL, "reason": reason, "requested_at": time.time()}, durable=False
+        )
 
 
 def stop_reason(paths: ExecutionPaths) -> str | None:
@@ -168,9 +381,9 @@ def stop_reason(paths: ExecutionPaths) -> str | None:
 
 
 def append_event(paths: ExecutionPaths, kind: str, **fields: Any) -> None:
-    line = json.dumps({"ts": time.time(), "kind": kind, **fields}, ensure_ascii=False) + "\n"
+    line = json.dumps({"ts": time.time(), "kind": kind, **fields}, ensure_ascii=False, default=str) + "\n"
     # O_APPEND writes of one short line land whole, even with several writers.
-    fd = os.open(paths.events, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(paths.events, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
     try:
         os.write(fd, line.encode())
     finally:
@@ -185,29 +398,29 @@ def last_progress(paths: ExecutionPaths) -> dict[str, Any] | None:
             size = handle.tell()
             handle.seek(max(0, size - EVENT_TAIL_BYTES))
             tail = handle.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
+    except OSError:
         return None
     for line in reversed(tail.splitlines()):
         try:
             event = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue  # the first line of the tail may be cut
-        if event.get("kind") == "progress":
+        if isinstance(event, dict) and event.get("kind") == "progress":
             return event
     return None
 
 
 def write_exit(paths: ExecutionPaths, returncode: int) -> None:
     if paths.dir.exists():
-        write_json_atomic(paths.exit, {"protocol": PROTOCOL, "returncode": returncode})
+        write_json_atomic(paths.exit, {"protocol": PROTOCOL, "returncode": returncode}, durable=False)
 
 
 def read_exit(paths: ExecutionPaths) -> int | None:
     try:
         payload = _read_json(paths.exit)
-    except ProtocolError:
+        return None if payload is None else int(payload["returncode"])
+    except (ProtocolError, KeyError, TypeError, ValueError):
         return None
-    return None if payload is None else int(payload["returncode"])
 
 
 def log_tail(paths: ExecutionPaths, lines: int) -> str:
@@ -216,9 +429,45 @@ def log_tail(paths: ExecutionPaths, lines: int) -> str:
             handle.seek(0, os.SEEK_END)
             handle.seek(max(0, handle.tell() - 16384))
             text = handle.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
+    except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    return "\n".join(text.splitlines()[-lines:]) if lines else ""
+
+
+def bounded(result: TaskResult, spill_dir: Path | None = None) -> TaskResult:
+    """``result`` within the size limits, and JSON-safe. A long message is cut (and says so); data
+    larger than ``MAX_DATA_BYTES`` is written whole to ``data.json`` in ``spill_dir`` and replaced by a
+    note saying where, so nothing is lost and no record, prompt or event carries megabytes."""
+    message = clip(result.message, MAX_MESSAGE_CHARS)
+    data = result.data
+    try:
+        encoded = json.dumps(data, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        # Not plain JSON (a set, a datetime, NaN …): keep what can be kept, as text where it must.
+        try:
+            encoded = json.dumps(data, ensure_ascii=False, default=str)
+            data = json.loads(encoded)
+        except (TypeError, ValueError, RecursionError) as exc:
+            data = {"unserializable": f"the handler's data could not be stored ({type(exc).__name__})"}
+            encoded = json.dumps(data)
+    size = len(encoded.encode())
+    if size > MAX_DATA_BYTES:
+        note: dict[str, Any] = {"truncated": True, "data_bytes": size}
+        if spill_dir is not None and spill_dir.is_dir():
+            spill = spill_dir / "data.json"
+            _write_private(spill, encoded.encode(), durable=True)
+            note["data_file"] = str(spill)
+        data = note
+    if data is result.data and message == result.message:
+        return result
+    return result.model_copy(update={"message": message, "data": data})
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 40]}… [{len(text) - limit + 40} more characters]"
 
 
 TIMEOUT = "timeout"

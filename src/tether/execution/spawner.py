@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -21,12 +22,31 @@ from tether.execution.process import ProcessRef
 from tether.execution.protocol import ExecutionPaths, write_exit
 
 FORKSERVER_START_TIMEOUT_S = 30.0
-SECRET_ENV_PREFIX = "TETHER_API_KEY"
+
+# What a worker inherits from its starter: the basics a program needs to run, find its files, speak
+# the person's locale and reach their screen (desktop automation) — and nothing else. Keys, tokens and
+# the session bus (which leads to the OS keyring) stay behind. A registry names what its own tasks
+# need (``Registry(env=...)``), a home adds more with ``[execution].worker_env``.
+WORKER_ENV_ALLOWLIST = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "TMPDIR", "TEMP", "TMP",
+        "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_NUMERIC", "LC_TIME", "LC_COLLATE",
+        "LC_MONETARY",
+        "PYTHONPATH", "PYTHONHOME", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONDONTWRITEBYTECODE",
+        "PYTHONUNBUFFERED", "PYTHONSAFEPATH", "VIRTUAL_ENV",
+        "TETHER_HOME",
+        "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR", "XDG_SESSION_TYPE",
+        "SYSTEMROOT", "SYSTEMDRIVE", "WINDIR", "COMSPEC", "PATHEXT", "APPDATA", "LOCALAPPDATA",
+        "USERPROFILE", "PROGRAMDATA", "PROGRAMFILES", "NUMBER_OF_PROCESSORS", "PROCESSOR_ARCHITECTURE",
+    }
+)  # fmt: skip
 
 
-def worker_env() -> dict[str, str]:
-    """This process's environment without tether's API-key fallbacks: handlers never need the key."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(SECRET_ENV_PREFIX)}
+def worker_env(extra: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a worker gets: the allowlist plus the ``extra`` names, where they are set."""
+    source = os.environ if environ is None else environ
+    allowed = WORKER_ENV_ALLOWLIST | set(extra)
+    return {name: value for name, value in source.items() if name in allowed}
 
 
 class Spawner(Protocol):
@@ -52,11 +72,12 @@ _UNREAPED: dict[Path, subprocess.Popen[bytes]] = {}
 class SubprocessSpawner:
     """One fresh interpreter per worker (``worker_command``); the parent reaps through Popen."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self._children = _UNREAPED
+        self._env = dict(worker_env() if env is None else env)
 
     def spawn(self, paths: ExecutionPaths) -> ProcessRef:
-        with open(paths.log, "ab") as log:
+        with os.fdopen(os.open(paths.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
             kwargs: dict[str, object] = {}
             if sys.platform == "win32":
                 kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
@@ -68,7 +89,7 @@ class SubprocessSpawner:
                 stdout=log,
                 stderr=log,
                 close_fds=True,
-                env=worker_env(),
+                env=self._env,
                 **kwargs,  # type: ignore[arg-type]
             )
         self._children[paths.dir] = child
@@ -89,9 +110,10 @@ class SubprocessSpawner:
 class ForkServerSpawner:
     """Forks workers from a pre-started server that has the registry preloaded (POSIX only)."""
 
-    def __init__(self, registry_ref: str, log_path: Path) -> None:
+    def __init__(self, registry_ref: str, log_path: Path, env: Mapping[str, str] | None = None) -> None:
         self.registry_ref = registry_ref
         self.log_path = log_path
+        self._env = dict(worker_env() if env is None else env)
         self._lock = threading.Lock()
         self._server: subprocess.Popen[bytes] | None = None
         self._ready = False
@@ -106,8 +128,9 @@ class ForkServerSpawner:
             if self._server.poll() is None:
                 return
             self._kill_server()  # it died: reap it and close its pipes before starting another
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
+        self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        log_fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(log_fd, "ab") as log:
             self._server = subprocess.Popen(
                 process.forkserver_command(self.registry_ref),
                 stdin=subprocess.PIPE,
@@ -115,7 +138,7 @@ class ForkServerSpawner:
                 stderr=log,
                 close_fds=True,
                 start_new_session=True,
-                env=worker_env(),
+                env=self._env,
                 bufsize=0,  # unbuffered, so select() on stdout never misses a line already read
             )
         self._ready = False
@@ -192,7 +215,9 @@ class ForkServerSpawner:
                 server.stdout.close()
 
 
-def default_spawner(registry_ref: str, home: Path, *, forkserver: bool) -> Spawner:
+def default_spawner(
+    registry_ref: str, home: Path, *, forkserver: bool, env: Mapping[str, str] | None = None
+) -> Spawner:
     if forkserver and hasattr(os, "fork") and not getattr(sys, "frozen", False):
-        return ForkServerSpawner(registry_ref, home / "logs" / "forkserver.log")
-    return SubprocessSpawner()
+        return ForkServerSpawner(registry_ref, home / "logs" / "forkserver.log", env)
+    return SubprocessSpawner(env)

@@ -1,9 +1,13 @@
 """The worker: one process runs one task and publishes its state in result.json (contract 6).
 
-``python -m tether.execution.worker <execution dir>``. The worker trusts nothing from its parent but the
-request file: it re-resolves the spec from the registry, re-validates the params, takes the resource
-locks, re-checks the preconditions (closing the race between the parent's pre-check and now), then
-publishes ``running`` (the handshake), imports the handler lazily and runs it.
+``python -m tether.execution.worker <execution dir>``. First the worker claims its execution
+(``worker.json``, created exactly once): if an observer gave the execution up first, or another worker
+ran it, it leaves without doing anything. Then it trusts nothing from its parent but the request file,
+and only when the home's key signed it: it re-resolves the spec from the registry, re-validates the
+params, re-checks the danger policy (a ``caution``/``destructive`` call needs the person's confirmation
+of exactly these arguments), honours a stop that arrived before it started, takes the resource locks,
+re-checks the preconditions (closing the race between the parent's pre-check and now), then publishes
+``running`` (the handshake), imports the handler lazily and runs it.
 
 A non-detached worker watches the process that started it and stops itself when that process dies:
 cooperatively first, then by interrupting itself, then by killing its own process group.
@@ -27,20 +31,27 @@ from typing import Any
 from pydantic import BaseModel
 
 from tether.errors import LockBusy, StopRequested, TaskFailed, TetherError, ToolRejected
-from tether.execution import process
+from tether.execution import faults, process
 from tether.execution.lock import LockSet
 from tether.execution.protocol import (
     ExecutionPaths,
     ProtocolError,
     Request,
     append_event,
+    bounded,
+    claim_for_worker,
+    private_mkdir,
     publish,
+    read_claim,
     read_request,
+    request_key,
+    signed_by,
     stop_reason,
     stopped_status,
 )
+from tether.tasks.confirm import call_digest
 from tether.tasks.result import TaskResult, TaskStatus
-from tether.tasks.spec import Registry, load_object
+from tether.tasks.spec import Danger, Registry, TaskSpec, load_object
 from tether.tasks.validation import validate_params
 
 STOP_POLL_S = 0.05
@@ -103,7 +114,7 @@ class WorkerContext:
             fraction = min(1.0, max(0.0, float(fraction)))
         if self._paths is None:
             return
-        self._paths.dir.mkdir(parents=True, exist_ok=True)
+        private_mkdir(self._paths.dir)
         append_event(self._paths, "progress", fraction=fraction, message=message, **data)
         self.log.info("progress %s %s", "?" if fraction is None else f"{fraction:.0%}", message)
 
@@ -152,13 +163,16 @@ class _Publisher:
         self._lock = threading.Lock()
 
     def result(self, status: TaskStatus, message: str, data: dict[str, Any] | None = None) -> TaskResult:
-        return TaskResult(
-            task_id=self.request.task_id,
-            execution_id=self.request.execution_id,
-            status=status,
-            message=message,
-            duration_seconds=round(time.monotonic() - self.started, 6),
-            data=data or {},
+        return bounded(
+            TaskResult(
+                task_id=self.request.task_id,
+                execution_id=self.request.execution_id,
+                status=status,
+                message=message,
+                duration_seconds=round(time.monotonic() - self.started, 6),
+                data=data or {},
+            ),
+            self.paths.dir,
         )
 
     def running(self, data: dict[str, Any]) -> bool:
@@ -166,7 +180,8 @@ class _Publisher:
         with self._lock:
             if self.paths.stop.exists():
                 return False
-            return publish(self.paths, self.result(TaskStatus.RUNNING, "running", data))
+            wanted = self.result(TaskStatus.RUNNING, "running", data)
+            return publish(self.paths, wanted).status is TaskStatus.RUNNING
 
     def final(self, status: TaskStatus, message: str, data: dict[str, Any] | None = None) -> bool:
         with self._lock:
@@ -209,9 +224,54 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def consent_problem(spec: TaskSpec, request: Request, clean: dict[str, Any]) -> str | None:
+    """Why the danger policy refuses this request, or None: anything not ``safe`` runs only with a
+    confirmation of exactly this call (the executor turns a direct caller's own command into one)."""
+    if spec.danger is Danger.SAFE:
+        return None
+    confirmation = request.confirmation
+    if confirmation is None:
+        return f"{spec.task_id} is {spec.danger.value}: it runs only with the person's confirmation"
+    if confirmation.digest != call_digest(spec.task_id, clean):
+        return f"{spec.task_id}: the confirmation on record is for other arguments than these"
+    return None
+
+
 def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
+    me = process.current()
+    faults.point("worker.before_claim")
+    if not claim_for_worker(paths, me.pid, me.create_time):
+        try:
+            claim = read_claim(paths)
+        except ProtocolError:
+            claim = None
+        why = claim.abandoned if claim is not None and claim.abandoned else "another worker claimed it"
+        log.warning("not running %s: %s", request.execution_id, why)
+        return 0
+    faults.point("worker.after_claim")
     publisher = _Publisher(paths, request)
     home = Path(request.home)
+    key = request_key(home, create=False)
+    if key is None or not signed_by(request, key) or request.execution_id != paths.dir.name:
+        publisher.final(
+            TaskStatus.REJECTED,
+            "refused: this request was not written by this home's executor (missing or wrong signature)",
+        )
+        return 0
+    parent = process.ProcessRef(pid=request.parent_pid, create_time=request.parent_create_time)
+    if not request.detach and not process.is_alive(parent):
+        publisher.final(
+            TaskStatus.STOPPED,
+            "stopped before it started: the process that started it exited",
+            {"stop_reason": PARENT_EXITED},
+        )
+        return 0
+    if paths.stop.exists():
+        reason = stop_reason(paths) or "stop"
+        publisher.final(
+            stopped_status(reason), f"stopped before it started ({reason})", {"stop_reason": reason}
+        )
+        return 0
     try:
         registry = Registry.load(request.registry_ref)
     except TetherError as exc:
@@ -225,6 +285,12 @@ def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
         params = validate_params(spec, request.params)
     except ToolRejected as exc:
         publisher.final(TaskStatus.REJECTED, exc.message, exc.data)
+        return 0
+    refusal = consent_problem(spec, request, {} if params is None else params.model_dump(mode="json"))
+    if refusal is not None:
+        publisher.final(
+            TaskStatus.REJECTED, refusal, {"needs_confirmation": True, "danger": spec.danger.value}
+        )
         return 0
 
     locks = LockSet(home, spec.resources)
@@ -261,6 +327,7 @@ def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
                 name="parent-watch",
                 daemon=True,
             ).start()
+        faults.point("worker.before_handshake")
         if not publisher.running({"pid": os.getpid(), "background": request.background}):
             # A stop arrived before the handshake: the handler must not run at all.
             locks.release()

@@ -1,8 +1,15 @@
 """The ``tether`` command line.
 
-Every command takes ``--json`` and then prints exactly one JSON document on stdout. Exit codes of
-``tether task run``: 0 completed or running, 1 failed or stopped, 2 rejected or not found; other
-commands exit 0 on success and 2 on a usage error (unknown job, bad option).
+Every command takes ``--json`` and then prints exactly one JSON document on stdout — also for an
+error and for Ctrl-C. Nothing ends in a traceback: a bad registry, settings file or argument, a damaged,
+busy or read-only store, a full disk, text that is not UTF-8 and input nested absurdly deep each get one
+clear line (``{"error": {"code", "message"}}`` under ``--json``); an unexpected failure says where its
+traceback was written. SIGTERM and SIGHUP end a command exactly like Ctrl-C (a job it follows is
+stopped first).
+
+Exit codes of ``tether task run``: 0 completed or running, 1 failed or stopped, 2 rejected or not
+found; other commands exit 0 on success, 2 on a usage error (unknown job, bad option) and 130 when
+interrupted.
 """
 
 from __future__ import annotations
@@ -17,8 +24,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.table import Table
 
-from tether.config import resolve_home
-from tether.errors import TetherError
+from tether.errors import TetherError, ToolError
 from tether.interfaces.render import STATUS_STYLE, err, out, print_result, show_progress
 from tether.tasks.result import EXIT_CODES, TaskResult, TaskStatus
 from tether.tasks.spec import CLI, Registry, TaskSpec
@@ -77,30 +83,29 @@ def _executor() -> Any:
     return executor
 
 
-def _jobs() -> Any:
-    from tether.config import Settings
-    from tether.execution.jobs import JobManager
-    from tether.store.repo import JobRepo
-
-    home = resolve_home(state.home)
-    manager = JobManager(home, JobRepo.in_home(home), Settings.load(home))
-    manager.recover()
-    return manager
-
-
-def _fail(message: str, *, as_json: bool, code: str = "usage", exit_code: int = 2) -> NoReturn:
+def print_error(message: str, *, as_json: bool, code: str = "usage") -> None:
+    """The one line (or the one JSON document) that every failure of a command ends with."""
     if as_json:
         print(json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False))
     else:
-        err.print(f"[red]error:[/red] {message}")
+        err.print(f"[red]error:[/red] {message}", markup=True, highlight=False, soft_wrap=True)
+
+
+def _fail(message: str, *, as_json: bool, code: str = "usage", exit_code: int = 2) -> NoReturn:
+    print_error(message, as_json=as_json, code=code)
     raise typer.Exit(exit_code)
 
 
 def _guard(as_json: bool, body: Callable[[], int]) -> None:
+    """Run a command's body: whatever it raises ends in one line (or one JSON document) and a code."""
+    from tether.interfaces.guard import fail_for
+
     try:
         code = body()
-    except TetherError as exc:
-        _fail(exc.message, as_json=as_json, code=exc.code)
+    except typer.Exit:
+        raise
+    except (Exception, KeyboardInterrupt) as exc:
+        code = fail_for(exc, as_json)
     raise typer.Exit(code)
 
 
@@ -156,17 +161,21 @@ def parse_params(pairs: list[str], raw_json: str | None) -> dict[str, Any]:
             loaded = json.loads(raw_json)
         except ValueError as exc:
             raise TetherError(f"--params is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise TetherError("--params is nested too deeply") from None
         if not isinstance(loaded, dict):
             raise TetherError("--params must be a JSON object, e.g. '{\"attempts\": 3}'")
         params.update(loaded)
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise TetherError(f"-p expects key=value, got {pair!r}")
+            raise TetherError(f"-p expects key=value, got {pair[:80]!r}")
         try:
             params[key.strip()] = json.loads(value)
         except ValueError:
             params[key.strip()] = value
+        except RecursionError:
+            raise TetherError(f"-p {key.strip()[:40]}: the value is nested too deeply") from None
     return params
 
 
@@ -181,15 +190,22 @@ def task_run(
     detach: Annotated[
         bool, typer.Option("--detach", help="Background tasks: return once running, and outlive this command")
     ] = False,
-    caller: Annotated[str, typer.Option(help="Run as this caller (exposure is checked for it)")] = CLI,
     as_json: JsonFlag = False,
 ) -> None:
-    """Run a task. A background task without --detach is followed until it ends (Ctrl-C stops it)."""
+    """Run a task. A background task without --detach is followed until it ends (Ctrl-C stops it).
+
+    --confirm is your consent to exactly this call (this task with these arguments), nothing else."""
 
     def body() -> int:
         params = parse_params(param or [], params_json)
         with _executor() as executor:
-            result = _run_following(executor, task_id, params, caller, confirm, detach, as_json)
+            consent = None
+            if confirm:
+                try:
+                    consent = executor.confirm(task_id, params, caller=CLI, source="person:cli")
+                except ToolError:
+                    consent = None  # the call itself is refused below, with its reason
+            result = _run_following(executor, task_id, params, consent, detach, as_json)
         if as_json:
             print(result.model_dump_json())
         else:
@@ -203,8 +219,7 @@ def _run_following(
     executor: Any,
     task_id: str,
     params: dict[str, Any],
-    caller: str,
-    confirm: bool,
+    consent: Any,
     detach: bool,
     as_json: bool,
 ) -> TaskResult:
@@ -222,12 +237,12 @@ def _run_following(
 
         try:
             result = await executor.execute(
-                task_id, params, caller=caller, confirmed=confirm, detach=detach, on_start=on_start
+                task_id, params, caller=CLI, confirmation=consent, detach=detach, on_start=on_start
             )
             if result.status is TaskStatus.RUNNING and not detach:
                 if live:
                     err.print(f"[cyan]running in the background[/] as {result.execution_id}; Ctrl-C stops it")
-                result = await executor.jobs.wait(result.execution_id)
+                result = await executor.control(result.execution_id, "wait", caller=CLI)
             return result
         finally:
             if follower is not None:
@@ -239,8 +254,9 @@ def _run_following(
         if not started:
             raise
         execution_id = started[0]
-        result = asyncio.run(executor.jobs.stop(execution_id, reason="interrupted by the person"))
-        return result
+        return asyncio.run(
+            executor.control(execution_id, "stop", caller=CLI, reason="interrupted by the person")
+        )
 
 
 @app.command("demo")
@@ -264,7 +280,8 @@ def job_list(
     """List jobs, newest first."""
 
     def body() -> int:
-        results = _jobs().list(active=active, limit=limit)
+        with _executor() as executor:
+            results = executor.jobs_for(CLI, active=active, limit=limit)
         if as_json:
             print(json.dumps([r.model_dump(mode="json") for r in results], ensure_ascii=False))
             return 0
@@ -294,9 +311,10 @@ def job_status(
     """Show a job's current state, pid, times and latest progress."""
 
     def body() -> int:
-        result = _jobs().status(execution_id)
+        with _executor() as executor:
+            result = asyncio.run(executor.control(execution_id, "status", caller=CLI))
         print(result.model_dump_json()) if as_json else print_result(result)
-        return 0
+        return 0 if result.status is not TaskStatus.NOT_FOUND else 2
 
     _guard(as_json, body)
 
@@ -308,15 +326,21 @@ def job_stop(
     """Stop a job: cooperatively, then SIGINT, then kill its process tree. An ended job is left as it is."""
 
     def body() -> int:
-        result = asyncio.run(_jobs().stop(execution_id))
+        with _executor() as executor:
+            result = asyncio.run(
+                executor.control(execution_id, "stop", caller=CLI, reason="asked from the command line")
+            )
         print(result.model_dump_json()) if as_json else print_result(result)
-        return 0
+        return 0 if result.status is not TaskStatus.NOT_FOUND else 2
 
     _guard(as_json, body)
 
 
-def main() -> None:
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """The console entry point: every way a command can end leaves one line, or one JSON document."""
+    from tether.interfaces import guard
+
+    sys.exit(guard.run(app, sys.argv[1:] if argv is None else argv))
 
 
 from tether.interfaces import agent_cli  # noqa: E402 - registers run, chat, threads, trace, auth

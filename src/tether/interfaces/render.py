@@ -25,7 +25,9 @@ STATUS_STYLE = {
 
 
 # Shown by --json, left out of the human view to keep it readable.
-HIDDEN = frozenset({"errors", "log_tail", "created_at", "updated_at", "ended_at", "detached", "caller"})
+HIDDEN = frozenset(
+    {"errors", "log_tail", "created_at", "updated_at", "ended_at", "detached", "caller", "origin", "digest"}
+)
 
 
 def print_result(result: TaskResult, console: Console = out) -> None:

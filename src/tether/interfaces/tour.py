@@ -50,9 +50,7 @@ class Tour:
 
 async def tour(executor: Executor) -> int:
     t = Tour(executor)
-    jobs = executor.jobs
-    for record in executor.store.list(active=True):  # a previous tour interrupted half-way
-        await jobs.stop(record.execution_id, reason="a new tour starts")
+    await _stop_leftovers(executor)
 
     t.say(
         "What the agent may call (debug tasks are hidden from it)", "智能体可调用的任务（调试任务对它不可见）"
@@ -92,15 +90,21 @@ async def tour(executor: Executor) -> int:
         )
         await t.run("demo.daily_training")
         t.say("…but status and stop never wait for that lock", "……但查询与停止永远不等待这把锁")
-        paths = jobs.paths(loop.execution_id)
+        paths = executor.jobs.paths(loop.execution_id)
         await _until(lambda: last_progress(paths) is not None)
-        print_result(jobs.status(loop.execution_id))
+        print_result(await executor.control(loop.execution_id, "status", caller="cli"))
         t.say("Stop it: cooperative first", "停止它：先协作式停止")
-        print_result(await jobs.stop(loop.execution_id))
+        print_result(await executor.control(loop.execution_id, "stop", caller="cli"))
 
-    t.say("Destructive tasks need the person's confirmation", "破坏性任务需要玩家本人确认")
+    t.say(
+        "Destructive tasks need the person's confirmation of that exact call",
+        "破坏性任务需要玩家本人确认这一次调用",
+    )
     await t.run("demo.salvage_relics", {"rarity": 4})
-    await t.run("demo.salvage_relics", {"rarity": 4}, confirmed=True)
+    consent = executor.confirm("demo.salvage_relics", {"rarity": 4}, caller="cli", source="person:tour")
+    await t.run("demo.salvage_relics", {"rarity": 3}, confirmation=consent)
+    await t.run("demo.salvage_relics", {"rarity": 4}, confirmation=consent)
+    await t.run("demo.salvage_relics", {"rarity": 4}, confirmation=consent)
 
     t.say(
         "A hung task ignores stop requests and SIGINT: the process tree is killed",
@@ -108,7 +112,7 @@ async def tour(executor: Executor) -> int:
     )
     hang = await t.run("demo.debug_hang")
     if hang.status is TaskStatus.RUNNING:
-        print_result(await jobs.stop(hang.execution_id))
+        print_result(await executor.control(hang.execution_id, "stop", caller="cli"))
 
     t.say(
         "A worker that dies without a result is recorded failed, with its exit code",
@@ -117,7 +121,7 @@ async def tour(executor: Executor) -> int:
     await t.run("demo.debug_crash")
 
     t.say("Every execution is on record", "每一次执行都有记录")
-    for result in jobs.list(limit=8):
+    for result in executor.jobs_for("cli", limit=8):
         out.print(f"  {result.execution_id}  {result.task_id:<22} {result.status.value}")
 
     t.say("Close the game", "关闭游戏")
@@ -125,6 +129,12 @@ async def tour(executor: Executor) -> int:
     out.print(f"\n[green]Tour done.[/] Home: {executor.home}")
     out.print("Next: [bold]tether tasks[/], [bold]tether job list[/], [bold]tether task run demo.status[/]")
     return 0
+
+
+async def _stop_leftovers(executor: Executor) -> None:
+    """Stop what a previous tour, interrupted half-way, left running."""
+    for job in executor.jobs_for("cli", active=True):
+        await executor.control(job.execution_id, "stop", caller="cli", reason="a new tour starts")
 
 
 async def _until(condition: Any, seconds: float = 10.0) -> None:
@@ -144,6 +154,7 @@ AGENT_SCRIPT = (
     "分解四星遗器",
     "是",
     "退出游戏",
+    "好的",
 )
 
 
@@ -153,8 +164,7 @@ async def agent_tour(executor: Executor) -> int:
     from tether.interfaces.agent_cli import new_thread_id, render_event
     from tether.models.offline import OfflineModel
 
-    for record in executor.store.list(active=True):
-        await executor.jobs.stop(record.execution_id, reason="a new tour starts")
+    await _stop_leftovers(executor)
     session = ConversationSession(executor, OfflineModel())
     session.events.subscribe(render_event)
     thread_id = new_thread_id()
@@ -163,7 +173,7 @@ async def agent_tour(executor: Executor) -> int:
         out.print(f"\n[bold]you>[/] {message}")
         if message == "进度怎么样？":
             # Let the background loop make progress worth reporting (polled, with a deadline).
-            active = executor.store.list(active=True)
+            active = executor.jobs_for("agent", active=True)
             if active:
                 paths = executor.jobs.paths(active[0].execution_id)
                 await _until(lambda paths=paths: (last_progress(paths) or {}).get("rounds_done", 0) >= 2)

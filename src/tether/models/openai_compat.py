@@ -43,6 +43,25 @@ def _redact(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret and len(secret) >= 8 else text
 
 
+def _scrub(value: Any, secret: str | None) -> Any:
+    """``value`` with the key taken out of every string in it, however deeply nested."""
+    if isinstance(value, str):
+        return _redact(value, secret)
+    if isinstance(value, dict):
+        return {_scrub(k, secret): _scrub(v, secret) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_scrub(v, secret) for v in value)
+    return value
+
+
+def redacted(exc: ModelError, secret: str | None) -> ModelError:
+    """The same error with the key removed from its message and from every field of its data (a
+    provider may echo the key anywhere: in the message, in its error code, in a nested field)."""
+    if not secret:
+        return exc
+    return type(exc)(_redact(exc.message, secret), **_scrub(exc.data, secret))
+
+
 class OpenAICompatModel:
     supports_tools = True
 
@@ -97,6 +116,12 @@ class OpenAICompatModel:
         return await self._resilience.call(lambda: self._attempt(kwargs))
 
     async def _attempt(self, kwargs: dict[str, Any]) -> ModelResponse:
+        try:
+            return await self._exchange(kwargs)
+        except ModelError as exc:
+            raise redacted(exc, self._api_key) from None
+
+    async def _exchange(self, kwargs: dict[str, Any]) -> ModelResponse:
         import openai
 
         client = self._sdk()

@@ -43,6 +43,11 @@ class JobRecord:
     created_at: str
     updated_at: str
     ended_at: str | None
+    origin: str | None = None
+    starter_pid: int | None = None
+    starter_create_time: float | None = None
+    confirmation: str | None = None
+    confirmed_by: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -78,15 +83,30 @@ class JobRecord:
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             ended_at=row["ended_at"],
+            origin=row["origin"],
+            starter_pid=row["starter_pid"],
+            starter_create_time=row["starter_create_time"],
+            confirmation=row["confirmation"],
+            confirmed_by=row["confirmed_by"],
         )
+
+
+class ConfirmationUsed(Exception):
+    """The confirmation's nonce is already on record: it authorized another execution."""
+
+    def __init__(self, execution_id: str) -> None:
+        super().__init__(execution_id)
+        self.execution_id = execution_id
 
 
 class JobRepo(Database):
     """Thread-safe access to the job table of one database file."""
 
     @classmethod
-    def in_home(cls, home: Path) -> JobRepo:
-        return cls(home / DB_FILE)
+    def in_home(cls, home: Path, *, busy_timeout_s: float | None = None) -> JobRepo:
+        if busy_timeout_s is None:
+            return cls(home / DB_FILE)
+        return cls(home / DB_FILE, busy_timeout_s=busy_timeout_s)
 
     def insert(
         self,
@@ -97,13 +117,25 @@ class JobRepo(Database):
         resources: Sequence[str] = (),
         background: bool = False,
         detached: bool = False,
+        origin: str | None = None,
+        starter: tuple[int, float] | None = None,
+        confirmation: str | None = None,
+        confirmed_by: str | None = None,
     ) -> None:
+        """Insert the job's first record; ``ConfirmationUsed`` if ``confirmation`` is on record already."""
         now = _now()
         with self._write() as conn:
+            if confirmation is not None:
+                used = conn.execute(
+                    "SELECT execution_id FROM jobs WHERE confirmation = ?", (confirmation,)
+                ).fetchone()
+                if used is not None:
+                    raise ConfirmationUsed(used["execution_id"])
             conn.execute(
                 "INSERT INTO jobs (execution_id, task_id, caller, status, message, data, params, resources,"
-                " background, detached, duration_seconds, created_at, updated_at, ended_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " background, detached, duration_seconds, created_at, updated_at, ended_at, origin,"
+                " starter_pid, starter_create_time, confirmation, confirmed_by)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     result.execution_id,
                     result.task_id,
@@ -119,6 +151,11 @@ class JobRepo(Database):
                     now,
                     now,
                     now if result.status in TERMINAL else None,
+                    origin,
+                    None if starter is None else starter[0],
+                    None if starter is None else starter[1],
+                    confirmation,
+                    confirmed_by,
                 ),
             )
 
@@ -157,17 +194,36 @@ class JobRepo(Database):
             return JobRecord.from_row(row)
 
     def get(self, execution_id: str) -> JobRecord | None:
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM jobs WHERE execution_id = ?", (execution_id,)).fetchone()
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM jobs WHERE execution_id = ?", (execution_id,)).fetchone()
         return None if row is None else JobRecord.from_row(row)
 
-    def list(self, *, active: bool = False, limit: int = 100) -> list[JobRecord]:
-        sql = "SELECT * FROM jobs"
-        args: tuple[Any, ...] = ()
+    def list(
+        self,
+        *,
+        active: bool = False,
+        limit: int = 100,
+        origin: str | None = None,
+        task_ids: Sequence[str] | None = None,
+    ) -> list[JobRecord]:
+        """Newest first; only pending/running with ``active``, only one origin or some tasks if given."""
+        where: list[str] = []
+        args: list[Any] = []
         if active:
-            sql += f" WHERE status IN ({', '.join('?' * 2)})"
-            args = (TaskStatus.PENDING.value, TaskStatus.RUNNING.value)
+            where.append("status IN (?, ?)")
+            args += [TaskStatus.PENDING.value, TaskStatus.RUNNING.value]
+        if origin is not None:
+            where.append("origin = ?")
+            args.append(origin)
+        if task_ids is not None:
+            if not task_ids:
+                return []
+            where.append(f"task_id IN ({', '.join('?' * len(task_ids))})")
+            args += list(task_ids)
+        sql = "SELECT * FROM jobs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, execution_id DESC LIMIT ?"
-        with self._lock:
-            rows = self._conn.execute(sql, (*args, limit)).fetchall()
+        with self._read() as conn:
+            rows = conn.execute(sql, (*args, limit)).fetchall()
         return [JobRecord.from_row(row) for row in rows]

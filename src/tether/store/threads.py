@@ -109,16 +109,18 @@ class MemoryThreadStore:
 
 class SqliteThreadStore(Database):
     @classmethod
-    def in_home(cls, home: Path) -> SqliteThreadStore:
-        return cls(home / DB_FILE)
+    def in_home(cls, home: Path, *, busy_timeout_s: float | None = None) -> SqliteThreadStore:
+        if busy_timeout_s is None:
+            return cls(home / DB_FILE)
+        return cls(home / DB_FILE, busy_timeout_s=busy_timeout_s)
 
     def _run(self, sql: str, args: tuple[Any, ...]) -> None:
         with self._write() as conn:
             conn.execute(sql, args)
 
     def load(self, thread_id: str) -> ThreadState | None:
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
         return None if row is None else _state(row)
 
     def save(self, state: ThreadState) -> None:
@@ -141,8 +143,8 @@ class SqliteThreadStore(Database):
         )
 
     def messages(self, thread_id: str) -> list[dict[str, Any]]:
-        with self._lock:
-            rows = self._conn.execute(
+        with self._read() as conn:
+            rows = conn.execute(
                 "SELECT message FROM messages WHERE thread_id = ? ORDER BY seq", (thread_id,)
             ).fetchall()
         return [json.loads(row["message"]) for row in rows]
@@ -173,8 +175,8 @@ class SqliteThreadStore(Database):
         )
 
     def steps(self, thread_id: str) -> list[StepRecord]:
-        with self._lock:
-            rows = self._conn.execute(
+        with self._read() as conn:
+            rows = conn.execute(
                 "SELECT * FROM steps WHERE thread_id = ? ORDER BY turn, idx", (thread_id,)
             ).fetchall()
         return [
@@ -193,10 +195,8 @@ class SqliteThreadStore(Database):
         ]
 
     def threads(self, limit: int = 50) -> list[ThreadState]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT * FROM threads ORDER BY updated_at DESC LIMIT ?", (limit,)
-            ).fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM threads ORDER BY updated_at DESC LIMIT ?", (limit,)).fetchall()
         return [_state(row) for row in rows]
 
 

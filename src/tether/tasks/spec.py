@@ -21,6 +21,7 @@ from tether.errors import RegistryError, ToolNotFound
 
 TASK_ID_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 OBJECT_PATH_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 DEFAULT_RESOURCES = ("automation",)
@@ -121,11 +122,22 @@ class Precondition:
 
 @dataclass(slots=True)
 class Registry:
-    """The task whitelist. ``ref`` is where a worker process re-imports this registry from."""
+    """The task whitelist. ``ref`` is where a worker process re-imports this registry from.
+
+    ``env`` names the environment variables its handlers need; workers get only those beyond a small
+    allowlist (never the starter's keys and tokens).
+    """
 
     ref: str | None = None
+    env: tuple[str, ...] = ()
     _specs: dict[str, TaskSpec] = field(default_factory=dict)
     _preconditions: dict[str, Precondition] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.env = tuple(self.env)
+        for name in self.env:
+            if not ENV_NAME_RE.match(name):
+                raise RegistryError(f"registry env: {name!r} is not an environment variable name")
 
     def add(self, spec: TaskSpec) -> TaskSpec:
         if spec.task_id in self._specs:

@@ -1,12 +1,17 @@
-"""Parameter validation at the trust boundary: pydantic first, then the domain catalogs.
+"""Parameter validation at the trust boundary: limits, then strict pydantic types, then the domain
+catalogs.
 
-Every rejection names the parameter and, where the value was wrong, the values allowed for it in
-``data["allowed"]`` so that a model (or a person) can correct itself in one step.
+Params are JSON: at most ``MAX_PARAMS_BYTES`` encoded and ``MAX_PARAMS_DEPTH`` levels deep, with finite
+numbers only. Types are strict (``true`` is not a number, ``"3"`` is not an integer). Every rejection names
+the parameter and, where the value was wrong, the values allowed for it in ``data["allowed"]`` so that a
+model (or a person) can correct itself in one step; no rejection echoes more than a short excerpt of
+what it was given.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -19,10 +24,31 @@ from tether.tasks.catalog import InCatalog
 from tether.tasks.spec import TaskSpec
 
 MAX_SHOWN_VALUE = 80
+MAX_PARAMS_BYTES = 64 * 1024
+MAX_PARAMS_DEPTH = 32
 
 
-def validate_params(spec: TaskSpec, raw: object) -> BaseModel | None:
-    """The validated params model of ``spec`` (None for a task without params), or ``ToolRejected``."""
+def _depth(value: object, limit: int) -> int:
+    """Nesting depth of a JSON-like value, counted without recursion and without going past ``limit``."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping | list | tuple):
+            deepest = max(deepest, level)
+            if deepest > limit:
+                return deepest
+            children = item.values() if isinstance(item, Mapping) else item
+            stack.extend((child, level + 1) for child in typing.cast(Any, children))
+    return deepest
+
+
+def _refuse(spec: TaskSpec, why: str) -> ToolRejected:
+    return ToolRejected(f"{spec.task_id}: {why}", errors=[{"param": None, "message": why}])
+
+
+def encode_params(spec: TaskSpec, raw: object) -> str:
+    """``raw`` as JSON text within the limits, or ``ToolRejected`` saying which limit it broke."""
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
@@ -30,28 +56,53 @@ def validate_params(spec: TaskSpec, raw: object) -> BaseModel | None:
             f"{spec.task_id}: params must be an object of name → value, got {type(raw).__name__}",
             errors=[{"param": None, "message": "params must be an object"}],
         )
-    raw = typing.cast(Mapping[str, Any], raw)
+    if _depth(raw, MAX_PARAMS_DEPTH) > MAX_PARAMS_DEPTH:
+        raise _refuse(spec, f"params are nested more than {MAX_PARAMS_DEPTH} levels deep")
+    try:
+        encoded = json.dumps(raw, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise _refuse(spec, "params must be JSON: NaN and infinite numbers are not allowed") from None
+    except TypeError as exc:
+        raise _refuse(
+            spec, f"params must be JSON values (strings, numbers, booleans, lists, objects): {exc}"
+        ) from None
+    size = len(encoded.encode("utf-8", errors="surrogatepass"))
+    if size > MAX_PARAMS_BYTES:
+        raise _refuse(spec, f"params are {size} bytes of JSON; the limit is {MAX_PARAMS_BYTES}")
+    try:
+        encoded.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _refuse(spec, "params contain text that is not valid Unicode (a lone surrogate)") from None
+    return encoded
+
+
+def validate_params(spec: TaskSpec, raw: object) -> BaseModel | None:
+    """The validated params model of ``spec`` (None for a task without params), or ``ToolRejected``."""
+    encoded = encode_params(spec, raw)
+    raw = typing.cast(Mapping[str, Any], raw or {})
     model = spec.params
     if model is None:
         if raw:
+            names = [str(_shown(str(name))) for name in raw]
             raise ToolRejected(
-                f"{spec.task_id} takes no parameters (got {', '.join(map(str, raw))})",
-                errors=[{"param": str(name), "message": "unexpected parameter"} for name in raw],
+                f"{spec.task_id} takes no parameters (got {', '.join(names[:5])})",
+                errors=[{"param": name, "message": "unexpected parameter"} for name in names[:20]],
                 allowed_params=[],
             )
         return None
 
     known = list(model.model_fields)
-    unknown = [str(name) for name in raw if name not in model.model_fields]
+    unknown = [str(_shown(str(name))) for name in raw if name not in model.model_fields]
     if unknown:
         raise ToolRejected(
-            f"{spec.task_id}: unknown parameter {', '.join(map(repr, unknown))}; "
+            f"{spec.task_id}: unknown parameter {', '.join(map(repr, unknown[:5]))}; "
             f"parameters are: {', '.join(known) or 'none'}",
-            errors=[{"param": name, "message": "unknown parameter"} for name in unknown],
+            errors=[{"param": name, "message": "unknown parameter"} for name in unknown[:20]],
             allowed_params=known,
         )
     try:
-        params = model.model_validate(dict(raw))
+        # JSON mode, strictly: the types JSON has, no coercion between them (true is not 1, "3" not 3).
+        params = model.model_validate_json(encoded, strict=True)
     except ValidationError as exc:
         raise _rejection(spec, model, exc) from None
     return _check_catalogs(spec, params)

@@ -42,9 +42,18 @@ def state_path(home: Path) -> Path:
     return game_dir(home) / "state.json"
 
 
+def ensure_game_dir(home: Path) -> Path:
+    """The game's folder in the home, private like the rest of the home."""
+    path = game_dir(home)
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
 def _write_atomic(path: Path, payload: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(payload, out, ensure_ascii=False)
     os.replace(tmp, path)
 
 
@@ -128,7 +137,7 @@ class _Game:
 
 
 def serve(home: Path) -> int:
-    game_dir(home).mkdir(parents=True, exist_ok=True)
+    ensure_game_dir(home)
     game = _Game(home)
 
     class Handler(socketserver.StreamRequestHandler):

@@ -42,8 +42,10 @@ def _ask(ctx: TaskContext, op: str, done: int | None = None, **args: Any) -> dic
 def start_game(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
     if game.is_running(ctx.home):
         return "the game is already running", {"already_running": True}
-    game.game_dir(ctx.home).mkdir(parents=True, exist_ok=True)
-    with open(game.game_dir(ctx.home) / "game.log", "ab") as log:
+    log_fd = os.open(
+        game.ensure_game_dir(ctx.home) / "game.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600
+    )
+    with os.fdopen(log_fd, "ab") as log:
         # Its own session: stopping this worker's process group must not close the game.
         child = subprocess.Popen(
             [sys.executable, "-m", "tether.toolkits.demo.game", str(ctx.home)],

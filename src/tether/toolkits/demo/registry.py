@@ -50,7 +50,7 @@ class SalvageParams(BaseModel):
     ]
 
 
-registry = Registry(ref="tether.toolkits.demo.registry:registry")
+registry = Registry(ref="tether.toolkits.demo.registry:registry", env=("TETHER_DEMO_STEP_S",))
 registry.precondition("game_running", "tether.toolkits.demo.game:check_running", "the demo game is running")
 
 registry.add(
