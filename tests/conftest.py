@@ -106,3 +106,12 @@ def _file_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import keyring.core
 
     keyring.core.set_keyring(keyring.core.load_keyring("keyrings.alt.file.PlaintextKeyring"))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests.support.figures import FIGURES
+
+    if FIGURES:
+        terminalreporter.section("fault injection figures")
+        for name in sorted(FIGURES):
+            terminalreporter.write_line(f"{name}: {FIGURES[name]}")

@@ -96,3 +96,41 @@ def test_the_key_never_reaches_logs_events_the_store_or_errors(
             haystack.append(path.read_bytes().decode("utf-8", errors="replace"))
     leaks = [text[:80] for text in haystack if SECRET in text]
     assert leaks == []
+
+
+@pytest.mark.parametrize("status", [400, 401, 429, 500])
+def test_a_key_echoed_in_any_field_of_a_provider_error_is_redacted_everywhere(
+    home: Path,
+    fake_openai: FakeOpenAI,
+    make_executor,
+    monkeypatch: pytest.MonkeyPatch,
+    status: int,  # type: ignore[no-untyped-def]
+) -> None:
+    """Audit 3: a key echoed in the provider's error code reached stdout, `tether trace` and the store."""
+    monkeypatch.setenv("TETHER_MODEL_STREAM", "0")
+    credentials.set_key("openai", SECRET)
+    settings = ModelSettings(model="gpt-4o-mini", base_url=fake_openai.url, retry_max_attempts=1)
+    echo = {
+        "status": status,
+        "body": {
+            "error": {
+                "message": f"key {SECRET} rejected",
+                "type": SECRET,
+                "code": SECRET,
+                "param": {"nested": [SECRET, {"deeper": f"x{SECRET}x"}]},
+                "innererror": {"code": SECRET},
+            }
+        },
+        "headers": {},
+    }
+    fake_openai.fail(echo)
+    session = ConversationSession(make_executor(), model_from_settings(home, settings))
+    failed = session.send_sync("t", "status?")
+    assert failed.status == "failed"
+    fake_openai.fail(echo)
+    with pytest.raises(ModelError) as info:
+        asyncio.run(model_from_settings(home, settings).complete([{"role": "user", "content": "x"}], []))
+    haystack = [str(info.value), repr(info.value.data), failed.final, repr(failed.steps)]
+    haystack += [p.read_bytes().decode("utf-8", "replace") for p in home.rglob("*") if p.is_file()]
+    assert [text[:80] for text in haystack if SECRET in text] == []
+    assert "***" in str(info.value)

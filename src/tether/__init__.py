@@ -16,6 +16,7 @@ _EXPORTS = {
     "Catalog": "tether.tasks.catalog",
     "CircuitOpen": "tether.errors",
     "ConfigError": "tether.errors",
+    "Confirmation": "tether.tasks.confirm",
     "ConversationSession": "tether.agent.session",
     "Danger": "tether.tasks.spec",
     "Executor": "tether.execution.executor",
@@ -38,6 +39,7 @@ _EXPORTS = {
     "Settings": "tether.config",
     "StopRequested": "tether.errors",
     "StoreError": "tether.errors",
+    "StoreSettings": "tether.config",
     "TaskContext": "tether.tasks.context",
     "TaskFailed": "tether.errors",
     "TaskResult": "tether.tasks.result",
@@ -57,6 +59,7 @@ __all__ = [
     "Catalog",
     "CircuitOpen",
     "ConfigError",
+    "Confirmation",
     "ConversationSession",
     "Danger",
     "Executor",
@@ -79,6 +82,7 @@ __all__ = [
     "Settings",
     "StopRequested",
     "StoreError",
+    "StoreSettings",
     "TaskContext",
     "TaskFailed",
     "TaskResult",
@@ -97,7 +101,7 @@ __all__ = [
 if TYPE_CHECKING:
     from tether.agent.session import ConversationSession
     from tether.agent.surface import ToolSurface
-    from tether.config import AgentSettings, ModelSettings, Settings
+    from tether.config import AgentSettings, ModelSettings, Settings, StoreSettings
     from tether.errors import (
         CircuitOpen,
         ConfigError,
@@ -122,6 +126,7 @@ if TYPE_CHECKING:
     from tether.models.offline import OfflineModel
     from tether.models.openai_compat import OpenAICompatModel
     from tether.tasks.catalog import Catalog, InCatalog
+    from tether.tasks.confirm import Confirmation
     from tether.tasks.context import TaskContext
     from tether.tasks.result import TaskResult, TaskStatus
     from tether.tasks.spec import Danger, Isolation, Registry, TaskSpec

@@ -81,7 +81,7 @@ def test_settings_reject_unknown_choices(tmp_path: Path) -> None:
     from tether.errors import ConfigError
 
     with pytest.raises(ConfigError, match="language"):
-        AgentSettings(language="fr")
+        AgentSettings(language="fr")  # type: ignore[arg-type]
     (tmp_path / "settings.toml").write_text('[agent]\nlanguage = "zh"\nmax_steps = 5\n')
     assert AgentSettings.load(tmp_path, {}).language == "zh"
     assert AgentSettings.load(tmp_path, {"TETHER_MAX_STEPS": "7"}).max_steps == 7

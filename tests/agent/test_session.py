@@ -303,3 +303,34 @@ def test_a_failed_confirmed_call_still_blocks_business_tools(running_game: Execu
     model.assert_consumed()
     assert tool_steps(done) == [("demo.salvage_relics", "rejected"), ("demo.start_game", "skipped")]
     assert game.load_state(home)["salvaged_total"] == 0
+
+
+def test_a_huge_argument_is_refused_and_never_stored_or_echoed_whole(
+    running_game: Executor, home: Path
+) -> None:
+    """Audit 3: a 1 MB argument was echoed in full and added 2.5 MB to the store per call."""
+    huge = "金" * 500_000
+    model = ScriptedModel([
+        calls(call("demo__farm_instance", {**GOLD, "instance_name": huge})),
+        say("That was too large."),
+    ])  # fmt: skip
+    before = sum(p.stat().st_size for p in home.glob("tether.db*"))
+    result = session(running_game, model).send_sync("t", "farm")
+    model.assert_consumed()
+    assert tool_steps(result) == [("demo.farm_instance", "rejected")]
+    answered = next(m for m in model.requests[1][0] if m["role"] == "tool")
+    assert "over the limit" in answered["content"] and len(answered["content"]) < 2_000
+    stored = SqliteThreadStore.in_home(home)
+    assert huge not in json.dumps(stored.messages("t"), ensure_ascii=False)
+    assert huge not in json.dumps([s.to_dict() for s in stored.steps("t")], ensure_ascii=False)
+    after = sum(p.stat().st_size for p in home.glob("tether.db*"))
+    assert after - before < 200_000
+
+
+def test_a_result_too_large_to_carry_is_kept_whole_beside_the_job(support: Executor) -> None:
+    result = support.execute_sync("t.big_result", caller="agent")
+    assert result.status is TaskStatus.COMPLETED
+    assert result.data["truncated"] is True and result.data["data_bytes"] > 600_000
+    spilled = json.loads(Path(result.data["data_file"]).read_text())
+    assert len(spilled["blob"]) == 600_000  # nothing lost
+    assert len(support.jobs.status(result.execution_id).model_dump_json()) < 10_000

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.tasks.catalog import InCatalog
 from tether.tasks.context import TaskContext
-from tether.tasks.spec import AGENT, CLI, Isolation, Registry, TaskSpec
+from tether.tasks.spec import AGENT, CLI, Danger, Isolation, Registry, TaskSpec
 from tether.toolkits.demo.catalog import INSTANCE_NAMES, INSTANCE_TYPES
 
 REF = "tests.support.registry:registry"
@@ -168,3 +168,53 @@ registry.add(
     TaskSpec(task_id="t.late_handshake", handler=H + "leaves_a_mark", requires=("waits_for_stop",),
              background=True, exposed_to=EVERY, resources=())
 )  # fmt: skip
+
+
+def holds_the_lock(ctx: TaskContext) -> dict[str, object]:
+    """Holds its resource for a moment and says when, by its own clock."""
+    began = time.time()
+    ctx.sleep(0.15)
+    return {"began": began, "ended": time.time(), "pid": os.getpid()}
+
+
+def environment(ctx: TaskContext) -> dict[str, object]:
+    return {"names": sorted(os.environ)}
+
+
+def destroys(ctx: TaskContext) -> str:
+    marks = ctx.home / "destroyed"
+    marks.write_text(marks.read_text() + "x" if marks.exists() else "x")
+    return "destroyed"
+
+
+def big_result(ctx: TaskContext) -> dict[str, object]:
+    return {"blob": "z" * 600_000, "message": "m" * 10_000}
+
+
+class DestroyParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    what: Annotated[str, Field(max_length=20)] = "everything"
+
+
+registry.add(TaskSpec(task_id="t.holds_lock", handler=H + "holds_the_lock", exposed_to=EVERY))
+registry.add(TaskSpec(task_id="t.environment", handler=H + "environment", exposed_to=EVERY, resources=()))
+registry.add(
+    TaskSpec(task_id="t.destroys", handler=H + "destroys", params=DestroyParams, exposed_to=EVERY,
+             resources=(), danger=Danger.DESTRUCTIVE)
+)  # fmt: skip
+registry.add(TaskSpec(task_id="t.big_result", handler=H + "big_result", exposed_to=EVERY, resources=()))
+registry.add(
+    TaskSpec(task_id="t.loops", handler=H + "loops_until_stopped", background=True, exposed_to=EVERY)
+)
+
+
+def loops_until_stopped(ctx: TaskContext) -> None:
+    """A background loop that stops cooperatively (holds the automation lock while it runs)."""
+    while not ctx.should_stop():
+        ctx.progress(None, "looping")
+        ctx.sleep(0.05)
+    ctx.check_stop()
+
+
+registry.add(TaskSpec(task_id="t.marks", handler=H + "leaves_a_mark", exposed_to=EVERY))

@@ -23,6 +23,7 @@ Each model call and each tool execution is one step with the id ``<thread>:<turn
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from dataclasses import dataclass
 from importlib import resources
@@ -34,15 +35,19 @@ from tether.config import AgentSettings
 from tether.errors import ModelError, TetherError
 from tether.events import Event, EventBus
 from tether.execution.executor import Executor
-from tether.models.base import Message, Model, ToolCall
+from tether.execution.protocol import clip
+from tether.models.base import Message, Model, ModelResponse, ToolCall
 from tether.models.jsonfix import loads_lenient
 from tether.models.replies import is_no, is_yes
 from tether.store.threads import MemoryThreadStore, SqliteThreadStore, StepRecord, ThreadState, ThreadStore
 from tether.tasks.confirm import Confirmation
 from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import AGENT
+from tether.tasks.validation import MAX_PARAMS_BYTES
 
 OK = (TaskStatus.COMPLETED, TaskStatus.RUNNING)
+# A model's text answer as stored and shown; longer answers are cut with a note.
+MAX_MODEL_TEXT_CHARS = 100_000
 NEEDS_CONFIRMATION = "needs_confirmation"
 
 MANAGER_PROMPT = (
@@ -78,6 +83,26 @@ class TurnResult:
                 for s in self.steps
             ],
         }
+
+
+def bounded(response: ModelResponse) -> ModelResponse:
+    """A model's answer within the limits before anything stores or runs it: a call whose arguments are
+    larger than the executor accepts is answered with that refusal and recorded without them, and an
+    endless text is cut (saying so)."""
+    calls = []
+    for call in response.tool_calls:
+        try:
+            size = len(json.dumps(call.arguments, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        except (TypeError, ValueError, RecursionError):
+            size = MAX_PARAMS_BYTES + 1
+        if size > MAX_PARAMS_BYTES:
+            why = f"arguments of {size} bytes are over the limit of {MAX_PARAMS_BYTES}; nothing ran"
+            call = ToolCall(id=call.id, name=clip(call.name, 80), arguments={}, error=why)
+        calls.append(call)
+    text = clip(response.text, MAX_MODEL_TEXT_CHARS)
+    if text == response.text and all(a is b for a, b in zip(calls, response.tool_calls, strict=True)):
+        return response
+    return dataclasses.replace(response, text=text, tool_calls=tuple(calls))
 
 
 def load_prompt(language: str) -> str:
@@ -259,7 +284,7 @@ class ConversationSession:
                     return turn.done("budget_exhausted", self._budget_text(used, turn))
                 limit += extra
             tools = self.surface.tools
-            response = await self.model.complete(self._context(turn.state), tools)
+            response = bounded(await self.model.complete(self._context(turn.state), tools))
             used += 1
             turn.say(response.to_message())
             turn.record(

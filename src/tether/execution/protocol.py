@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from tether.execution import faults
 from tether.tasks.result import TaskResult, TaskStatus
 
 PROTOCOL = 2
@@ -354,11 +355,13 @@ def publish(paths: ExecutionPaths, result: TaskResult) -> TaskResult:
     unreadable file counts as empty: the worker is its only writer while it lives, and the finishers
     that write after it died all go through this lock.
     """
+    faults.point("publish.before_lock")
     with _result_lock(paths):
         try:
             current = read_result(paths)
         except ProtocolError:
             current = None
+        faults.point("publish.after_read")
         if current is not None and not current.status.can_become(result.status):
             return current
         write_result(paths, result)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from tether.errors import JobError
-from tether.execution import process
+from tether.execution import faults, process
 from tether.execution.process import ProcessRef
 from tether.execution.protocol import ExecutionPaths, write_exit
 
@@ -77,6 +77,7 @@ class SubprocessSpawner:
         self._env = dict(worker_env() if env is None else env)
 
     def spawn(self, paths: ExecutionPaths) -> ProcessRef:
+        faults.point("spawner.before_spawn")
         with os.fdopen(os.open(paths.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
             kwargs: dict[str, object] = {}
             if sys.platform == "win32":
@@ -156,6 +157,7 @@ class ForkServerSpawner:
                 return stream.readline().decode().strip()
 
     def spawn(self, paths: ExecutionPaths) -> ProcessRef:
+        faults.point("spawner.before_spawn")
         with self._lock:
             for attempt in (1, 2):
                 self._start_locked()

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from tether.errors import ConfigError
 from tether.events import Event
@@ -46,7 +47,7 @@ def render_event(event: Event) -> None:
         calls = (step.get("args") or {}).get("tool_calls") or []
         if calls:
             names = ", ".join(f"{c['name']}({json.dumps(c['arguments'], ensure_ascii=False)})" for c in calls)
-            err.print(f"  [dim]{STEP_ICONS['model']} decides:[/] {names}")
+            err.print(f"  [dim]{STEP_ICONS['model']} decides:[/] {escape(names)}")
     elif event.kind == "tool":
         result = step.get("result") or {}
         status = result.get("status", "?")
@@ -55,9 +56,10 @@ def render_event(event: Event) -> None:
         except ValueError:
             style = "yellow"
         message = result.get("message", "")
-        err.print(f"  [dim]{STEP_ICONS['tool']}[/] {step.get('tool')} → [{style}]{status}[/] {message}")
+        tool, said = escape(str(step.get("tool"))), escape(str(message))
+        err.print(f"  [dim]{STEP_ICONS['tool']}[/] {tool} → [{style}]{escape(str(status))}[/] {said}")
     elif event.kind == "budget":
-        err.print(f"  [dim]{STEP_ICONS['budget']} budget: {step.get('text')}[/]")
+        err.print(f"  [dim]{STEP_ICONS['budget']} budget: {escape(str(step.get('text')))}[/]")
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
@@ -146,11 +148,11 @@ def register(app: typer.Typer, state: Any) -> None:
                     if message.lower() in ("exit", "quit", "退出聊天", "再见"):
                         break
                     result = asyncio.run(session.send(thread_id, message))
-                    out.print(f"[bold cyan]tether>[/] {result.final}")
+                    out.print(f"[bold cyan]tether>[/] {escape(result.final)}")
                     if result.status == "needs_confirmation":
                         answer = typer.confirm("confirm / 确认?", default=False)
                         result = asyncio.run(session.confirm(thread_id, approve=answer, source="person:chat"))
-                        out.print(f"[bold cyan]tether>[/] {result.final}")
+                        out.print(f"[bold cyan]tether>[/] {escape(result.final)}")
             finally:
                 session.executor.close()
             return 0

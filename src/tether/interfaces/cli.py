@@ -24,7 +24,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.table import Table
 
-from tether.errors import TetherError, ToolError
+from tether.errors import ConfigError, TetherError, ToolError
 from tether.interfaces.render import STATUS_STYLE, err, out, print_result, show_progress
 from tether.tasks.result import EXIT_CODES, TaskResult, TaskStatus
 from tether.tasks.spec import CLI, Registry, TaskSpec
@@ -67,6 +67,12 @@ def _options(
         str | None, typer.Option(help=f"Registry as module:attribute (default: ${REGISTRY_ENV} or the demo).")
     ] = None,
 ) -> None:
+    from tether.config import HOME_ENV
+
+    if home is not None and not home.strip():
+        raise ConfigError("--home is empty: give the tether home as a folder path")
+    if home is None and os.environ.get(HOME_ENV) is not None and not os.environ[HOME_ENV].strip():
+        raise ConfigError(f"{HOME_ENV} is set but empty: give the tether home as a folder path, or unset it")
     state.home = home
     state.registry_ref = registry or os.environ.get(REGISTRY_ENV) or DEFAULT_REGISTRY
 
@@ -88,7 +94,9 @@ def print_error(message: str, *, as_json: bool, code: str = "usage") -> None:
     if as_json:
         print(json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False))
     else:
-        err.print(f"[red]error:[/red] {message}", markup=True, highlight=False, soft_wrap=True)
+        from rich.markup import escape
+
+        err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def _fail(message: str, *, as_json: bool, code: str = "usage", exit_code: int = 2) -> NoReturn:

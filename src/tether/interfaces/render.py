@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from tether.tasks.result import TaskResult, TaskStatus
 
@@ -32,17 +33,18 @@ HIDDEN = frozenset(
 
 def print_result(result: TaskResult, console: Console = out) -> None:
     style = STATUS_STYLE.get(result.status, "white")
-    console.print(f"[bold {style}]{result.status.value}[/]  {result.task_id}  [dim]{result.execution_id}[/]")
+    task, execution = escape(result.task_id), escape(result.execution_id)
+    console.print(f"[bold {style}]{result.status.value}[/]  {task}  [dim]{execution}[/]")
     if result.message:
-        console.print(f"  {result.message}")
+        console.print(f"  {escape(result.message)}")
     shown = {k: v for k, v in result.data.items() if k not in HIDDEN and v is not None}
     for key, value in shown.items():
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        console.print(f"  [dim]{key}:[/] {text}")
+        console.print(f"  [dim]{escape(key)}:[/] {escape(text)}")
     if result.data.get("log_tail"):
         console.print("  [dim]log tail:[/]")
         for line in str(result.data["log_tail"]).splitlines():
-            console.print(f"    [dim]{line}[/]")
+            console.print(f"    [dim]{escape(line)}[/]")
     if result.duration_seconds:
         console.print(f"  [dim]{result.duration_seconds:.2f}s[/]")
 

@@ -10,6 +10,7 @@ import asyncio
 import sys
 from typing import Any
 
+from rich.markup import escape
 from rich.rule import Rule
 
 from tether.execution.executor import Executor
@@ -178,7 +179,7 @@ async def agent_tour(executor: Executor) -> int:
                 paths = executor.jobs.paths(active[0].execution_id)
                 await _until(lambda paths=paths: (last_progress(paths) or {}).get("rounds_done", 0) >= 2)
         result = await session.send(thread_id, message)
-        out.print(f"[bold cyan]tether>[/] {result.final}")
+        out.print(f"[bold cyan]tether>[/] {escape(result.final)}")
     out.print(Rule("[bold]the trace · 执行轨迹[/]", align="left"))
     for step in session.threads.steps(thread_id):
         if step.kind == "tool":

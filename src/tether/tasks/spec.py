@@ -51,6 +51,10 @@ def load_object(path: str) -> Any:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise RegistryError(f"cannot import {module_name!r} for {path!r}: {exc}") from exc
+    except Exception as exc:  # the module itself is broken: say so, with its own error
+        raise RegistryError(
+            f"importing {module_name!r} for {path!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
