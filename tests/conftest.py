@@ -111,7 +111,102 @@ def _file_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from tests.support.figures import FIGURES
 
+    if _PG_SKIPPED:
+        terminalreporter.section("NOT TESTED ON POSTGRESQL", sep="!", red=True, bold=True)
+        terminalreporter.write_line(
+            f"{len(_PG_SKIPPED)} store tests did not run on PostgreSQL: {pg_problem()}. "
+            f"Start a server (.ci/run does) or set {PG_URL_ENV}."
+        )
     if FIGURES:
         terminalreporter.section("fault injection figures")
         for name in sorted(FIGURES):
             terminalreporter.write_line(f"{name}: {FIGURES[name]}")
+
+
+# -- databases: every store test runs on SQLite and on a real PostgreSQL -----------------------------
+
+PG_URL_ENV = "TETHER_TEST_PG_URL"
+PG_URL = os.environ.get(PG_URL_ENV, "postgresql+psycopg://tether:tether@127.0.0.1:5432/tether_test")
+_PG_SKIPPED: list[str] = []
+
+
+def _pg_problem() -> str | None:
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed"
+    from sqlalchemy.engine import make_url
+
+    url = make_url(PG_URL)
+    try:
+        psycopg.connect(
+            host=url.host, port=url.port or 5432, user=url.username, password=url.password,
+            dbname=url.database, connect_timeout=2,
+        ).close()  # fmt: skip
+    except psycopg.Error as exc:
+        return f"no PostgreSQL at {url.render_as_string()} ({str(exc).splitlines()[0][:120]})"
+    return None
+
+
+_PG_PROBLEM: list[str | None] = []
+
+
+def pg_problem() -> str | None:
+    if not _PG_PROBLEM:
+        _PG_PROBLEM.append(_pg_problem())
+    return _PG_PROBLEM[0]
+
+
+@contextlib.contextmanager
+def fresh_pg_database() -> Iterator[str]:
+    """A new, empty PostgreSQL database for one test; dropped afterwards."""
+    import secrets
+
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    url = make_url(PG_URL)
+    name = f"tether_t_{secrets.token_hex(6)}"
+    admin = psycopg.connect(
+        host=url.host, port=url.port or 5432, user=url.username, password=url.password,
+        dbname=url.database, autocommit=True,
+    )  # fmt: skip
+    from psycopg import sql
+
+    try:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        yield url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The same store test on a SQLite file and on a real PostgreSQL server."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tether.db'}"
+        return
+    problem = pg_problem()
+    if problem is not None:
+        _PG_SKIPPED.append(request.node.nodeid)
+        pytest.skip(f"NOT TESTED ON POSTGRESQL: {problem}; set {PG_URL_ENV} or run .ci/run")
+    with fresh_pg_database() as url:
+        yield url
+
+
+@pytest.fixture
+def open_db(database_url: str) -> Iterator[Callable[[], object]]:
+    """Open ``Database``s on the test's database; every one is closed before the database goes away."""
+    from tether.store.database import Database
+
+    opened: list[Database] = []
+
+    def make() -> Database:
+        db = Database(database_url)
+        opened.append(db)
+        return db
+
+    yield make
+    for db in opened:
+        db.close()

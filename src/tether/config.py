@@ -25,6 +25,9 @@ from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from tether.errors import ConfigError
+from tether.resilience import BreakerPolicy, RetryPolicy
+
+_RETRY, _BREAKER = RetryPolicy(), BreakerPolicy()  # the defaults live there, once
 
 HOME_ENV = "TETHER_HOME"
 SETTINGS_FILE = "settings.toml"
@@ -125,17 +128,26 @@ class Settings(_Section):
     # Callers that are a person acting directly (a typed command): `caution` tasks need no confirmation
     # for them. Every other caller (a model: agent, mcp, a supervisor run) asks the person first.
     direct_callers: Annotated[tuple[CallerName, ...], Field(strict=False)] = ("cli",)
+    # Callers that act for the person who owns this home (a typed command): they may see and stop every
+    # job of the home, whatever started it (contract 9). Other callers see only tasks exposed to them.
+    operator_callers: Annotated[tuple[CallerName, ...], Field(strict=False)] = ("cli",)
     # Environment variables handed to workers beyond the built-in allowlist (names, not values).
     worker_env: Annotated[tuple[EnvName, ...], Field(strict=False)] = ()
 
 
 class StoreSettings(_Section):
-    """``[store]``: the database that holds the readable record."""
+    """``[store]``: the database that holds the readable record, and how long records are kept."""
 
     section: ClassVar[str] = "store"
 
+    # SQLAlchemy URL; empty = SQLite in the home. A password never goes here (see credentials).
+    database_url: Annotated[str, Field(max_length=2000)] = ""
     # How long a writer waits for another process's write transaction before giving up.
     busy_timeout_s: PositiveSeconds = 10.0
+    # Retention of ended executions (their folders, job rows) and of the event log; 0 keeps forever.
+    keep_days: Annotated[float, Field(ge=0, le=36_500)] = 30.0
+    keep_executions: Annotated[int, Field(ge=0, le=10_000_000)] = 5_000
+    keep_events: Annotated[int, Field(ge=0, le=100_000_000)] = 200_000
 
 
 class ModelSettings(_Section):
@@ -148,12 +160,26 @@ class ModelSettings(_Section):
     base_url: Annotated[str, Field(pattern=r"^https?://\S+$", max_length=2000)] = "https://api.openai.com/v1"
     json_decisions: bool = False  # for models without native tool calls
     timeout_s: PositiveSeconds = 120.0
-    retry_max_attempts: Annotated[int, Field(ge=1, le=20)] = 4
-    retry_base_delay_s: PositiveSeconds = 0.5
-    retry_max_delay_s: PositiveSeconds = 20.0
-    breaker_failure_threshold: Annotated[int, Field(ge=1, le=1000)] = 5
-    breaker_recovery_s: PositiveSeconds = 30.0
-    breaker_half_open_probes: Annotated[int, Field(ge=1, le=100)] = 1
+    retry_max_attempts: Annotated[int, Field(ge=1, le=20)] = _RETRY.max_attempts
+    retry_base_delay_s: PositiveSeconds = _RETRY.base_delay_s
+    retry_max_delay_s: PositiveSeconds = _RETRY.max_delay_s
+    breaker_failure_threshold: Annotated[int, Field(ge=1, le=1000)] = _BREAKER.failure_threshold
+    breaker_recovery_s: PositiveSeconds = _BREAKER.recovery_s
+    breaker_half_open_probes: Annotated[int, Field(ge=1, le=100)] = _BREAKER.half_open_probes
+
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_attempts=self.retry_max_attempts,
+            base_delay_s=self.retry_base_delay_s,
+            max_delay_s=self.retry_max_delay_s,
+        )
+
+    def breaker_policy(self) -> BreakerPolicy:
+        return BreakerPolicy(
+            failure_threshold=self.breaker_failure_threshold,
+            recovery_s=self.breaker_recovery_s,
+            half_open_probes=self.breaker_half_open_probes,
+        )
 
 
 LANGUAGES = ("en", "zh")

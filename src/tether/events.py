@@ -1,7 +1,13 @@
-"""Typed events of a conversation turn, fanned out to subscribers (the CLI's live view, logs, SSE later).
+"""Typed events: what happened, as a pydantic discriminated union on ``kind``.
 
-Events describe what was already recorded in the store; a subscriber that raises is logged and skipped,
-never allowed to break the turn.
+Every event is written to the ``events`` table of the store (``tether.store.events``) in the same
+transaction as the record it describes, with an id that only grows; any process can read or stream
+the log from any id onward (the web page and the supervisor do). The in-process ``EventBus`` fans the
+same events out to live subscribers (the CLI's live view) once they are on record; a subscriber that
+raises is logged and skipped, never allowed to break a turn.
+
+``topic`` says what an event belongs to: ``thread:<id>`` for a conversation (and the jobs it started),
+``job:<execution_id>`` for a job started outside any conversation.
 """
 
 from __future__ import annotations
@@ -9,26 +15,124 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 log = logging.getLogger("tether.events")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Event:
-    kind: str  # "turn_started", "model", "tool_started", "tool", "confirmation", "budget", "final"
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int = 0  # assigned by the event log; 0 until the event is on record
+    ts: float = Field(default_factory=time.time)
+    topic: str
+
+
+class _TurnEvent(_Event):
     thread_id: str
     turn: int
-    index: int = -1
-    payload: dict[str, Any] = field(default_factory=dict)
-    ts: float = field(default_factory=time.time)
 
+
+class TurnStarted(_TurnEvent):
+    kind: Literal["turn_started"] = "turn_started"
+    message: str
+
+
+class ModelDecided(_TurnEvent):
+    kind: Literal["model_decided"] = "model_decided"
+    index: int
+    text: str
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ToolStarted(_TurnEvent):
+    kind: Literal["tool_started"] = "tool_started"
+    index: int
+    tool: str
+    args: dict[str, Any]
+    execution_id: str | None = None
+
+
+class ToolProgress(_Event):
+    kind: Literal["tool_progress"] = "tool_progress"
+    execution_id: str
+    fraction: float | None = None
+    message: str = ""
+
+
+class ToolFinished(_TurnEvent):
+    kind: Literal["tool_finished"] = "tool_finished"
+    index: int
+    tool: str
+    args: dict[str, Any]
+    result: dict[str, Any]
+
+
+class ConfirmationRequested(_TurnEvent):
+    kind: Literal["confirmation_requested"] = "confirmation_requested"
+    index: int
+    pending_id: str
+    tool: str
+    args: dict[str, Any]
+    digest: str | None
+    question: str
+
+
+class ConfirmationAnswered(_TurnEvent):
+    kind: Literal["confirmation_answered"] = "confirmation_answered"
+    index: int
+    tool: str
+    args: dict[str, Any]
+    approved: bool
+
+
+class BudgetReviewed(_TurnEvent):
+    kind: Literal["budget_reviewed"] = "budget_reviewed"
+    index: int
+    review: dict[str, Any]
+    extend: int
+    reason: str
+
+
+class TurnFinished(_TurnEvent):
+    kind: Literal["turn_finished"] = "turn_finished"
+    index: int
+    status: str
+    final: str
+
+
+class JobStateChanged(_Event):
+    kind: Literal["job_state_changed"] = "job_state_changed"
+    execution_id: str
+    task_id: str
+    status: str
+    message: str = ""
+    step_id: str | None = None
+
+
+Event = Annotated[
+    TurnStarted
+    | ModelDecided
+    | ToolStarted
+    | ToolProgress
+    | ToolFinished
+    | ConfirmationRequested
+    | ConfirmationAnswered
+    | BudgetReviewed
+    | TurnFinished
+    | JobStateChanged,
+    Field(discriminator="kind"),
+]
+EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 
 Subscriber = Callable[[Event], None]
 
 
 class EventBus:
+    """In-process fan-out of events that are already on record."""
+
     def __init__(self) -> None:
         self._subscribers: list[Subscriber] = []
 
@@ -37,7 +141,7 @@ class EventBus:
         return lambda: self._subscribers.remove(subscriber)
 
     def emit(self, event: Event) -> None:
-        log.debug("%s %s:%d:%d", event.kind, event.thread_id, event.turn, event.index)
+        log.debug("%s %s", event.kind, event.topic)
         for subscriber in list(self._subscribers):
             try:
                 subscriber(event)

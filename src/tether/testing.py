@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tether.models.base import ALLOW_REQUESTS_ENV, Message, ModelResponse, ToolCall, ToolDef
+from tether.models.base import ALLOW_REQUESTS_ENV, Message, ModelResponse, ToolCall, ToolDef, TurnContext
 
 Turn = ModelResponse | Callable[[Sequence[Message], Sequence[ToolDef]], ModelResponse]
 
@@ -49,9 +49,13 @@ class ScriptedModel:
         self.name = name
         self._turns = list(turns)
         self.requests: list[tuple[list[Message], list[ToolDef]]] = []
+        self.contexts: list[TurnContext | None] = []
 
-    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolDef]) -> ModelResponse:
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDef], *, context: TurnContext | None = None
+    ) -> ModelResponse:
         self.requests.append((list(messages), list(tools)))
+        self.contexts.append(context)
         if not self._turns:
             last = messages[-1] if messages else {}
             raise UnexpectedModelCall(

@@ -13,7 +13,7 @@ from tether.agent.session import ConversationSession
 from tether.config import AgentSettings
 from tether.errors import ConfigError
 from tether.execution.executor import Executor
-from tether.store.threads import MemoryThreadStore, SqliteThreadStore
+from tether.store.threads import MemoryThreadStore
 from tether.tasks.result import TaskStatus
 from tether.testing import ScriptedModel, UnexpectedModelCall, call, calls, say
 from tether.toolkits.demo import game
@@ -228,19 +228,32 @@ def test_every_step_is_stored_with_deterministic_ids(running_game: Executor, hom
     model = ScriptedModel([calls(call("demo__status")), say("all good")])
     s = session(running_game, model)
     s.send_sync("thread-1", "status?")
-    steps = SqliteThreadStore.in_home(home).steps("thread-1")
+    steps = running_game.runtime.threads.steps("thread-1")
     assert [st.step_id for st in steps] == ["thread-1:1:0", "thread-1:1:1", "thread-1:1:2", "thread-1:1:3"]
     assert [st.kind for st in steps] == ["model", "tool", "model", "final"]
     assert steps[1].result is not None and steps[1].result["status"] == "completed"
 
 
-def test_events_are_emitted_for_every_step(running_game: Executor) -> None:
+def test_every_step_is_a_typed_event_live_and_on_record(running_game: Executor) -> None:
     model = ScriptedModel([calls(call("demo__status")), say("ok")])
     s = session(running_game, model)
     seen: list[str] = []
     s.events.subscribe(lambda e: seen.append(e.kind))
     s.send_sync("t", "status")
-    assert seen == ["turn_started", "model", "tool", "model", "final"]
+    expected = [
+        "turn_started",
+        "model_decided",
+        "tool_started",
+        "tool_finished",
+        "model_decided",
+        "turn_finished",
+    ]
+    assert seen == expected
+    on_record = running_game.runtime.events.read(topics=["thread:t"])
+    # The same events, in order, plus the job's own state changes (it was started by this thread).
+    assert [e.kind for e in on_record if e.kind != "job_state_changed"] == expected
+    assert [e.id for e in on_record] == sorted(e.id for e in on_record)
+    assert "job_state_changed" in [e.kind for e in on_record]
 
 
 def test_ephemeral_memory_keeps_nothing_on_disk(running_game: Executor, home: Path) -> None:
@@ -248,7 +261,7 @@ def test_ephemeral_memory_keeps_nothing_on_disk(running_game: Executor, home: Pa
     s = session(running_game, model, memory="ephemeral")
     assert isinstance(s.threads, MemoryThreadStore)
     s.send_sync("eph", "hello")
-    assert SqliteThreadStore.in_home(home).load("eph") is None
+    assert running_game.runtime.threads.load("eph") is None
 
 
 def test_open_jobs_and_the_summary_ride_in_the_system_prompt(running_game: Executor) -> None:
@@ -314,17 +327,24 @@ def test_a_huge_argument_is_refused_and_never_stored_or_echoed_whole(
         calls(call("demo__farm_instance", {**GOLD, "instance_name": huge})),
         say("That was too large."),
     ])  # fmt: skip
-    before = sum(p.stat().st_size for p in home.glob("tether.db*"))
     result = session(running_game, model).send_sync("t", "farm")
     model.assert_consumed()
     assert tool_steps(result) == [("demo.farm_instance", "rejected")]
     answered = next(m for m in model.requests[1][0] if m["role"] == "tool")
     assert "over the limit" in answered["content"] and len(answered["content"]) < 2_000
-    stored = SqliteThreadStore.in_home(home)
+    stored = running_game.runtime.threads
     assert huge not in json.dumps(stored.messages("t"), ensure_ascii=False)
     assert huge not in json.dumps([s.to_dict() for s in stored.steps("t")], ensure_ascii=False)
-    after = sum(p.stat().st_size for p in home.glob("tether.db*"))
-    assert after - before < 200_000
+    import sqlite3
+
+    db = sqlite3.connect(home / "tether.db")
+    widest = max(
+        db.execute(f"SELECT COALESCE(MAX(LENGTH({column})), 0) FROM {table}").fetchone()[0]
+        for table, column in [("messages", "message"), ("steps", "args"), ("steps", "result"),
+                              ("jobs", "params"), ("jobs", "message"), ("events", "payload")]
+    )  # fmt: skip
+    db.close()
+    assert widest < 5_000
 
 
 def test_a_result_too_large_to_carry_is_kept_whole_beside_the_job(support: Executor) -> None:

@@ -298,10 +298,11 @@ import sys
 from pathlib import Path
 from tether.config import Settings
 from tether.execution.jobs import JobManager
-from tether.store.repo import JobRepo
+from tether.store.database import Database, default_url
+from tether.store.jobs import SqlJobStore
 from tether.tasks.result import TaskStatus
 home, eid, status = Path(sys.argv[1]), sys.argv[2], TaskStatus(sys.argv[3])
-manager = JobManager(home, JobRepo.in_home(home), Settings())
+manager = JobManager(home, SqlJobStore(Database(default_url(home))), Settings())
 manager.finish(manager.record(eid), manager.paths(eid), status, f"finished as {status.value}")
 """
 

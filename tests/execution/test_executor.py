@@ -122,11 +122,14 @@ def test_worker_rechecks_the_lock_even_when_the_store_shows_nothing(
     outside = ResourceLock(home, "automation")
     outside.acquire(execution_id="outsider", task_id="someone.else")
     try:
-        result = running_game.execute_sync("demo.daily_training", caller="agent")
+        result = running_game.execute_sync("demo.daily_training", caller="cli")
+        hidden = running_game.execute_sync("demo.daily_training", caller="agent")
     finally:
         outside.release()
     assert result.status is TaskStatus.REJECTED
     assert result.data["blocked_by"] == "outsider"
+    # A model is not told about jobs it may not see.
+    assert hidden.status is TaskStatus.REJECTED and "outsider" not in hidden.model_dump_json()
 
 
 def test_handler_errors_become_failed_results(support: Executor) -> None:

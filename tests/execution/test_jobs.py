@@ -13,7 +13,8 @@ from tether.errors import JobNotFound
 from tether.execution.executor import Executor
 from tether.execution.jobs import JobManager
 from tether.execution.protocol import ExecutionPaths, last_progress, read_result
-from tether.store.repo import JobRepo
+from tether.store.database import Database, default_url
+from tether.store.jobs import SqlJobStore
 from tether.tasks.result import TaskStatus
 
 
@@ -101,7 +102,7 @@ def test_startup_recovery(running_game: Executor, support: Executor, home: Path)
     live = _detached(home, "demo.loop_farm", {})
     crashed = _start_and_kill(support)
 
-    manager = JobManager(home, JobRepo.in_home(home), FAST)
+    manager = JobManager(home, SqlJobStore(Database(default_url(home))), FAST)
     recovery = manager.recover()
     assert recovery.reattached == (live,)
     assert recovery.failed == (crashed,)
@@ -115,7 +116,7 @@ def test_startup_recovery(running_game: Executor, support: Executor, home: Path)
     paths = ExecutionPaths.of(home, finished)
     wait_for(lambda: (r := read_result(paths)) is not None and r.status.terminal, what="the job to finish")
     assert manager.store.get(finished).status is TaskStatus.RUNNING  # type: ignore[union-attr]
-    recovery = JobManager(home, JobRepo.in_home(home), FAST).recover()
+    recovery = JobManager(home, SqlJobStore(Database(default_url(home))), FAST).recover()
     assert recovery.adopted == (finished,)
     assert manager.status(finished).status is TaskStatus.COMPLETED
 

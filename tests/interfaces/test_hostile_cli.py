@@ -198,6 +198,7 @@ def fresh_home(root: Path, name: str) -> Iterator[Path]:
     yield home
 
 
+@pytest.mark.timeout(600)
 def test_every_command_under_every_hostile_condition(tmp_path: Path) -> None:
     cases = [(c, cmd) for c in CONDITIONS for cmd in c.commands]
     homes = [tmp_path / f"case{index}" for index in range(len(cases))]
@@ -242,6 +243,7 @@ def _prepared(home: Path) -> None:
     tether_cli("run", "查看游戏状态", "--thread", "th-1", home=home)
 
 
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("trouble", ["read-only", "full"])
 def test_a_read_only_or_full_disk_is_one_clear_line(small_fs: Path, trouble: str) -> None:
     home = small_fs / "home"

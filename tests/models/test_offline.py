@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from tether.agent.surface import ToolSurface
+from tether.models.base import OpenJob, TurnContext
 from tether.models.offline import OfflineModel, numbers_in, zh_number
 from tether.toolkits.demo.registry import registry
 
@@ -14,7 +15,7 @@ SURFACE = ToolSurface(registry, "agent")
 GOLD = "拟造花萼（金）"
 RED = "拟造花萼（赤）"
 JOB = "1a2b3c4d5e6f7a8b9c0"
-OPEN_JOB = f"[open jobs]\n- execution_id={JOB} task=demo.loop_farm status=running"
+OPEN_JOB = (OpenJob(execution_id=JOB, task_id="demo.loop_farm", status="running"),)
 
 
 def farm(name: str, attempts: int, kind: str = GOLD) -> tuple[str, dict[str, Any]]:
@@ -65,16 +66,19 @@ TABLE: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = [
 ]
 
 
-def run_plan(request: str, system: str = "") -> tuple[list[tuple[str, dict[str, Any]]], str]:
+def run_plan(
+    request: str, open_jobs: tuple[OpenJob, ...] | None = None
+) -> tuple[list[tuple[str, dict[str, Any]]], str]:
     """Drive the model as the session would, answering every call with a completed result."""
     model = OfflineModel()
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system},
+        {"role": "system", "content": "system prompt"},
         {"role": "user", "content": request},
     ]
     made: list[tuple[str, dict[str, Any]]] = []
     for _ in range(10):
-        response = asyncio.run(model.complete(messages, SURFACE.tools))
+        context = TurnContext(open_jobs=open_jobs)
+        response = asyncio.run(model.complete(messages, SURFACE.tools, context=context))
         if not response.tool_calls:
             return made, response.text
         assert len(response.tool_calls) == 1  # serial: one call per decision

@@ -9,7 +9,7 @@ from tests.support.fake_openai import FakeOpenAI, chunk, completion, error
 from tether.errors import CircuitOpen, ModelHTTPError, ModelRefused, ModelRequestsForbidden
 from tether.models.base import ToolDef
 from tether.models.openai_compat import OpenAICompatModel, is_reasoning_model, should_stream
-from tether.models.resilience import BreakerPolicy, BreakerState, ResilienceRegistry, RetryPolicy
+from tether.resilience import BreakerPolicy, BreakerState, ResilienceRegistry, RetryPolicy
 from tether.testing import Cassette
 
 TOOL = ToolDef(

@@ -1,9 +1,10 @@
 """The controlled conversation loop: the model decides, the executor acts, every step is on record.
 
-``send(thread_id, message)`` builds the context (system prompt, memory summary, open jobs, recent
-messages), asks the model, checks each tool call against the caller's surface, executes it through the
-``Executor`` (or the job manager, for the control tools), records the observation, and repeats until the
-model answers or the step budget is spent. Contract 10 is enforced here, in code:
+``send(thread_id, message)`` claims the thread's next turn (one writer per thread, across processes),
+builds the context (system prompt, memory summary, open jobs, recent messages), asks the model, checks
+each tool call against the caller's surface, executes it through the ``Executor`` (or its control
+door, for the control tools), records the observation, and repeats until the model answers or the step
+budget is spent. Contract 10 is enforced here, in code:
 
 - calls run one at a time, in order; the rest of a response is cut at the first call that does not
   complete (``failed``, ``rejected``, ``stopped``, ``not_found``);
@@ -12,12 +13,15 @@ model answers or the step budget is spent. Contract 10 is enforced here, in code
 - a call that needs the person's consent (``destructive``, or ``caution`` for a model) ends the turn as
   ``needs_confirmation`` and runs nothing. The question is bound to exactly that call (task + digest
   of its canonical arguments). Only the person's answer — a reply such as "yes"/"是", or an interface's
-  explicit approval through ``confirm(thread_id)`` — mints a ``Confirmation`` for it; any other call
-  that needs consent, in that turn or later, asks again.
+  explicit approval through ``confirm(thread_id)`` — mints a ``Confirmation`` for it, usable once; any
+  other call that needs consent, in that turn or later, asks again.
 - the agent sees and controls only the jobs its own thread started (``[agent].job_scope``), through
   the executor's one control door.
 
-Each model call and each tool execution is one step with the id ``<thread>:<turn>:<index>``.
+Each model call and each tool execution is one step with the id ``<thread>:<turn>:<index>``; a tool
+step runs under the deterministic execution id of its step, recorded before it starts, so a step that
+is run again never starts a second worker. A turn whose process died is recovered by the next turn on
+its thread (``agent/recovery.py``).
 """
 
 from __future__ import annotations
@@ -25,21 +29,41 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from dataclasses import dataclass
+import re
 from importlib import resources
 from typing import Any
 
 from tether.agent import memory
+from tether.agent.recovery import recover_interrupted
+from tether.agent.replies import is_no, is_yes
 from tether.agent.surface import GET_STATUS, STOP_TASK, ToolSurface
+from tether.agent.turn import Turn, TurnResult, TurnStatus
 from tether.config import AgentSettings
-from tether.errors import ModelError, TetherError
-from tether.events import Event, EventBus
-from tether.execution.executor import Executor
+from tether.errors import ConfigError, ModelError, TetherError
+from tether.events import (
+    BudgetReviewed,
+    ConfirmationAnswered,
+    ConfirmationRequested,
+    EventBus,
+    ModelDecided,
+    ToolFinished,
+    ToolStarted,
+)
+from tether.execution import process
+from tether.execution.executor import Executor, execution_id_for
 from tether.execution.protocol import clip
-from tether.models.base import Message, Model, ModelResponse, ToolCall
+from tether.models.base import (
+    BudgetReview,
+    Message,
+    Model,
+    ModelResponse,
+    OpenJob,
+    ToolCall,
+    ToolOutcome,
+    TurnContext,
+)
 from tether.models.jsonfix import loads_lenient
-from tether.models.replies import is_no, is_yes
-from tether.store.threads import MemoryThreadStore, SqliteThreadStore, StepRecord, ThreadState, ThreadStore
+from tether.store.threads import MemoryThreadStore, ThreadState, ThreadStore
 from tether.tasks.confirm import Confirmation
 from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import AGENT
@@ -48,7 +72,9 @@ from tether.tasks.validation import MAX_PARAMS_BYTES
 OK = (TaskStatus.COMPLETED, TaskStatus.RUNNING)
 # A model's text answer as stored and shown; longer answers are cut with a note.
 MAX_MODEL_TEXT_CHARS = 100_000
-NEEDS_CONFIRMATION = "needs_confirmation"
+# Thread ids name records and events: letters, digits and a few separators.
+THREAD_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+TURN_POLL_S = 0.02
 
 MANAGER_PROMPT = (
     "You supervise an agent whose step budget for this turn ran out. Given the review below, answer with "
@@ -56,33 +82,7 @@ MANAGER_PROMPT = (
     '{"stop": "<reason>"} if it should stop and report.'
 )
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TurnResult:
-    thread_id: str
-    turn: int
-    status: str  # "completed", "needs_confirmation", "budget_exhausted", "failed"
-    final: str
-    steps: tuple[StepRecord, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "thread_id": self.thread_id,
-            "turn": self.turn,
-            "status": self.status,
-            "final": self.final,
-            "steps": [
-                {
-                    "index": s.index,
-                    "kind": s.kind,
-                    "tool": s.tool,
-                    "args": s.args,
-                    "result": s.result,
-                    "text": s.text,
-                }
-                for s in self.steps
-            ],
-        }
+__all__ = ["ConversationSession", "TurnResult", "TurnStatus"]
 
 
 def bounded(response: ModelResponse) -> ModelResponse:
@@ -111,57 +111,8 @@ def load_prompt(language: str) -> str:
     )
 
 
-class _Turn:
-    """The bookkeeping of one turn: step indices, records and events."""
-
-    def __init__(self, session: ConversationSession, state: ThreadState, message: str = "") -> None:
-        self.session = session
-        self.message = message
-        self.state = state
-        self.turn = state.turns
-        self.steps: list[StepRecord] = []
-
-    def record(
-        self,
-        kind: str,
-        *,
-        tool: str | None = None,
-        args: dict[str, Any] | None = None,
-        result: dict[str, Any] | None = None,
-        text: str = "",
-    ) -> StepRecord:
-        step = StepRecord(
-            thread_id=self.state.thread_id,
-            turn=self.turn,
-            index=len(self.steps),
-            kind=kind,
-            tool=tool,
-            args=args,
-            result=result,
-            text=text,
-        )
-        self.steps.append(step)
-        self.session.threads.add_step(step)
-        self.session.events.emit(
-            Event(
-                kind=kind, thread_id=step.thread_id, turn=step.turn, index=step.index, payload=step.to_dict()
-            )
-        )
-        return step
-
-    def say(self, message: Message) -> None:
-        self.session.threads.append(self.state.thread_id, self.turn, message)
-
-    def done(self, status: str, final: str) -> TurnResult:
-        self.record("final", text=final)
-        self.session.threads.save(self.state)
-        return TurnResult(
-            thread_id=self.state.thread_id,
-            turn=self.turn,
-            status=status,
-            final=final,
-            steps=tuple(self.steps),
-        )
+def _alive(pid: int, create_time: float) -> bool:
+    return process.is_alive(process.ProcessRef(pid=pid, create_time=create_time))
 
 
 class ConversationSession:
@@ -181,18 +132,17 @@ class ConversationSession:
         self.detach = detach  # background jobs outlive this session's process
         self.model = model
         self.manager = manager or model
-        self.settings = settings or AgentSettings.load(executor.home)
+        self.settings = settings or executor.runtime.agent_settings
         if threads is None:
-            threads = (
-                MemoryThreadStore()
-                if self.settings.memory == "ephemeral"
-                else SqliteThreadStore.in_home(executor.home)
-            )
+            threads = MemoryThreadStore() if self.settings.memory == "ephemeral" else executor.runtime.threads
         self.threads = threads
         self.caller = caller
         self.surface = ToolSurface(executor.registry, caller)
         self.events = events or EventBus()
         self._prompt = load_prompt(self.settings.language)
+        self._locks: dict[str, asyncio.Lock] = {}
+        me = process.current()
+        self._me = (me.pid, me.create_time)
 
     def send_sync(self, thread_id: str, message: str) -> TurnResult:
         return asyncio.run(self.send(thread_id, message))
@@ -207,11 +157,9 @@ class ConversationSession:
     ) -> TurnResult:
         """The person's explicit answer to the call the thread waits on (a flag, a button): exactly that
         call runs (or is declined), then the turn goes on. ``ConfigError`` if nothing waits."""
-        from tether.errors import ConfigError
-
         if self.pending(thread_id) is None:
             raise ConfigError(f"thread {thread_id!r} is not waiting for a confirmation")
-        return await self._turn(thread_id, "yes" if approve else "no", approve, source)
+        return await self._turn(thread_id, "yes" if approve else "no", approve, source, require_pending=True)
 
     # -- one turn -------------------------------------------------------------------------------
 
@@ -220,33 +168,75 @@ class ConversationSession:
         answer = True if is_yes(message) else False if is_no(message) else None
         return await self._turn(thread_id, message, answer, "person:chat")
 
-    async def _turn(self, thread_id: str, message: str, answer: bool | None, source: str) -> TurnResult:
-        state = self.threads.load(thread_id) or ThreadState(
-            thread_id=thread_id, title=" ".join(message.split())[:80]
-        )
-        state.turns += 1
-        turn = _Turn(self, state, message)
-        self.events.emit(
-            Event(kind="turn_started", thread_id=thread_id, turn=turn.turn, payload={"message": message})
-        )
-        pending, state.pending = state.pending, None
-        self.threads.save(state)  # the thread row exists before any message or step refers to it
-        turn.say({"role": "user", "content": message})
+    async def _turn(
+        self, thread_id: str, message: str, answer: bool | None, source: str, *, require_pending: bool = False
+    ) -> TurnResult:
+        if not isinstance(thread_id, str) or not THREAD_ID_RE.match(thread_id):
+            raise ConfigError(
+                "a thread id is 1-128 letters, digits, '_', '.', ':' or '-' (starting with a letter or digit)"
+            )
+        lock = self._locks.setdefault(thread_id, asyncio.Lock())
+        async with lock:
+            number = await self._claim_turn(thread_id, message)
+            try:
+                state = await asyncio.to_thread(self.threads.load, thread_id)
+                assert state is not None
+                await recover_interrupted(self, state)
+                state = await asyncio.to_thread(self.threads.load, thread_id)
+                assert state is not None
+                turn = Turn(self.threads, self.events, state, number, message)
+                # The pending call is read and cleared by the one writer of this thread: a second
+                # answer to the same question finds nothing waiting.
+                pending, state.pending = state.pending, None
+                if require_pending and pending is None:
+                    raise ConfigError(f"thread {thread_id!r} is not waiting for a confirmation")
+                await asyncio.to_thread(self.threads.save, state)
+                await turn.started()
+                return await self._run(turn, pending, answer if pending is not None else None, source)
+            except BaseException:
+                # Whatever ends this turn abnormally, the record says so (the page never spins).
+                await asyncio.shield(asyncio.to_thread(self._end_failed, thread_id, number))
+                raise
+
+    def _end_failed(self, thread_id: str, number: int) -> None:
+        record = self.threads.turn(thread_id, number)
+        if record is not None and record.status == "running":
+            self.threads.end_turn(thread_id, number, TurnStatus.FAILED.value, "the turn ended abnormally")
+
+    async def _claim_turn(self, thread_id: str, message: str) -> int:
+        """The thread's next turn, once no other live process is in one (waiting for it if it is)."""
+        while True:
+            number = await asyncio.to_thread(self.threads.begin_turn, thread_id, message, self._me, _alive)
+            if number is not None:
+                return number
+            await asyncio.sleep(TURN_POLL_S)  # another process's turn: nothing to await but its record
+
+    async def _run(
+        self, turn: Turn, pending: dict[str, Any] | None, answer: bool | None, source: str
+    ) -> TurnResult:
+        state = turn.state
         blocked: TaskResult | None = None
         if pending is not None and answer is True:
             confirmed = await self._run_confirmed(turn, pending, source)
             if confirmed.status not in OK:
                 blocked = confirmed  # contract 10 holds across the confirmation too
         elif pending is not None and answer is False:
-            turn.record(
-                "confirmation", tool=pending["tool"], args=pending["args"], text="declined by the person"
-            )
+            await turn.record(
+                "confirmation",
+                tool=pending["tool"],
+                args=pending["args"],
+                text="declined by the person",
+                event=ConfirmationAnswered(
+                    topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=len(turn.steps),
+                    tool=pending["tool"], args=pending["args"], approved=False,
+                ),
+            )  # fmt: skip
         try:
-            return await self._loop(turn, blocked=blocked)
+            return await self._loop(turn, answer=answer if pending is not None else None, blocked=blocked)
         except ModelError as exc:
-            return turn.done("failed", f"The model service failed: {exc.message}")
+            return await turn.done(TurnStatus.FAILED, f"The model service failed: {exc.message}")
         finally:
-            self._compress(state)
+            await asyncio.to_thread(self._compress, state)
 
     def origin(self, thread_id: str) -> str:
         return f"thread:{thread_id}"
@@ -255,25 +245,28 @@ class ConversationSession:
         """The origin whose jobs this session may see and control (None: every job exposed to it)."""
         return self.origin(thread_id) if self.settings.job_scope == "thread" else None
 
-    async def _run_confirmed(self, turn: _Turn, pending: dict[str, Any], source: str) -> TaskResult:
-        turn.record(
-            "confirmation", tool=pending["tool"], args=pending["args"], text="confirmed by the person"
-        )
+    async def _run_confirmed(self, turn: Turn, pending: dict[str, Any], source: str) -> TaskResult:
         call = ToolCall(id=f"confirmed_{turn.turn}", name=pending["name"], arguments=pending["args"])
-        turn.say({"role": "assistant", "content": None, "tool_calls": [call.to_message()]})
-        consent = Confirmation(task_id=pending["tool"], digest=pending["digest"], source=source)
-        result = await self.executor.execute(
-            pending["tool"],
-            pending["args"],
-            caller=self.caller,
-            confirmation=consent,
-            detach=self.detach,
-            origin=self.origin(turn.state.thread_id),
+        await turn.record(
+            "confirmation",
+            tool=pending["tool"],
+            args=pending["args"],
+            text="confirmed by the person",
+            message={"role": "assistant", "content": "", "tool_calls": [call.to_message()]},
+            event=ConfirmationAnswered(
+                topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=len(turn.steps),
+                tool=pending["tool"], args=pending["args"], approved=True,
+            ),
+        )  # fmt: skip
+        # The nonce is the question's own id: however many answers arrive, it authorizes one execution.
+        consent = Confirmation(
+            task_id=pending["tool"], digest=pending["digest"], source=source, nonce=str(pending["id"])
         )
-        self._observe(turn, call, result)
-        return result
+        return await self._execute(turn, call, consent=consent, may_ask=False)
 
-    async def _loop(self, turn: _Turn, *, blocked: TaskResult | None = None) -> TurnResult:
+    async def _loop(
+        self, turn: Turn, *, answer: bool | None, blocked: TaskResult | None = None
+    ) -> TurnResult:
         limit = self.settings.max_steps
         used = 0
         completed = failed = 0
@@ -281,44 +274,50 @@ class ConversationSession:
             if used >= limit:
                 extra = await self._review(turn, used, completed, failed, limit)
                 if extra <= 0:
-                    return turn.done("budget_exhausted", self._budget_text(used, turn))
+                    return await turn.done(TurnStatus.BUDGET_EXHAUSTED, self._budget_text(used, turn))
                 limit += extra
             tools = self.surface.tools
-            response = bounded(await self.model.complete(self._context(turn.state), tools))
+            context = await asyncio.to_thread(self._turn_context, turn.state, answer)
+            messages = await asyncio.to_thread(self._messages, turn.state, context)
+            response = bounded(await self.model.complete(messages, tools, context=context))
             used += 1
-            turn.say(response.to_message())
-            turn.record(
+            decided = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
+            await turn.record(
                 "model",
                 text=response.text,
-                args={"tool_calls": [{"name": c.name, "arguments": c.arguments} for c in response.tool_calls]}
-                if response.tool_calls
-                else None,
-            )
+                args={"tool_calls": decided} if decided else None,
+                message=response.to_message(),
+                event=ModelDecided(
+                    topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=len(turn.steps),
+                    text=response.text, tool_calls=decided,
+                ),
+            )  # fmt: skip
             if not response.tool_calls:
-                return turn.done("completed", response.text)
+                return await turn.done(TurnStatus.COMPLETED, response.text)
             cut = False
             violated = False
             for position, call in enumerate(response.tool_calls):
                 if cut:
-                    self._skip(turn, call, "not run: an earlier call in this response did not complete")
+                    await self._skip(turn, call, "not run: an earlier call in this response did not complete")
                     continue
                 control = self.surface.is_control(call.name)
                 if blocked is not None and not control:
                     violated = True
-                    self._skip(
+                    await self._skip(
                         turn,
                         call,
                         f"not run: after a {blocked.status.value} result only {GET_STATUS} and "
                         f"{STOP_TASK} may follow in this turn",
                     )
                     continue
+                index = len(turn.steps)
                 result = await self._execute(turn, call)
                 if result.status is TaskStatus.REJECTED and result.data.get("needs_confirmation"):
                     # The executor checked everything else first: only the person's word is missing.
+                    question = await self._ask_confirmation(turn, call, result, index)
                     for later in response.tool_calls[position + 1 :]:
-                        self._skip(turn, later, "not run: the turn waits for the person's confirmation")
-                    return self._ask_confirmation(turn, call, result)
-                self._observe(turn, call, result)
+                        await self._skip(turn, later, "not run: the turn waits for the person's confirmation")
+                    return await turn.done(TurnStatus.NEEDS_CONFIRMATION, question)
                 if result.status in OK:
                     completed += 1
                 elif not control:
@@ -326,81 +325,120 @@ class ConversationSession:
                     blocked = result
                     cut = True
             if violated and blocked is not None:
-                return turn.done("completed", self._failure_text(blocked, turn))
+                return await turn.done(TurnStatus.COMPLETED, self._failure_text(blocked, turn))
 
-    async def _execute(self, turn: _Turn, call: ToolCall) -> TaskResult:
+    async def _execute(
+        self, turn: Turn, call: ToolCall, *, consent: Confirmation | None = None, may_ask: bool = True
+    ) -> TaskResult:
+        """Run one call as one step: recorded started (with its execution id) before it runs, then its
+        outcome, which is also the tool message the model sees (unless, with ``may_ask``, the call waits
+        for the person: the loop turns that step into the question)."""
+        task_id = self.surface.task_id(call.name)
+        index = len(turn.steps)
+        step_id = f"{turn.thread_id}:{turn.turn}:{index}"
+        execution_id = execution_id_for(turn.thread_id, str(turn.turn), str(index))
+        control = self.surface.is_control(call.name)
+        await turn.record(
+            "tool",
+            status="started",
+            tool=task_id,
+            args=call.arguments,
+            call_id=call.id,
+            execution_id=None if control or call.error else execution_id,
+            event=ToolStarted(
+                topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=index, tool=task_id,
+                args=call.arguments, execution_id=None if control or call.error else execution_id,
+            ),
+        )  # fmt: skip
         if call.error is not None:
-            return TaskResult(
-                task_id=self.surface.task_id(call.name),
+            result = TaskResult(
+                task_id=task_id,
                 execution_id="",
                 status=TaskStatus.REJECTED,
                 message=f"{call.name}: {call.error}",
                 data={"errors": [{"param": None, "message": call.error}]},
             )
-        thread_id = turn.state.thread_id
-        if self.surface.is_control(call.name):
-            execution_id = call.arguments.get("execution_id")
-            if not isinstance(execution_id, str) or not execution_id:
-                return TaskResult(
-                    task_id=call.name,
-                    execution_id="",
-                    status=TaskStatus.REJECTED,
-                    message=f"{call.name}: execution_id must be the id a tool call returned",
-                )
-            try:
-                return await self.executor.control(
-                    execution_id,
-                    "status" if call.name == GET_STATUS else "stop",
-                    caller=self.caller,
-                    origin=self._scope(thread_id),
-                    reason=f"asked by the {self.caller}",
-                )
-            except TetherError as exc:
-                return TaskResult(
-                    task_id=call.name,
-                    execution_id=execution_id,
-                    status=TaskStatus.FAILED,
-                    message=exc.message,
-                )
-        return await self.executor.execute(
-            self.surface.task_id(call.name),
-            call.arguments,
-            caller=self.caller,
-            detach=self.detach,
-            origin=self.origin(thread_id),
-        )
+        elif control:
+            result = await self._control(turn, call)
+        else:
+            result = await self.executor.execute(
+                task_id,
+                call.arguments,
+                caller=self.caller,
+                confirmation=consent,
+                detach=self.detach,
+                origin=self.origin(turn.thread_id),
+                step_id=step_id,
+                execution_id=execution_id,
+            )
+        if not (may_ask and result.status is TaskStatus.REJECTED and result.data.get("needs_confirmation")):
+            await self._observe(turn, call, result, index)
+        return result
 
-    def _observe(self, turn: _Turn, call: ToolCall, result: TaskResult) -> None:
+    async def _control(self, turn: Turn, call: ToolCall) -> TaskResult:
+        execution_id = call.arguments.get("execution_id")
+        if not isinstance(execution_id, str) or not execution_id:
+            return TaskResult(
+                task_id=call.name,
+                execution_id="",
+                status=TaskStatus.REJECTED,
+                message=f"{call.name}: execution_id must be the id a tool call returned",
+            )
+        try:
+            return await self.executor.control(
+                execution_id,
+                "status" if call.name == GET_STATUS else "stop",
+                caller=self.caller,
+                origin=self._scope(turn.thread_id),
+                reason=f"asked by the {self.caller}",
+            )
+        except TetherError as exc:
+            return TaskResult(
+                task_id=call.name, execution_id=execution_id, status=TaskStatus.FAILED, message=exc.message
+            )
+
+    async def _observe(self, turn: Turn, call: ToolCall, result: TaskResult, index: int) -> None:
         payload = result.model_dump(mode="json")
-        turn.say(
-            {
-                "role": "tool",
-                "tool_call_id": call.id,
-                "name": call.name,
-                "content": json.dumps(payload, ensure_ascii=False),
-            }
-        )
-        turn.record("tool", tool=self.surface.task_id(call.name), args=call.arguments, result=payload)
+        task_id = self.surface.task_id(call.name)
+        await turn.record(
+            "tool",
+            index=index,
+            tool=task_id,
+            args=call.arguments,
+            result=payload,
+            call_id=call.id,
+            execution_id=result.execution_id or None,
+            message=_tool_message(call, payload),
+            event=ToolFinished(
+                topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=index, tool=task_id,
+                args=call.arguments, result=payload,
+            ),
+        )  # fmt: skip
 
-    def _skip(self, turn: _Turn, call: ToolCall, why: str) -> None:
-        payload = {"status": "skipped", "message": why}
-        turn.say(
-            {
-                "role": "tool",
-                "tool_call_id": call.id,
-                "name": call.name,
-                "content": json.dumps(payload, ensure_ascii=False),
-            }
-        )
-        turn.record(
-            "tool", tool=self.surface.task_id(call.name), args=call.arguments, result=payload, text=why
-        )
+    async def _skip(self, turn: Turn, call: ToolCall, why: str) -> None:
+        payload = {"status": ToolOutcome.SKIPPED.value, "message": why}
+        task_id = self.surface.task_id(call.name)
+        await turn.record(
+            "tool",
+            tool=task_id,
+            args=call.arguments,
+            result=payload,
+            text=why,
+            call_id=call.id,
+            message=_tool_message(call, payload),
+            event=ToolFinished(
+                topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=len(turn.steps),
+                tool=task_id, args=call.arguments, result=payload,
+            ),
+        )  # fmt: skip
 
-    def _ask_confirmation(self, turn: _Turn, call: ToolCall, refusal: TaskResult) -> TurnResult:
+    async def _ask_confirmation(self, turn: Turn, call: ToolCall, refusal: TaskResult, index: int) -> str:
+        """Turn the call's started step (``index``) into the question; the thread now waits on it."""
         task_id = refusal.task_id
         args = refusal.data.get("params", call.arguments)
+        pending_id = f"{turn.thread_id}:{turn.turn}:{index}"
         turn.state.pending = {
-            "id": f"{turn.state.thread_id}:{turn.turn}:{len(turn.steps)}",
+            "id": pending_id,
             "tool": task_id,
             "name": call.name,
             "args": args,
@@ -417,62 +455,79 @@ class ConversationSession:
             kind = "destructive" if destructive else "a caution task"
             question = f"{task_id} is {kind} (arguments {shown}). Do you confirm? Answer yes or no."
         payload = {
-            "status": NEEDS_CONFIRMATION,
+            "status": ToolOutcome.NEEDS_CONFIRMATION.value,
             "message": "waiting for the person's confirmation; nothing ran",
         }
-        turn.say(
-            {
-                "role": "tool",
-                "tool_call_id": call.id,
-                "name": call.name,
-                "content": json.dumps(payload, ensure_ascii=False),
-            }
-        )
-        turn.record("confirmation", tool=task_id, args=call.arguments, result=payload, text=question)
-        return turn.done(NEEDS_CONFIRMATION, question)
+        await turn.record(
+            "confirmation",
+            index=index,
+            tool=task_id,
+            args=call.arguments,
+            result=payload,
+            text=question,
+            call_id=call.id,
+            message=_tool_message(call, payload),
+            event=ConfirmationRequested(
+                topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=index,
+                pending_id=pending_id, tool=task_id, args=args, digest=refusal.data.get("digest"),
+                question=question,
+            ),
+        )  # fmt: skip
+        await asyncio.to_thread(self.threads.save, turn.state)
+        return question
 
     # -- budget ---------------------------------------------------------------------------------
 
-    async def _review(self, turn: _Turn, used: int, completed: int, failed: int, limit: int) -> int:
+    async def _review(self, turn: Turn, used: int, completed: int, failed: int, limit: int) -> int:
         room = self.settings.max_steps_ceiling - limit
-        review = {
-            "steps_used": used,
-            "completed_steps": completed,
-            "failed_steps": failed,
-            "extend_by": min(self.settings.extend_by, max(room, 0)),
-            "ceiling": self.settings.max_steps_ceiling,
-        }
+        review = BudgetReview(
+            steps_used=used,
+            completed_steps=completed,
+            failed_steps=failed,
+            extend_by=min(self.settings.extend_by, max(room, 0)),
+            ceiling=self.settings.max_steps_ceiling,
+        )
         extra = 0
         reason = "the hard ceiling of steps is reached"
         if room > 0:
             answer = await self.manager.complete(
                 [
                     {"role": "system", "content": MANAGER_PROMPT},
-                    {"role": "user", "content": json.dumps(review)},
+                    {"role": "user", "content": json.dumps(review.to_dict())},
                 ],
                 (),
+                context=TurnContext(review=review, language=self.settings.language),
             )
             decision = loads_lenient(answer.text) or {}
             try:
                 extra = max(0, min(int(decision.get("extend", 0)), self.settings.extend_by, room))
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 extra = 0
             reason = str(decision.get("stop") or ("extended" if extra else "the manager gave no extension"))
-        turn.record("budget", args=review, result={"extend": extra}, text=reason)
+        await turn.record(
+            "budget",
+            args=review.to_dict(),
+            result={"extend": extra},
+            text=reason,
+            event=BudgetReviewed(
+                topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=len(turn.steps),
+                review=review.to_dict(), extend=extra, reason=reason,
+            ),
+        )  # fmt: skip
         return extra
 
-    def _zh(self, turn: _Turn | None = None) -> bool:
+    def _zh(self, turn: Turn | None = None) -> bool:
         """Messages tether writes itself follow the person's language, else the setting."""
         if turn is not None and turn.message:
             return any("\u4e00" <= ch <= "\u9fff" for ch in turn.message)
         return self.settings.language == "zh"
 
-    def _budget_text(self, used: int, turn: _Turn) -> str:
+    def _budget_text(self, used: int, turn: Turn) -> str:
         if self._zh(turn):
             return f"已用完本轮的 {used} 步预算，我先停在这里。"
         return f"I used this turn's budget of {used} steps and stopped here."
 
-    def _failure_text(self, result: TaskResult, turn: _Turn) -> str:
+    def _failure_text(self, result: TaskResult, turn: Turn) -> str:
         if self._zh(turn):
             return f"{result.task_id} {result.status.value}：{result.message}。本轮不再继续执行其他任务。"
         outcome = f"{result.task_id} {result.status.value}: {result.message}."
@@ -480,27 +535,36 @@ class ConversationSession:
 
     # -- context and memory ---------------------------------------------------------------------
 
-    def _context(self, state: ThreadState) -> list[Message]:
+    def _turn_context(self, state: ThreadState, answer: bool | None) -> TurnContext:
         jobs = self.executor.jobs_for(self.caller, origin=self._scope(state.thread_id), active=True, limit=20)
-        open_jobs = "[open jobs]\n" + (
-            "\n".join(
-                f"- execution_id={r.execution_id} task={r.task_id} status={r.status.value}"
-                + (f" progress={r.data['progress'].get('message')}" if r.data.get("progress") else "")
-                for r in jobs
+        open_jobs = tuple(
+            OpenJob(
+                execution_id=r.execution_id,
+                task_id=r.task_id,
+                status=r.status.value,
+                progress=(r.data.get("progress") or {}).get("message"),
             )
-            or "(none)"
+            for r in jobs
+        )
+        return TurnContext(open_jobs=open_jobs, answer=answer, language=self.settings.language)
+
+    def _messages(self, state: ThreadState, context: TurnContext) -> list[Message]:
+        open_jobs = "\n".join(
+            f"- execution_id={job.execution_id} task={job.task_id} status={job.status}"
+            + (f" progress={job.progress}" if job.progress else "")
+            for job in context.open_jobs or ()
         )
         system = self._prompt.replace("{{memory}}", state.summary or "(nothing yet)").replace(
-            "{{open_jobs}}", open_jobs
+            "{{open_jobs}}", open_jobs or "(none)"
         )
         return [
             {"role": "system", "content": system},
-            *self.threads.messages(state.thread_id)[state.folded :],
+            *self.threads.messages(state.thread_id, from_seq=state.folded),
         ]
 
     def _compress(self, state: ThreadState) -> None:
-        messages = self.threads.messages(state.thread_id)
-        live = messages[state.folded :]
+        current = self.threads.load(state.thread_id) or state
+        live = self.threads.messages(current.thread_id, from_seq=current.folded)
         s = self.settings
         if not memory.needs_folding(
             live, after_messages=s.compress_after_messages, after_chars=s.compress_after_chars
@@ -509,10 +573,21 @@ class ConversationSession:
         split = memory.split_point(live, s.keep_last_messages)
         if split <= 0:
             return
-        state.summary = memory.fold(state.summary, live[:split], s.summary_max_chars)
-        state.folded += split
-        self.threads.save(state)
+        current.summary = memory.fold(current.summary, live[:split], s.summary_max_chars)
+        current.folded += split
+        self.threads.save(current)
 
     def prompt_chars(self, thread_id: str) -> int:
         state = self.threads.load(thread_id)
-        return 0 if state is None else memory.chars(self._context(state))
+        if state is None:
+            return 0
+        return memory.chars(self._messages(state, self._turn_context(state, None)))
+
+
+def _tool_message(call: ToolCall, payload: dict[str, Any]) -> Message:
+    return {
+        "role": "tool",
+        "tool_call_id": call.id,
+        "name": call.name,
+        "content": json.dumps(payload, ensure_ascii=False),
+    }

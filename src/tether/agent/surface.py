@@ -162,6 +162,10 @@ class ToolSurface:
     def spec(self, name: str) -> TaskSpec | None:
         return self._specs.get(name)
 
+    @staticmethod
+    def tool_name(task_id: str) -> str:
+        return task_id if task_id in (GET_STATUS, STOP_TASK) else tool_name(task_id)
+
     def task_id(self, name: str) -> str:
         """The task id a tool name stands for (an unknown name maps back the same way)."""
         spec = self._specs.get(name)

@@ -24,26 +24,39 @@ its own origin only, is ``not_found``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import logging
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
-from tether.config import Settings, StoreSettings, resolve_home
-from tether.errors import ConfigError, JobError, StoreError, TaskFailed, ToolNotFound, ToolRejected
+from tether.config import Settings
+from tether.errors import (
+    ConfigError,
+    JobError,
+    StopRequested,
+    StoreError,
+    TaskFailed,
+    ToolNotFound,
+    ToolRejected,
+)
 from tether.execution import faults, lock, process
 from tether.execution.jobs import POLL_S, JobManager
 from tether.execution.protocol import (
     TIMEOUT,
+    Claim,
     ExecutionPaths,
     ProtocolError,
     Request,
     abandon,
     bounded,
     clip,
+    read_claim,
     read_result,
     request_key,
     sign,
@@ -54,7 +67,8 @@ from tether.execution.protocol import (
 )
 from tether.execution.spawner import Spawner, default_spawner, worker_env
 from tether.execution.worker import WorkerContext, outcome
-from tether.store.repo import ConfirmationUsed, JobRepo
+from tether.runtime import Runtime
+from tether.store.jobs import ConfirmationUsed, JobRecord
 from tether.tasks.confirm import Confirmation, call_digest
 from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import NAME_RE, Danger, Isolation, Registry, TaskSpec, load_object
@@ -63,14 +77,27 @@ from tether.tasks.validation import MAX_PARAMS_BYTES, validate_params
 log = logging.getLogger("tether.executor")
 
 MAX_POLL_S = 0.02
+T = TypeVar("T")
+ORIGIN_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:/-]{0,199}$")
 MAX_REFUSAL_CHARS = 2_000
 Action = Literal["status", "stop", "wait"]
 ACTIONS: tuple[Action, ...] = ("status", "stop", "wait")
 
 
+# Execution ids name a folder in the home: letters, digits, '_', '.', '-' (never "..").
+EXECUTION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
 def new_execution_id() -> str:
     """Sortable by start time (millisecond hex prefix), unique by 32 random bits."""
     return f"{time.time_ns() // 1_000_000:011x}{secrets.token_hex(4)}"
+
+
+def execution_id_for(*parts: str) -> str:
+    """A deterministic execution id for a step (thread, turn, index; later run, task, attempt): the same
+    parts always name the same execution, so running the step again never starts a second worker."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+    return digest[:19]
 
 
 class Executor:
@@ -80,16 +107,20 @@ class Executor:
         self,
         registry: Registry,
         *,
+        runtime: Runtime | None = None,
         home: str | os.PathLike[str] | None = None,
         settings: Settings | None = None,
         spawner: Spawner | None = None,
-        store_settings: StoreSettings | None = None,
     ) -> None:
+        """Run ``registry``'s tasks with ``runtime`` (else one opened on ``home``, closed with this).
+
+        ``settings`` replaces the runtime's ``[execution]`` settings for this executor."""
+        self._owns_runtime = runtime is None
+        self.runtime = runtime if runtime is not None else Runtime.open(home, settings=settings)
         self.registry = registry
-        self.home = resolve_home(home)
-        self.settings = settings if settings is not None else Settings.load(self.home)
-        store_settings = store_settings if store_settings is not None else StoreSettings.load(self.home)
-        self.store = JobRepo.in_home(self.home, busy_timeout_s=store_settings.busy_timeout_s)
+        self.home = self.runtime.home
+        self.settings = settings if settings is not None else self.runtime.settings
+        self.store = self.runtime.jobs
         self._spawner = spawner
         self.jobs = JobManager(self.home, self.store, self.settings, spawner)
         self._me = process.current()
@@ -115,7 +146,8 @@ class Executor:
     def close(self) -> None:
         if self._spawner is not None:
             self._spawner.close()
-        self.store.close()
+        if self._owns_runtime:
+            self.runtime.close()
 
     def __enter__(self) -> Executor:
         return self
@@ -173,18 +205,42 @@ class Executor:
         confirmation: Confirmation | None = None,
         detach: bool = False,
         origin: str | None = None,
+        step_id: str | None = None,
+        execution_id: str | None = None,
         on_start: Callable[[str], None] | None = None,
     ) -> TaskResult:
         """Run one task for ``caller``. ``confirmation`` only ever from the person, never from a model.
 
-        ``origin`` says what started it (``thread:<id>``, later ``run:<id>/<task>``); callers that
-        scope control to their origin see only those jobs. ``on_start(execution_id)`` is called once a
-        worker process exists (to follow its progress).
+        ``origin`` says what started it (``thread:<id>``, later ``run:<id>``) and ``step_id`` which of
+        its steps; callers that scope control to their origin see only those jobs. ``execution_id``
+        makes the call idempotent: the same id never starts a second worker — a second call re-attaches
+        to the live one or returns the recorded result (``execution_id_for`` derives one from a step).
+        ``on_start(execution_id)`` is called once a worker process exists (to follow its progress).
+
+        Nothing here blocks the event loop: store writes, file writes and checks run in threads.
         """
         started = time.monotonic()
-        execution_id = new_execution_id()
+        given = execution_id is not None
+        if not isinstance(caller, str) or not NAME_RE.match(caller):
+            raise ConfigError(f"caller must be a name such as 'agent', 'cli' or 'mcp', got {caller!r}")
+        if origin is not None and not (isinstance(origin, str) and ORIGIN_RE.match(origin)):
+            raise ConfigError("origin must be a short name such as 'thread:th-1234' (at most 200 characters)")
+        if execution_id is None:
+            execution_id = new_execution_id()
+        elif (
+            not (isinstance(execution_id, str) and EXECUTION_ID_RE.match(execution_id))
+            or ".." in execution_id
+        ):
+            raise ConfigError(
+                f"execution_id must be letters, digits, '_', '.' or '-' (at most 128), got {execution_id!r}"
+            )
+        else:
+            known = await _io(self.store.get, execution_id)
+            if known is not None:
+                return await self._attach(known, task_id, on_start)
+        where = _Where(origin=origin, step_id=step_id, given=given)
 
-        def refuse(status: TaskStatus, message: str, data: dict[str, Any] | None = None) -> TaskResult:
+        async def refuse(status: TaskStatus, message: str, data: dict[str, Any] | None = None) -> TaskResult:
             result = bounded(
                 TaskResult(
                     task_id=task_id,
@@ -195,21 +251,14 @@ class Executor:
                     data=data or {},
                 )
             )
-            self.store.insert(
-                result, caller=caller, params=_on_record(params), detached=detach, origin=origin
-            )
-            return result
+            return await self._record_refusal(result, caller, params, detach, where)
 
-        if not isinstance(caller, str) or not NAME_RE.match(caller):
-            raise ConfigError(f"caller must be a name such as 'agent', 'cli' or 'mcp', got {caller!r}")
-        if origin is not None and (not isinstance(origin, str) or len(origin) > 200):
-            raise ConfigError("origin must be a short string such as 'thread:th-1234'")
         spec = self.registry.get(task_id, caller) if isinstance(task_id, str) else None
         if spec is None:
             task_id = clip(str(task_id), 200)
             similar = self.registry.similar(task_id, caller)
             hint = f"; did you mean {', '.join(similar)}?" if similar else ""
-            return refuse(
+            return await refuse(
                 TaskStatus.NOT_FOUND,
                 f"no task {task_id!r} is available to {caller}{hint}",
                 {"similar": similar},
@@ -217,24 +266,28 @@ class Executor:
         try:
             validated = validate_params(spec, params)
         except ToolRejected as exc:
-            return refuse(TaskStatus.REJECTED, exc.message, exc.data)
+            return await refuse(TaskStatus.REJECTED, exc.message, exc.data)
         clean = {} if validated is None else validated.model_dump(mode="json")
-        held = lock.holder(self.home, spec.resources)
+        held = await _io(lock.holder, self.home, spec.resources)
         if held is not None:
             resource, owner = held
             holder = str(owner.get("execution_id", "unknown"))
-            return refuse(
+            if caller in self.settings.operator_callers or await _io(self._visible, holder, caller, None):
+                who = f"execution {holder} ({owner.get('task_id', '?')})"
+                data = {"blocked_by": holder, "blocking_task": owner.get("task_id"), "resource": resource}
+            else:  # a job this caller may not see is not named to it
+                who, data = "a job you cannot see", {"resource": resource}
+            return await refuse(
                 TaskStatus.REJECTED,
-                f"resource {resource} is in use by execution {holder} ({owner.get('task_id', '?')}); "
-                "stop it or wait for it to end",
-                {"blocked_by": holder, "blocking_task": owner.get("task_id"), "resource": resource},
+                f"resource {resource} is in use by {who}; stop it or wait for it to end",
+                data,
             )
         try:
-            unmet = await asyncio.to_thread(self.registry.unmet, spec, self.home)
+            unmet = await _io(self.registry.unmet, spec, self.home)
         except Exception as exc:
-            return refuse(TaskStatus.FAILED, f"precondition check failed: {type(exc).__name__}: {exc}")
+            return await refuse(TaskStatus.FAILED, f"precondition check failed: {type(exc).__name__}: {exc}")
         if unmet:
-            return refuse(TaskStatus.REJECTED, unmet, {"unmet": list(spec.requires)})
+            return await refuse(TaskStatus.REJECTED, unmet, {"unmet": list(spec.requires)})
         consent = self._consent(spec, clean, caller, confirmation)
         if isinstance(consent, dict):
             mismatch = (
@@ -242,18 +295,60 @@ class Executor:
                 if consent.get("confirmation_mismatch")
                 else ""
             )
-            return refuse(
+            return await refuse(
                 TaskStatus.REJECTED,
                 f"{task_id} is {spec.danger.value}: it runs only after the person confirms this exact call"
                 + mismatch,
                 consent,
             )
-
         if spec.isolation is Isolation.INLINE:
-            return await self._run_inline(spec, execution_id, caller, origin, validated, clean, started)
+            return await self._run_inline(spec, execution_id, caller, where, validated, clean, started)
         return await self._run_worker(
-            spec, execution_id, caller, origin, clean, consent, detach, started, on_start
+            spec, execution_id, caller, where, clean, consent, detach, started, on_start
         )
+
+    async def _record_refusal(
+        self, result: TaskResult, caller: str, params: object, detach: bool, where: _Where
+    ) -> TaskResult:
+        """Put a refusal on record; a twin call's record wins, and a store that cannot take it does not
+        turn the refusal into an exception (the result says so)."""
+        try:
+            inserted = await _io(
+                self.store.insert,
+                result,
+                caller=caller,
+                params=_on_record(params),
+                detached=detach,
+                if_absent=where.given,
+                **where.record,
+            )
+        except StoreError as exc:
+            log.warning("could not record %s: %s", result.execution_id, exc.message)
+            return result.with_data(not_on_record=exc.message)
+        if not inserted:
+            known = await _io(self.store.get, result.execution_id)
+            assert known is not None
+            return known.to_result()
+        return result
+
+    async def _attach(
+        self, record: JobRecord, task_id: str, on_start: Callable[[str], None] | None
+    ) -> TaskResult:
+        """A second call with a known execution id: the recorded result, or the live job followed."""
+        if record.task_id != task_id:
+            raise ConfigError(
+                f"execution id {record.execution_id!r} already belongs to {record.task_id!r}, not {task_id!r}"
+            )
+        eid = record.execution_id
+        record = await _io(self.jobs.reconcile, eid)
+        if not record.terminal and on_start is not None:
+            on_start(eid)
+        # Another process may still be starting it, or it runs: follow it to its outcome or handshake.
+        while not (record.terminal or (record.background and record.status is TaskStatus.RUNNING)):
+            await asyncio.sleep(POLL_S)
+            record = await _io(self.jobs.reconcile, eid)
+        described = await _io(self.jobs.describe, record)
+        return described.with_data(attached=True)
 
     # -- inline ---------------------------------------------------------------------------------
 
@@ -262,11 +357,23 @@ class Executor:
         spec: TaskSpec,
         execution_id: str,
         caller: str,
-        origin: str | None,
+        where: _Where,
         params: Any,
         clean: dict[str, Any],
         started: float,
     ) -> TaskResult:
+        """A safe, lockless task in this process, under the same timeout and stop semantics as a
+        worker: a sync handler runs in a thread, and a timeout asks it to stop and answers ``failed``."""
+        if where.given:
+            # A caller-chosen id is claimed before the handler runs, so a twin call adopts this one.
+            pending = TaskResult(task_id=spec.task_id, execution_id=execution_id, status=TaskStatus.PENDING)
+            inserted = await _io(
+                self.store.insert, pending, caller=caller, params=clean, if_absent=True, **where.record
+            )
+            if not inserted:
+                known = await _io(self.store.get, execution_id)
+                assert known is not None
+                return await self._attach(known, spec.task_id, None)
         ctx = WorkerContext(
             execution_id=execution_id,
             task_id=spec.task_id,
@@ -287,9 +394,18 @@ class Executor:
             status = TaskStatus.COMPLETED
         except TaskFailed as exc:
             status, message, data = TaskStatus.FAILED, exc.message, exc.data
+        except StopRequested as exc:
+            status, message, data = TaskStatus.STOPPED, exc.message, exc.data
         except TimeoutError:
-            ctx.request_stop(TIMEOUT)
-            status, message, data = TaskStatus.FAILED, f"timed out after {spec.timeout_s:g}s", {}
+            ctx.request_stop(TIMEOUT)  # a handler that polls should_stop() ends soon after
+            status, message, data = (
+                TaskStatus.FAILED,
+                f"timed out after {spec.timeout_s:g}s",
+                {"stop_reason": TIMEOUT},
+            )
+        except asyncio.CancelledError:
+            ctx.request_stop("cancelled")
+            raise
         except Exception as exc:
             log.exception("inline handler %s raised", spec.handler)
             status, message, data = TaskStatus.FAILED, f"{type(exc).__name__}: {exc}", {}
@@ -303,7 +419,14 @@ class Executor:
                 data=data,
             )
         )
-        self.store.insert(result, caller=caller, params=clean, origin=origin)
+        try:
+            if where.given:
+                await _io(self.store.transition, result)
+            else:
+                await _io(self.store.insert, result, caller=caller, params=clean, **where.record)
+        except StoreError as exc:  # the handler ran: its result is still the answer
+            log.warning("could not record %s: %s", execution_id, exc.message)
+            return result.with_data(not_on_record=exc.message)
         return result
 
     # -- worker ---------------------------------------------------------------------------------
@@ -313,7 +436,7 @@ class Executor:
         spec: TaskSpec,
         execution_id: str,
         caller: str,
-        origin: str | None,
+        where: _Where,
         clean: dict[str, Any],
         consent: Confirmation | None,
         detach: bool,
@@ -331,17 +454,19 @@ class Executor:
         )
         try:
             # The record comes first: no worker may exist that no record points to.
-            self.store.insert(
+            inserted = await _io(
+                self.store.insert,
                 pending,
                 caller=caller,
                 params=clean,
                 resources=spec.resources,
                 background=spec.background,
                 detached=detach,
-                origin=origin,
                 starter=(self._me.pid, self._me.create_time),
                 confirmation=None if consent is None else consent.nonce,
                 confirmed_by=None if consent is None else consent.source,
+                if_absent=where.given,
+                **where.record,
             )
         except ConfirmationUsed as used:
             return TaskResult(
@@ -352,12 +477,21 @@ class Executor:
                 "the person must confirm again",
                 data={"needs_confirmation": True, "confirmation_used_by": used.execution_id},
             )
+        except StoreError as exc:  # nothing was started: say why, as a result
+            return TaskResult(
+                task_id=spec.task_id, execution_id=execution_id, status=TaskStatus.FAILED,
+                message=f"nothing was started: {exc.message}", data={"not_on_record": exc.message},
+            )  # fmt: skip
+        if not inserted:  # a twin call with this id got there first: follow that one
+            known = await _io(self.store.get, execution_id)
+            assert known is not None
+            return await self._attach(known, spec.task_id, on_start)
         request = Request(
             execution_id=execution_id,
             task_id=spec.task_id,
             registry_ref=self.registry.ref,
             caller=caller,
-            origin=origin,
+            origin=where.origin,
             params=clean,
             confirmation=None
             if consent is None
@@ -371,9 +505,7 @@ class Executor:
             stop_grace_s=self.settings.stop_grace_cooperative_s,
             created_at=time.time(),
         )
-        key = request_key(self.home)
-        assert key is not None
-        write_request(paths, sign(request, key))
+        await _io(self._write_request, paths, request)
         faults.point("executor.before_spawn")
         spawning = asyncio.ensure_future(asyncio.to_thread(self.spawner.spawn, paths))
         try:
@@ -387,21 +519,15 @@ class Executor:
             await asyncio.shield(self.jobs.stop(execution_id, reason="cancelled"))
             raise
         except (JobError, OSError) as exc:
-            claim = abandon(paths, f"could not start a worker: {exc}")
+            claim = await _io(abandon, paths, f"could not start a worker: {exc}")
             if claim.abandoned is not None:
-                return self.jobs.finish(
-                    self.jobs.record(execution_id),
-                    paths,
-                    TaskStatus.FAILED,
-                    f"could not start a worker: {exc}",
-                ).to_result()
+                why = f"could not start a worker: {exc}"
+                record = await _io(self.jobs.record, execution_id)
+                finished = await _io(self.jobs.finish, record, paths, TaskStatus.FAILED, why)
+                return finished.to_result()
             ref = process.ProcessRef(pid=claim.pid, create_time=claim.create_time)  # it started after all
         faults.point("executor.after_spawn")
-        try:
-            self.store.set_process(execution_id, ref.pid, ref.create_time)
-        except StoreError as exc:
-            # The worker's own claim names it; every reader finds it there.
-            log.warning("could not record the worker of %s: %s", execution_id, exc.message)
+        await self._record(self.store.set_process, execution_id, ref.pid, ref.create_time)
         if on_start is not None:
             on_start(execution_id)
         try:
@@ -414,6 +540,11 @@ class Executor:
                 await asyncio.shield(self.jobs.stop(execution_id, reason="cancelled"))
             raise
 
+    def _write_request(self, paths: ExecutionPaths, request: Request) -> None:
+        key = request_key(self.home)
+        assert key is not None  # created on first use
+        write_request(paths, sign(request, key))
+
     def _handshaken(self, paths: ExecutionPaths) -> bool:
         try:
             result = read_result(paths)
@@ -421,12 +552,12 @@ class Executor:
             return False
         return result is not None and result.status is not TaskStatus.PENDING
 
-    def _record(self, result: TaskResult) -> None:
-        """Copy a published state into the store; the file stays authoritative if the store is busy."""
+    async def _record(self, write: Callable[..., object], *args: Any) -> None:
+        """A store write after the spawn: the worker's own files stay the truth if the store is busy."""
         try:
-            self.store.transition(result)
+            await _io(write, *args)
         except StoreError as exc:
-            log.warning("could not record %s of %s: %s", result.status, result.execution_id, exc.message)
+            log.warning("could not record the state of %s yet: %s", args[0] if args else "?", exc.message)
 
     async def _follow(
         self, spec: TaskSpec, paths: ExecutionPaths, ref: process.ProcessRef, started: float
@@ -436,7 +567,17 @@ class Executor:
         run_deadline: float | None = None
         delay = 0.0005
         last_seen: tuple[int, int, int] | None = None
+        claimed = False
         while True:
+            if not claimed:
+                # The claim names the worker that really runs the execution (a retried spawn may have
+                # forked two; only one claimed it): follow that one.
+                claim = _claim(paths)
+                if claim is not None:
+                    claimed = True
+                    if claim.pid != ref.pid and claim.worker:
+                        ref = process.ProcessRef(pid=claim.pid, create_time=claim.create_time)
+                        await self._record(self.store.set_process, execution_id, ref.pid, ref.create_time)
             try:
                 stat = os.stat(paths.result)
                 # os.replace makes a new inode each time: two writes within one mtime tick still differ.
@@ -450,10 +591,10 @@ class Executor:
                 except ProtocolError:
                     published = None
                 if published is not None and published.status.terminal:
-                    self._record(published)
+                    await self._record(self.store.transition, published)
                     return published
                 if published is not None and published.status is TaskStatus.RUNNING and run_deadline is None:
-                    self._record(published)
+                    await self._record(self.store.transition, published)
                     if spec.background:
                         if process.is_alive(ref):
                             return published.with_data(pid=ref.pid, background=True)
@@ -462,20 +603,25 @@ class Executor:
                     if run_deadline is None:
                         run_deadline = float("inf")
             if not process.is_alive(ref):
+                claim = _claim(paths)
+                if claim is not None and claim.worker and claim.pid != ref.pid:
+                    ref = process.ProcessRef(pid=claim.pid, create_time=claim.create_time)
+                    continue  # the worker that claimed the execution is the one to follow
                 await self.jobs.await_exit_code(paths)
-                return self.jobs.describe(self.jobs.reconcile(execution_id))
+                record = await _io(self.jobs.reconcile, execution_id)
+                return await _io(self.jobs.describe, record)
             now = time.monotonic()
             if run_deadline is None and now > handshake_deadline:
                 await asyncio.to_thread(process.kill_tree, ref)
                 await _until_dead(ref, self.settings.stop_grace_kill_s)
-                return self.jobs.finish(
-                    self.jobs.record(execution_id),
-                    paths,
-                    TaskStatus.FAILED,
+                record = await _io(self.jobs.record, execution_id)
+                why = (
                     f"the worker did not complete its start handshake within "
-                    f"{self.settings.handshake_timeout_s:g}s and was killed",
-                    {"pid": ref.pid, "handshake_timeout_s": self.settings.handshake_timeout_s},
-                ).to_result()
+                    f"{self.settings.handshake_timeout_s:g}s and was killed"
+                )
+                data = {"pid": ref.pid, "handshake_timeout_s": self.settings.handshake_timeout_s}
+                finished = await _io(self.jobs.finish, record, paths, TaskStatus.FAILED, why, data)
+                return finished.to_result()
             if run_deadline is not None and now > run_deadline:
                 result = await self.jobs.stop(execution_id, reason=TIMEOUT)
                 return (
@@ -491,11 +637,16 @@ class Executor:
     # -- control --------------------------------------------------------------------------------
 
     def _visible(self, execution_id: str, caller: str, origin: str | None) -> bool:
+        """Whether ``caller`` may see the job: a person acting directly sees every job of the home
+        (contract 9: any process can stop any job); any other caller only jobs of tasks exposed to it,
+        and only ``origin``'s when it scopes itself to one."""
         record = self.store.get(execution_id) if isinstance(execution_id, str) else None
-        return (
-            record is not None
-            and self.registry.get(record.task_id, caller) is not None
-            and (origin is None or record.origin == origin)
+        if record is None:
+            return False
+        if caller in self.settings.operator_callers:
+            return origin is None or record.origin == origin
+        return self.registry.get(record.task_id, caller) is not None and (
+            origin is None or record.origin == origin
         )
 
     async def control(
@@ -515,7 +666,7 @@ class Executor:
             raise ConfigError(f"unknown job action {action!r}; actions: {', '.join(ACTIONS)}")
         if not isinstance(caller, str) or not NAME_RE.match(caller):
             raise ConfigError(f"caller must be a name such as 'agent', 'cli' or 'mcp', got {caller!r}")
-        if not self._visible(execution_id, caller, origin):
+        if not await _io(self._visible, execution_id, caller, origin):
             shown = clip(str(execution_id), 80)
             return TaskResult(
                 task_id="unknown",
@@ -524,17 +675,59 @@ class Executor:
                 message=f"no job {shown!r} is visible to {caller}",
             )
         if action == "status":
-            return self.jobs.status(execution_id)
+            return await _io(self.jobs.status, execution_id)
         if action == "wait":
             return await self.jobs.wait(execution_id)
         return await self.jobs.stop(execution_id, reason=reason or f"asked by {caller}")
 
     def jobs_for(
-        self, caller: str, *, origin: str | None = None, active: bool = False, limit: int = 50
+        self,
+        caller: str,
+        *,
+        origin: str | None = None,
+        active: bool = False,
+        limit: int = 50,
+        before: str | None = None,
     ) -> list[TaskResult]:
-        """The jobs ``caller`` may see (tasks exposed to it; only ``origin``'s when given), newest first."""
-        task_ids = [spec.task_id for spec in self.registry.for_caller(caller)]
-        return self.jobs.list(active=active, limit=limit, origin=origin, task_ids=task_ids)
+        """The jobs ``caller`` may see (see ``control``), newest first; ``before`` pages on."""
+        task_ids = None
+        if caller not in self.settings.operator_callers:
+            task_ids = [spec.task_id for spec in self.registry.for_caller(caller)]
+        return self.jobs.list(active=active, limit=limit, origin=origin, task_ids=task_ids, before=before)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Where:
+    """Where an execution comes from, as it goes on record."""
+
+    origin: str | None
+    step_id: str | None
+    given: bool  # the caller chose the execution id
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return {"origin": self.origin, "step_id": self.step_id}
+
+
+async def _io(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run blocking work (a store transaction, a file fsync, a flock) off the event loop."""
+    return await asyncio.to_thread(function, *args, **kwargs)
+
+
+def _claim(paths: ExecutionPaths) -> Claim | None:
+    try:
+        return read_claim(paths)
+    except ProtocolError:
+        return None
+
+
+def _claim_alive(paths: ExecutionPaths) -> bool:
+    claim = _claim(paths)
+    return (
+        claim is not None
+        and claim.worker
+        and process.is_alive(process.ProcessRef(pid=claim.pid, create_time=claim.create_time))
+    )
 
 
 async def _until_dead(ref: process.ProcessRef, seconds: float) -> None:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tether.config import Settings
 from tether.errors import JobNotFound, StoreError
@@ -48,7 +48,7 @@ from tether.execution.protocol import (
     stopped_status,
 )
 from tether.execution.spawner import FORKSERVER_START_TIMEOUT_S, Spawner
-from tether.store.repo import JobRecord, JobRepo
+from tether.store.jobs import JobRecord, JobStore
 from tether.tasks.result import TaskResult, TaskStatus
 
 log = logging.getLogger("tether.jobs")
@@ -56,6 +56,7 @@ log = logging.getLogger("tether.jobs")
 # After a worker is seen dead, how long an async caller waits for its reaper to record the exit code.
 EXIT_CODE_WAIT_S = 1.0
 POLL_S = 0.01
+T = TypeVar("T")
 STEPS = ("cooperative", "interrupt", "kill")
 
 
@@ -68,7 +69,7 @@ class Recovery:
 
 class JobManager:
     def __init__(
-        self, home: Path, store: JobRepo, settings: Settings, spawner: Spawner | None = None
+        self, home: Path, store: JobStore, settings: Settings, spawner: Spawner | None = None
     ) -> None:
         self.home = home
         self.store = store
@@ -125,14 +126,17 @@ class JobManager:
         give_up: str | None,
         status: TaskStatus = TaskStatus.FAILED,
     ) -> ProcessRef | JobRecord | None:
-        """The worker's identity (row, else its claim); or the record finished, when the execution was
-        given up; or None while it may still start."""
-        if record.pid is not None and record.create_time is not None:
-            return ProcessRef(pid=record.pid, create_time=record.create_time)
+        """The worker's identity (its own claim, else the row); or the record finished, when the
+        execution was given up; or None while it may still start.
+
+        The claim wins over the row: a retried spawn can fork a second process that exits at once, and
+        the row may name that one while the worker that claimed the execution runs."""
         try:
             claim = read_claim(paths)
         except ProtocolError as exc:
             return self.finish(record, paths, TaskStatus.FAILED, f"the worker's claim is unreadable: {exc}")
+        if claim is None and record.pid is not None and record.create_time is not None:
+            return ProcessRef(pid=record.pid, create_time=record.create_time)  # not claimed yet
         if claim is None and give_up is not None:
             claim = abandon(paths, give_up)
         if claim is None:
@@ -145,10 +149,11 @@ class JobManager:
             )
             return self.finish(record, paths, status, message, {"never_started": True})
         ref = ProcessRef(pid=claim.pid, create_time=claim.create_time)
-        try:
-            self.store.set_process(record.execution_id, ref.pid, ref.create_time)
-        except StoreError as exc:
-            log.warning("could not record the worker of %s yet: %s", record.execution_id, exc.message)
+        if record.pid != ref.pid:
+            try:
+                self.store.set_process(record.execution_id, ref.pid, ref.create_time)
+            except StoreError as exc:
+                log.warning("could not record the worker of %s yet: %s", record.execution_id, exc.message)
         return ref
 
     def _adopt(self, record: JobRecord, published: TaskResult, paths: ExecutionPaths) -> JobRecord:
@@ -209,8 +214,9 @@ class JobManager:
         limit: int = 100,
         origin: str | None = None,
         task_ids: list[str] | None = None,
+        before: str | None = None,
     ) -> list[TaskResult]:
-        records = self.store.list(active=active, limit=limit, origin=origin, task_ids=task_ids)
+        records = self.store.list(active=active, limit=limit, origin=origin, task_ids=task_ids, before=before)
         return [self.describe(self._settled(r)) for r in records]
 
     def _settled(self, record: JobRecord) -> JobRecord:
@@ -267,9 +273,9 @@ class JobManager:
         deadline = None if within_s is None else time.monotonic() + within_s
         delay = POLL_S
         while True:
-            record = self.reconcile(execution_id)
+            record = await _io(self.reconcile, execution_id)
             if record.terminal or (deadline is not None and time.monotonic() >= deadline):
-                return self.describe(record)
+                return await _io(self.describe, record)
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 0.2)
 
@@ -291,15 +297,15 @@ class JobManager:
         ``stop.requested`` (a worker honours it before its handshake), and if no worker claims the
         execution within the handshake timeout, the stop gives it up so that none ever will.
         """
-        record = self.reconcile(execution_id)
+        record = await _io(self.reconcile, execution_id)
         if record.terminal:
-            return self.describe(record).with_data(already_ended=True)
+            return (await _io(self.describe, record)).with_data(already_ended=True)
         paths = self.paths(execution_id)
-        request_stop(paths, reason)
+        await _io(request_stop, paths, reason)
         status = stopped_status(reason)
         found = await self._worker_of(record, paths, reason, status)
         if isinstance(found, JobRecord):
-            return self.describe(found).with_data(stop_step="before_start")
+            return (await _io(self.describe, found)).with_data(stop_step="before_start")
         ref = found
 
         grace = (
@@ -323,24 +329,21 @@ class JobManager:
         if process.is_alive(ref):
             # The worker published a terminal state and is still exiting; kill_tree was never needed.
             if published is None or not published.status.terminal:
-                return self.describe(self.record(execution_id)).with_data(stop_failed=True)
+                current = await _io(self.record, execution_id)
+                return (await _io(self.describe, current)).with_data(stop_failed=True)
         else:
             # Anything the worker left running in its group goes with it.
             await asyncio.to_thread(process.kill_tree, ref)
             await self.await_exit_code(paths)
             published, _ = _read(paths)
         if published is not None and published.status.terminal:
-            record = self._adopt(record, published, paths)
+            record = await _io(self._adopt, record, published, paths)
         else:
-            record = self.finish(
-                self.record(execution_id),
-                paths,
-                status,
-                f"{status.value}: {reason}" + ("" if step == "cooperative" else f" (after {step})"),
-                {"stop_reason": reason, "stop_step": step},
-                exit_code=read_exit(paths),
-            )
-        result = self.describe(record)
+            why = f"{status.value}: {reason}" + ("" if step == "cooperative" else f" (after {step})")
+            data = {"stop_reason": reason, "stop_step": step}
+            current = await _io(self.record, execution_id)
+            record = await _io(self.finish, current, paths, status, why, data, exit_code=read_exit(paths))
+        result = await _io(self.describe, record)
         return result if "stop_step" in result.data else result.with_data(stop_step=step)
 
     async def _worker_of(
@@ -353,17 +356,23 @@ class JobManager:
             late = self._starter_gone_or_late(record)
             if late is None and time.monotonic() >= deadline:
                 late = f"{reason}; no worker began within {self.settings.handshake_timeout_s:g}s"
-            found = self._identity(record, paths, give_up=late and f"{reason}: {late}", status=status)
+            give_up = late and f"{reason}: {late}"
+            found = await _io(self._identity, record, paths, give_up=give_up, status=status)
             if found is not None:
                 return found
             await asyncio.sleep(POLL_S)
-            record = self.record(record.execution_id)
+            record = await _io(self.record, record.execution_id)
             if record.terminal:
                 return record
 
     def _ended(self, paths: ExecutionPaths, ref: ProcessRef) -> bool:
         published, _ = _read(paths)
         return (published is not None and published.status.terminal) or not process.is_alive(ref)
+
+
+async def _io(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Blocking work (a store transaction, a file fsync, a flock) off the event loop."""
+    return await asyncio.to_thread(function, *args, **kwargs)
 
 
 def _read(paths: ExecutionPaths) -> tuple[TaskResult | None, str | None]:

@@ -269,7 +269,11 @@ def request_key(home: Path, *, create: bool = True) -> bytes | None:
     tmp = _tmp_name(path)
     _write_private(tmp, secrets.token_bytes(32), durable=True)
     try:
-        os.link(tmp, path)  # the first process to create the key wins; everyone reads that one
+        if key:
+            # A damaged key (cut short) would make every worker refuse: replace it with a new one.
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # the first process to create the key wins; everyone reads that one
     except FileExistsError:
         pass
     finally:
@@ -319,7 +323,8 @@ def abandon(paths: ExecutionPaths, reason: str) -> Claim:
     """Give an unclaimed execution up so that no worker will ever run it; returns the claim that won
     (ours, or the worker's when it claimed first)."""
     mine = Claim(pid=os.getpid(), abandoned=reason, at=time.time())
-    if paths.dir.exists() and _create_exclusive(paths.claim, mine.model_dump(mode="json")):
+    private_mkdir(paths.dir)  # a starter that stalled before writing its request finds the claim taken
+    if _create_exclusive(paths.claim, mine.model_dump(mode="json")):
         return mine
     found = read_claim(paths)
     return found if found is not None else mine
@@ -369,7 +374,8 @@ def publish(paths: ExecutionPaths, result: TaskResult) -> TaskResult:
 
 
 def request_stop(paths: ExecutionPaths, reason: str) -> None:
-    if not paths.stop.exists() and paths.dir.exists():
+    private_mkdir(paths.dir)  # a worker that has yet to start must find it, however late it comes
+    if not paths.stop.exists():
         write_json_atomic(
             paths.stop, {"protocol": PROTOCOL, "reason": reason, "requested_at": time.time()}, durable=False
         )

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from tether.errors import ConfigError
-from tether.events import Event
+from tether.events import BudgetReviewed, Event, ModelDecided, ToolFinished
 from tether.interfaces.render import STATUS_STYLE, err, out
 from tether.tasks.result import TaskStatus
 
@@ -37,29 +37,28 @@ def _session(home: str | None, registry_ref: str, *, detach: bool = False) -> An
 
     executor = Executor(Registry.load(registry_ref), home=home)
     executor.jobs.recover()
-    return ConversationSession(executor, model_from_settings(executor.home), detach=detach)
+    runtime = executor.runtime
+    model = model_from_settings(runtime.home, runtime.model_settings, resilience=runtime.resilience)
+    return ConversationSession(executor, model, detach=detach)
 
 
 def render_event(event: Event) -> None:
     """The live view of a turn: one line per step."""
-    step = event.payload
-    if event.kind == "model":
-        calls = (step.get("args") or {}).get("tool_calls") or []
-        if calls:
-            names = ", ".join(f"{c['name']}({json.dumps(c['arguments'], ensure_ascii=False)})" for c in calls)
-            err.print(f"  [dim]{STEP_ICONS['model']} decides:[/] {escape(names)}")
-    elif event.kind == "tool":
-        result = step.get("result") or {}
-        status = result.get("status", "?")
+    if isinstance(event, ModelDecided) and event.tool_calls:
+        names = ", ".join(
+            f"{c['name']}({json.dumps(c['arguments'], ensure_ascii=False)})" for c in event.tool_calls
+        )
+        err.print(f"  [dim]{STEP_ICONS['model']} decides:[/] {escape(names)}")
+    elif isinstance(event, ToolFinished):
+        status = str(event.result.get("status", "?"))
         try:
             style = STATUS_STYLE[TaskStatus(status)]
         except ValueError:
             style = "yellow"
-        message = result.get("message", "")
-        tool, said = escape(str(step.get("tool"))), escape(str(message))
-        err.print(f"  [dim]{STEP_ICONS['tool']}[/] {tool} → [{style}]{escape(str(status))}[/] {said}")
-    elif event.kind == "budget":
-        err.print(f"  [dim]{STEP_ICONS['budget']} budget: {escape(str(step.get('text')))}[/]")
+        tool, said = escape(event.tool), escape(str(event.result.get("message", "")))
+        err.print(f"  [dim]{STEP_ICONS['tool']}[/] {tool} → [{style}]{escape(status)}[/] {said}")
+    elif isinstance(event, BudgetReviewed):
+        err.print(f"  [dim]{STEP_ICONS['budget']} budget: {escape(event.reason)}[/]")
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
@@ -243,11 +242,9 @@ def _print_turn(result: Any, *, as_json: bool, detach: bool) -> None:
 
 
 def _thread_store(home: str | None) -> Any:
-    from tether.config import StoreSettings, resolve_home
-    from tether.store.threads import SqliteThreadStore
+    from tether.runtime import Runtime
 
-    path = resolve_home(home)
-    return SqliteThreadStore.in_home(path, busy_timeout_s=StoreSettings.load(path).busy_timeout_s)
+    return Runtime.open(home).threads
 
 
 @auth_app.command("set")

@@ -7,6 +7,7 @@ sees, plus the metadata (aliases, catalog words) the offline planner needs.
 
 from __future__ import annotations
 
+import enum
 import ipaddress
 import json
 import os
@@ -96,13 +97,73 @@ class ToolDef:
         }
 
 
+class ToolOutcome(enum.StrEnum):
+    """The ``status`` a tool call's answer carries: a task's own status, or what the loop did instead."""
+
+    COMPLETED = "completed"
+    RUNNING = "running"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    REJECTED = "rejected"
+    NOT_FOUND = "not_found"
+    SKIPPED = "skipped"  # not run: an earlier call did not complete, or contract 10 forbade it
+    NEEDS_CONFIRMATION = "needs_confirmation"  # not run: waiting for the person's consent
+    UNKNOWN = "unknown"  # its worker died mid-run: it may or may not have taken effect
+
+    @property
+    def ok(self) -> bool:
+        return self in (ToolOutcome.COMPLETED, ToolOutcome.RUNNING)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenJob:
+    execution_id: str
+    task_id: str
+    status: str
+    progress: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetReview:
+    """What a manager model is asked when a turn's step budget ran out."""
+
+    steps_used: int
+    completed_steps: int
+    failed_steps: int
+    extend_by: int
+    ceiling: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "steps_used": self.steps_used,
+            "completed_steps": self.completed_steps,
+            "failed_steps": self.failed_steps,
+            "extend_by": self.extend_by,
+            "ceiling": self.ceiling,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnContext:
+    """What the loop knows, as data: models that read prompts see the same in their messages; a model
+    that plans in code (the offline planner) reads it here instead of parsing text."""
+
+    open_jobs: tuple[OpenJob, ...] | None = None  # None: not known (the caller did not say)
+    # Set when the person's last message answered the call the thread waited on (True: approved).
+    answer: bool | None = None
+    review: BudgetReview | None = None
+    language: str | None = None
+
+
 class Model(Protocol):
     """Messages and tools in, one decision out. Implementations never execute anything."""
 
     name: str
     supports_tools: bool
 
-    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolDef]) -> ModelResponse: ...
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDef], *, context: TurnContext | None = None
+    ) -> ModelResponse: ...
 
 
 def model_requests_allowed() -> bool:

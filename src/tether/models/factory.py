@@ -8,27 +8,13 @@ from tether.config import ModelSettings
 from tether.credentials import get_key
 from tether.models.base import Model
 from tether.models.offline import OfflineModel
-from tether.models.resilience import BreakerPolicy, ResilienceRegistry, RetryPolicy
-
-_REGISTRIES: dict[tuple[RetryPolicy, BreakerPolicy], ResilienceRegistry] = {}
+from tether.resilience import ResilienceRegistry
 
 
-def resilience_for(settings: ModelSettings) -> ResilienceRegistry:
-    """One registry per policy, shared by every session of this process (so breakers are shared)."""
-    retry = RetryPolicy(
-        max_attempts=settings.retry_max_attempts,
-        base_delay_s=settings.retry_base_delay_s,
-        max_delay_s=settings.retry_max_delay_s,
-    )
-    breaker = BreakerPolicy(
-        failure_threshold=settings.breaker_failure_threshold,
-        recovery_s=settings.breaker_recovery_s,
-        half_open_probes=settings.breaker_half_open_probes,
-    )
-    return _REGISTRIES.setdefault((retry, breaker), ResilienceRegistry(retry, breaker))
-
-
-def model_from_settings(home: Path, settings: ModelSettings | None = None) -> Model:
+def model_from_settings(
+    home: Path, settings: ModelSettings | None = None, *, resilience: ResilienceRegistry | None = None
+) -> Model:
+    """The model ``settings`` name; ``resilience`` is the runtime's registry (one breaker per service)."""
     settings = settings or ModelSettings.load(home)
     if not settings.model:
         return OfflineModel()
@@ -38,7 +24,7 @@ def model_from_settings(home: Path, settings: ModelSettings | None = None) -> Mo
         model=settings.model,
         base_url=settings.base_url,
         api_key=get_key(settings.provider),
-        resilience=resilience_for(settings),
+        resilience=resilience or ResilienceRegistry(settings.retry_policy(), settings.breaker_policy()),
         timeout_s=settings.timeout_s,
         supports_tools=not settings.json_decisions,
     )

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 
 from tether.errors import ModelOutputError
-from tether.models.base import Message, Model, ModelResponse, ToolCall, ToolDef
+from tether.models.base import Message, Model, ModelResponse, ToolCall, ToolDef, TurnContext
 from tether.models.jsonfix import loads_lenient
 
 INSTRUCTIONS = """You cannot call tools directly. To act, answer with one JSON object and nothing else:
@@ -59,15 +59,17 @@ class JsonDecisionModel:
         self.name = f"{inner.name} (json decisions)"
         self._calls = 0
 
-    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolDef]) -> ModelResponse:
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDef], *, context: TurnContext | None = None
+    ) -> ModelResponse:
         if not tools:
-            return await self.inner.complete(messages, ())
+            return await self.inner.complete(messages, (), context=context)
         prompt: list[Message] = [
             *_plain(messages),
             {"role": "system", "content": INSTRUCTIONS.format(tools=describe_tools(tools))},
         ]
         names = {t.name for t in tools}
-        first = await self.inner.complete(prompt, ())
+        first = await self.inner.complete(prompt, (), context=context)
         self._calls += 1
         decision = parse_decision(first.text, names, self._calls)
         if isinstance(decision, ModelResponse):
@@ -81,7 +83,7 @@ class JsonDecisionModel:
                 "Reply again with only one JSON object as described.",
             },
         ]
-        second = await self.inner.complete(repair, ())
+        second = await self.inner.complete(repair, (), context=context)
         decision = parse_decision(second.text, names, self._calls)
         if isinstance(decision, ModelResponse):
             return decision

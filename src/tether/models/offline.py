@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.models.base import Message, ModelResponse, ToolCall, ToolDef
-from tether.models.replies import is_no, is_yes
+from tether.models.base import BudgetReview, Message, ModelResponse, OpenJob, ToolCall, ToolDef, TurnContext
 
 SPLIT = re.compile(
     r"(?:然后|接着|之后|随后|并且|再|，|,|；|;|。|、|\band then\b|\bthen\b|\bafter that\b|\band\b)",
@@ -62,7 +61,6 @@ ZH_DIGITS = {
     "九": 9,
 }
 OK_STATUSES = ("completed", "running")
-OPEN_JOBS = "[open jobs]"  # the marker the session puts above its list of open jobs, in every language
 
 
 def zh_number(text: str) -> int | None:
@@ -191,15 +189,18 @@ class OfflineModel:
     def __init__(self, language: str | None = None) -> None:
         self.language = language
 
-    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolDef]) -> ModelResponse:
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDef], *, context: TurnContext | None = None
+    ) -> ModelResponse:
+        context = context or TurnContext()
         users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
         anchor = users[-1] if users else -1
         request = str(messages[anchor].get("content") or "") if anchor >= 0 else ""
         if not tools:
-            return ModelResponse(text=self._review(request), model=self.name)
-        if is_no(request):
+            return ModelResponse(text=self._review(context.review), model=self.name)
+        if context.answer is False:
             return ModelResponse(text=Texts(self._zh(request)).cancelled(), model=self.name)
-        if is_yes(request) and len(users) >= 2:
+        if context.answer is True and len(users) >= 2:
             # The person confirmed a call: carry on with the request that led to it.
             anchor = users[-2]
             request = str(messages[anchor].get("content") or "")
@@ -218,7 +219,7 @@ class OfflineModel:
         kinds = {tool.name: tool.kind for tool in tools}
         if calls and kinds.get(calls[-1][0]) != "control" and calls[-1][1].get("status") not in OK_STATUSES:
             return self._final(calls, texts, halted=True, kinds=kinds)
-        plan = self.plan(request, tools, messages)
+        plan = self.plan(request, tools, messages, context.open_jobs)
         done = len(calls)
         todo = [step for step in plan if step.tool is not None]
         if done < len(todo) and all(step.say is None for step in plan[: plan.index(todo[done]) + 1]):
@@ -255,26 +256,30 @@ class OfflineModel:
         lines.extend(extra)
         return ModelResponse(text="\n".join(lines), model=self.name)
 
-    def _review(self, request: str) -> str:
+    def _review(self, review: BudgetReview | None) -> str:
         """The manager's answer to a budget review: extend while steps still complete."""
-        try:
-            review = json.loads(request)
-        except ValueError:
+        if review is None:
             return json.dumps({"stop": "no review data"})
-        if review.get("completed_steps", 0) > 0 and review.get("failed_steps", 0) == 0:
-            return json.dumps({"extend": int(review.get("extend_by", 1))})
+        if review.completed_steps > 0 and review.failed_steps == 0:
+            return json.dumps({"extend": review.extend_by})
         return json.dumps({"stop": "the last steps made no progress"})
 
     # -- planning -------------------------------------------------------------------------------
 
-    def plan(self, request: str, tools: Sequence[ToolDef], messages: Sequence[Message] = ()) -> list[Step]:
+    def plan(
+        self,
+        request: str,
+        tools: Sequence[ToolDef],
+        messages: Sequence[Message] = (),
+        open_jobs: Sequence[OpenJob] | None = None,
+    ) -> list[Step]:
         texts = Texts(self._zh(request))
         steps: list[Step] = []
         for raw in SPLIT.split(request):
             clause = raw.strip(" \t\n.!?！？")
             if not clause:
                 continue
-            step = self._step(clause, tools, messages, texts, steps)
+            step = self._step(clause, tools, messages, texts, steps, open_jobs)
             if step is None:
                 continue
             steps.append(step)
@@ -289,6 +294,7 @@ class OfflineModel:
         messages: Sequence[Message],
         texts: Texts,
         before: list[Step],
+        open_jobs: Sequence[OpenJob] | None,
     ) -> Step | None:
         key = fold(clause)
         best: tuple[int, int, ToolDef] | None = None
@@ -308,12 +314,19 @@ class OfflineModel:
             return Step(say=texts.cannot(clause, tools))
         tool = best[2]
         if tool.kind == "control":
-            return self._control(tool, clause, messages, texts)
+            return self._control(tool, clause, messages, texts, open_jobs)
         return self._arguments(tool, key, clause, texts)
 
-    def _control(self, tool: ToolDef, clause: str, messages: Sequence[Message], texts: Texts) -> Step:
+    def _control(
+        self,
+        tool: ToolDef,
+        clause: str,
+        messages: Sequence[Message],
+        texts: Texts,
+        open_jobs: Sequence[OpenJob] | None,
+    ) -> Step:
         explicit = EXECUTION_ID.search(clause)
-        eid = explicit.group(0) if explicit else _latest_job(messages)
+        eid = explicit.group(0) if explicit else _latest_job(messages, open_jobs)
         if eid is None:
             return Step(tool=tool.name, unresolved=texts.no_job())
         return Step(tool=tool.name, args={"execution_id": eid})
@@ -409,17 +422,11 @@ def _result(content: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"status": "failed", "message": str(value)}
 
 
-def _latest_job(messages: Sequence[Message]) -> str | None:
-    """The newest open job: from the system prompt's open-jobs list when there is one (it is fresh),
-    else the newest background job the conversation started and did not see end."""
-    for message in messages:
-        content = str(message.get("content") or "")
-        if message.get("role") == "system" and OPEN_JOBS in content:
-            # Only the open-jobs list: ids quoted in the memory summary may be stale.
-            listed = re.findall(
-                r"^- execution_id=([0-9a-f]{19}) ", content.split(OPEN_JOBS, 1)[1], re.MULTILINE
-            )
-            return listed[0] if listed else None
+def _latest_job(messages: Sequence[Message], open_jobs: Sequence[OpenJob] | None) -> str | None:
+    """The newest open job: from the loop's list of open jobs when it gave one (it is fresh), else the
+    newest background job the conversation started and did not see end."""
+    if open_jobs is not None:
+        return open_jobs[0].execution_id if open_jobs else None
     ended: set[str] = set()
     for message in reversed(messages):
         if message.get("role") != "tool":

@@ -15,9 +15,17 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from tether.errors import ModelConnectionError, ModelError, ModelHTTPError, ModelRefused
-from tether.models.base import Message, ModelResponse, ToolCall, ToolDef, Usage, check_request_allowed
+from tether.models.base import (
+    Message,
+    ModelResponse,
+    ToolCall,
+    ToolDef,
+    TurnContext,
+    Usage,
+    check_request_allowed,
+)
 from tether.models.refusals import is_refusal
-from tether.models.resilience import SHARED, ResilienceRegistry
+from tether.resilience import ResilienceRegistry
 
 STREAM_ENV = "TETHER_MODEL_STREAM"
 DEFAULT_TIMEOUT_S = 120.0
@@ -71,7 +79,7 @@ class OpenAICompatModel:
         model: str,
         base_url: str = "https://api.openai.com/v1",
         api_key: str | None = None,
-        resilience: ResilienceRegistry = SHARED,
+        resilience: ResilienceRegistry | None = None,
         stream: bool | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         http_client: Any = None,
@@ -81,7 +89,8 @@ class OpenAICompatModel:
         self.base_url = base_url
         self.supports_tools = supports_tools
         self._api_key = api_key
-        self._resilience = resilience.for_url(base_url)
+        # Pass the runtime's registry so every session talking to this service shares one breaker.
+        self._resilience = (resilience or ResilienceRegistry()).for_url(base_url)
         self._stream = stream
         self._timeout_s = timeout_s
         self._http_client = http_client
@@ -107,7 +116,10 @@ class OpenAICompatModel:
     def streaming(self) -> bool:
         return self._stream if self._stream is not None else should_stream(self.name)
 
-    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolDef]) -> ModelResponse:
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDef], *, context: TurnContext | None = None
+    ) -> ModelResponse:
+        """``context`` is already in the messages (the session's system prompt) for a remote model."""
         check_request_allowed(self.base_url)
         kwargs: dict[str, Any] = {"model": self.name, "messages": list(messages)}
         if tools:

@@ -1,22 +1,116 @@
-"""Opening the database and bringing its schema up to date.
+"""The tables of the readable record, and the numbered migrations that build them.
 
-Migrations are numbered and applied in order inside ``BEGIN IMMEDIATE``; ``PRAGMA user_version`` holds
-the number of the last one applied, so several processes opening one file at once migrate it once.
+Migrations are plain SQL that both SQLite and PostgreSQL accept, with two spellings adapted per dialect
+(``REAL`` is 8-byte ``DOUBLE PRECISION`` on PostgreSQL, whose ``REAL`` would round a process start time
+to minutes; an auto-incrementing key is ``BIGSERIAL``). They run in order inside one write transaction;
+``tether_schema`` holds the number of the last one applied (a SQLite file from before that table carries
+it in ``PRAGMA user_version``), so several processes opening one database at once migrate it once.
 """
 
 from __future__ import annotations
 
-import os
-import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, text
 
 from tether.errors import StoreError
 
-DB_FILE = "tether.db"
-BUSY_TIMEOUT_MS = 10_000
+metadata = MetaData()
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("execution_id", String, primary_key=True),
+    Column("task_id", String, nullable=False),
+    Column("caller", String, nullable=False),
+    Column("status", String, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("data", Text, nullable=False),
+    Column("params", Text, nullable=False),
+    Column("resources", Text, nullable=False),
+    Column("background", Integer, nullable=False),
+    Column("detached", Integer, nullable=False),
+    Column("pid", Integer),
+    Column("create_time", Float),
+    Column("exit_code", Integer),
+    Column("duration_seconds", Float, nullable=False),
+    Column("created_at", String, nullable=False),
+    Column("updated_at", String, nullable=False),
+    Column("ended_at", String),
+    Column("origin", String),
+    Column("starter_pid", Integer),
+    Column("starter_create_time", Float),
+    Column("confirmation", String),
+    Column("confirmed_by", String),
+    Column("step_id", String),
+)
+
+threads = Table(
+    "threads",
+    metadata,
+    Column("thread_id", String, primary_key=True),
+    Column("title", Text, nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("folded", Integer, nullable=False),
+    Column("pending", Text),
+    Column("turns", Integer, nullable=False),
+    Column("created_at", String, nullable=False),
+    Column("updated_at", String, nullable=False),
+)
+
+turns = Table(
+    "turns",
+    metadata,
+    Column("thread_id", String, primary_key=True),
+    Column("turn", Integer, primary_key=True),
+    Column("status", String, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("final", Text, nullable=False),
+    Column("owner_pid", Integer),
+    Column("owner_create_time", Float),
+    Column("started_at", String, nullable=False),
+    Column("ended_at", String),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("thread_id", String, primary_key=True),
+    Column("turn", Integer, primary_key=True),
+    Column("idx", Integer, primary_key=True),
+    Column("seq", Integer, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("created_at", String, nullable=False),
+)
+
+steps = Table(
+    "steps",
+    metadata,
+    Column("step_id", String, primary_key=True),
+    Column("thread_id", String, nullable=False),
+    Column("turn", Integer, nullable=False),
+    Column("idx", Integer, nullable=False),
+    Column("kind", String, nullable=False),
+    Column("status", String, nullable=False),
+    Column("tool", String),
+    Column("args", Text),
+    Column("result", Text),
+    Column("text", Text, nullable=False),
+    Column("execution_id", String),
+    Column("call_id", String),
+    Column("created_at", String, nullable=False),
+    Column("updated_at", String),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("ts", Float, nullable=False),
+    Column("kind", String, nullable=False),
+    Column("topic", String, nullable=False),
+    Column("payload", Text, nullable=False),
+)
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs — one row per execution, sync or background, from any interface.
@@ -88,124 +182,102 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE UNIQUE INDEX jobs_confirmation ON jobs(confirmation) WHERE confirmation IS NOT NULL;
     CREATE INDEX jobs_origin ON jobs(origin, created_at);
     """,
+    # 4: one writer per thread (turns, with their owner process), messages keyed by (thread, turn,
+    # index) so a replayed append is a no-op, steps recorded as started before they run (with the
+    # execution they started), jobs that know their step, and the persisted event stream.
+    """
+    CREATE TABLE turns (
+        thread_id          TEXT NOT NULL REFERENCES threads(thread_id) ON DELETE CASCADE,
+        turn               INTEGER NOT NULL,
+        status             TEXT NOT NULL,
+        message            TEXT NOT NULL DEFAULT '',
+        final              TEXT NOT NULL DEFAULT '',
+        owner_pid          INTEGER,
+        owner_create_time  REAL,
+        started_at         TEXT NOT NULL,
+        ended_at           TEXT,
+        PRIMARY KEY (thread_id, turn)
+    );
+    CREATE INDEX turns_status ON turns(status);
+    CREATE TABLE messages_keyed (
+        thread_id   TEXT NOT NULL REFERENCES threads(thread_id) ON DELETE CASCADE,
+        turn        INTEGER NOT NULL,
+        idx         INTEGER NOT NULL,
+        seq         INTEGER NOT NULL,
+        message     TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        PRIMARY KEY (thread_id, turn, idx)
+    );
+    INSERT INTO messages_keyed (thread_id, turn, idx, seq, message, created_at)
+        SELECT m.thread_id, m.turn,
+               m.seq - (SELECT MIN(o.seq) FROM messages o
+                        WHERE o.thread_id = m.thread_id AND o.turn = m.turn),
+               m.seq, m.message, m.created_at
+        FROM messages m;
+    DROP TABLE messages;
+    ALTER TABLE messages_keyed RENAME TO messages;
+    CREATE UNIQUE INDEX messages_seq ON messages(thread_id, seq);
+    ALTER TABLE steps ADD COLUMN status TEXT NOT NULL DEFAULT 'finished';
+    ALTER TABLE steps ADD COLUMN execution_id TEXT;
+    ALTER TABLE steps ADD COLUMN updated_at TEXT;
+    ALTER TABLE steps ADD COLUMN call_id TEXT;
+    ALTER TABLE jobs ADD COLUMN step_id TEXT;
+    CREATE INDEX jobs_ended ON jobs(ended_at);
+    CREATE TABLE events (
+        id       INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts       REAL NOT NULL,
+        kind     TEXT NOT NULL,
+        topic    TEXT NOT NULL,
+        payload  TEXT NOT NULL
+    );
+    CREATE INDEX events_topic ON events(topic, id);
+    """,
 )
 
-
-def describe_error(path: Path, exc: sqlite3.Error) -> str:
-    """One sentence a person can act on, for a database error."""
-    text = str(exc)
-    lowered = text.lower()
-    if "not a database" in lowered or "malformed" in lowered:
-        return (
-            f"the store {str(path)!r} is damaged or not a tether database ({text}); "
-            "move it away to start afresh"
-        )
-    if "locked" in lowered or "busy" in lowered:
-        return f"the store {str(path)!r} is busy: another process holds a write lock ({text}); try again"
-    if "readonly" in lowered or "read-only" in lowered:
-        return f"the store {str(path)!r} is read-only here ({text})"
-    if "full" in lowered:
-        return f"the disk holding the store {str(path)!r} is full ({text})"
-    if "unable to open" in lowered:
-        return f"the store {str(path)!r} cannot be opened ({text})"
-    return f"the store {str(path)!r} failed: {text}"
+SCHEMA_TABLE = "tether_schema"
 
 
-def connect(path: Path, busy_timeout_s: float = BUSY_TIMEOUT_MS / 1000) -> sqlite3.Connection:
-    """A connection in autocommit mode with tether's pragmas, migrated to the newest schema."""
-    if not path.exists():
-        # Created owner-only before SQLite opens it; its -wal and -shm files copy these permissions.
-        # Never open an existing file this way: closing any descriptor of a database file drops the
-        # POSIX locks that this process's own SQLite connections hold on it.
-        try:
-            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            raise StoreError(f"cannot create the store {str(path)!r}: {exc.strerror or exc}") from None
-    try:
-        conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
-        conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        migrate(conn)
-    except sqlite3.Error as exc:
-        raise StoreError(describe_error(path, exc)) from None
-    return conn
+def _adapt(sql: str, dialect: str) -> str:
+    if dialect != "postgresql":
+        return sql
+    return sql.replace(" REAL", " DOUBLE PRECISION").replace(
+        "INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY"
+    )
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Apply the migrations this file has not seen; returns the schema version."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > len(MIGRATIONS):
+def version(conn: Any, dialect: str) -> int:
+    if dialect == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(7411)"))  # one migrator at a time
+        found = conn.execute(text("SELECT to_regclass(:name)"), {"name": SCHEMA_TABLE}).scalar()
+        if found is None:
+            return 0
+    else:
+        found = conn.execute(
+            text("SELECT name FROM sqlite_master WHERE type = 'table' AND name = :name"),
+            {"name": SCHEMA_TABLE},
+        ).scalar()
+        if found is None:
+            # A store from before tether_schema kept its version here.
+            return int(conn.exec_driver_sql("PRAGMA user_version").scalar() or 0)
+    return int(conn.execute(text(f"SELECT version FROM {SCHEMA_TABLE}")).scalar() or 0)
+
+
+def migrate(conn: Any, dialect: str) -> int:
+    """Apply the migrations this database has not seen (inside the caller's write transaction)."""
+    current = version(conn, dialect)
+    if current > len(MIGRATIONS):
         raise StoreError(
-            f"the store is at schema {version}, newer than this tether ({len(MIGRATIONS)}): upgrade tether"
+            f"the store is at schema {current}, newer than this tether ({len(MIGRATIONS)}): upgrade tether"
         )
-    if version == len(MIGRATIONS):
-        return version
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have won
-        for number in range(version, len(MIGRATIONS)):
-            for statement in MIGRATIONS[number].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {number + 1}")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+    if current == len(MIGRATIONS):
+        return current
+    for number in range(current, len(MIGRATIONS)):
+        for statement in _adapt(MIGRATIONS[number], dialect).split(";"):
+            if statement.strip():
+                conn.exec_driver_sql(statement)
+    conn.exec_driver_sql(f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (version INTEGER NOT NULL)")
+    conn.exec_driver_sql(f"DELETE FROM {SCHEMA_TABLE}")
+    conn.execute(text(f"INSERT INTO {SCHEMA_TABLE} (version) VALUES (:v)"), {"v": len(MIGRATIONS)})
+    if dialect == "sqlite":
+        conn.exec_driver_sql(f"PRAGMA user_version = {len(MIGRATIONS)}")
     return len(MIGRATIONS)
-
-
-class Database:
-    """One connection to one database file, shared by threads; writers take ``BEGIN IMMEDIATE``.
-
-    Every database error leaves as a ``StoreError`` whose message says what to do about it.
-    """
-
-    def __init__(self, path: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_MS / 1000) -> None:
-        self.path = path
-        self._conn = connect(path, busy_timeout_s)
-        self._lock = threading.Lock()
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreError(describe_error(self.path, exc)) from None
-            try:
-                yield self._conn
-            except sqlite3.Error as exc:
-                self._rollback()
-                raise StoreError(describe_error(self.path, exc)) from None
-            except BaseException:
-                self._rollback()
-                raise
-            try:
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self._rollback()
-                raise StoreError(describe_error(self.path, exc)) from None
-
-    def _rollback(self) -> None:
-        try:
-            self._conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass  # no transaction left to roll back (SQLite may have ended it itself)
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                yield self._conn
-            except sqlite3.Error as exc:
-                raise StoreError(describe_error(self.path, exc)) from None

@@ -1,19 +1,31 @@
-"""Conversation threads: messages and the steps of every turn, in SQLite or in memory.
+"""Conversation threads: turns, messages and the steps of every turn, in the database or in memory.
 
-A step's id is deterministic, ``<thread>:<turn>:<index>``: each model call and each tool execution is one
-step, so a turn can later be replayed or made durable step by step without reshaping it.
+- **One writer per thread.** ``begin_turn`` allocates the next turn number atomically and only when no
+  other live process is in a turn of that thread (a turn whose owner died is marked ``interrupted``).
+- **Replays are no-ops.** A message is keyed by ``(thread, turn, index)``; appending the same key twice
+  stores it once. A step's id is deterministic, ``<thread>:<turn>:<index>``: it is recorded ``started``
+  (with the execution it is about to start) before anything runs, then ``finished`` with its result.
+- **Bounded reads.** A turn reads only the messages after the folded prefix (``from_seq``), so its cost
+  does not grow with the length of the conversation.
+- Every step and turn boundary is appended to the event log in the same transaction.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Protocol
 
-from tether.store.schema import DB_FILE, Database
+from sqlalchemy import and_, delete, func, insert, select, text, update
+
+from tether.events import Event
+from tether.store import schema
+from tether.store.database import Database
+from tether.store.events import append_event
+
+Alive = Callable[[int, float], bool]
 
 
 def _now() -> str:
@@ -30,10 +42,13 @@ class StepRecord:
     turn: int
     index: int
     kind: str  # "model", "tool", "confirmation", "budget", "final"
+    status: str = "finished"  # "started" until its outcome is on record
     tool: str | None = None
     args: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
     text: str = ""
+    execution_id: str | None = None
+    call_id: str | None = None  # the model's id of the tool call this step answers
     created_at: str = field(default_factory=_now)
 
     @property
@@ -46,10 +61,13 @@ class StepRecord:
             "index": self.index,
             "turn": self.turn,
             "kind": self.kind,
+            "status": self.status,
             "tool": self.tool,
             "args": self.args,
             "result": self.result,
             "text": self.text,
+            "execution_id": self.execution_id,
+            "call_id": self.call_id,
             "created_at": self.created_at,
         }
 
@@ -59,155 +77,340 @@ class ThreadState:
     thread_id: str
     title: str = ""
     summary: str = ""
-    folded: int = 0  # how many of the oldest messages the summary stands for
+    folded: int = 0  # messages with a lower seq are folded into the summary
     pending: dict[str, Any] | None = None  # a call waiting for the person's confirmation
     turns: int = 0
     created_at: str = field(default_factory=_now)
     updated_at: str = field(default_factory=_now)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnRecord:
+    thread_id: str
+    turn: int
+    status: str  # "running", "completed", "needs_confirmation", "budget_exhausted", "failed", "interrupted"
+    message: str
+    final: str
+    started_at: str
+    ended_at: str | None
+
+
 class ThreadStore(Protocol):
     def load(self, thread_id: str) -> ThreadState | None: ...
     def save(self, state: ThreadState) -> None: ...
-    def messages(self, thread_id: str) -> list[dict[str, Any]]: ...
-    def append(self, thread_id: str, turn: int, message: dict[str, Any]) -> None: ...
-    def add_step(self, step: StepRecord) -> None: ...
-    def steps(self, thread_id: str) -> list[StepRecord]: ...
+    def begin_turn(
+        self, thread_id: str, message: str, owner: tuple[int, float], alive: Alive
+    ) -> int | None: ...
+    def end_turn(
+        self, thread_id: str, turn: int, status: str, final: str, event: Event | None = None
+    ) -> None: ...
+    def turn(self, thread_id: str, turn: int) -> TurnRecord | None: ...
+    def turns_with_status(self, thread_id: str, status: str) -> list[TurnRecord]: ...
+    def messages(self, thread_id: str, *, from_seq: int = 0) -> list[dict[str, Any]]: ...
+    def append(self, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> None: ...
+    def record_step(
+        self, step: StepRecord, event: Event | None = None, message: dict[str, Any] | None = None
+    ) -> int: ...
+    def steps(self, thread_id: str, turn: int | None = None) -> list[StepRecord]: ...
     def threads(self, limit: int = 50) -> list[ThreadState]: ...
+    def emit(self, event: Event) -> Event: ...
 
 
 class MemoryThreadStore:
-    """``memory = "ephemeral"``: the conversation lives as long as this object."""
+    """``memory = "ephemeral"``: the conversation lives as long as this object (events are not kept)."""
 
     def __init__(self) -> None:
         self._threads: dict[str, ThreadState] = {}
-        self._messages: dict[str, list[dict[str, Any]]] = {}
-        self._steps: dict[str, list[StepRecord]] = {}
+        self._turns: dict[tuple[str, int], TurnRecord] = {}
+        self._messages: dict[str, dict[tuple[int, int], dict[str, Any]]] = {}
+        self._steps: dict[str, dict[str, StepRecord]] = {}
 
     def load(self, thread_id: str) -> ThreadState | None:
-        return self._threads.get(thread_id)
+        found = self._threads.get(thread_id)
+        return None if found is None else replace(found)
 
     def save(self, state: ThreadState) -> None:
         state.updated_at = _now()
-        self._threads[state.thread_id] = state
+        self._threads[state.thread_id] = replace(state)
 
-    def messages(self, thread_id: str) -> list[dict[str, Any]]:
-        return list(self._messages.get(thread_id, []))
+    def begin_turn(self, thread_id: str, message: str, owner: tuple[int, float], alive: Alive) -> int | None:
+        state = self._threads.setdefault(thread_id, ThreadState(thread_id=thread_id, title=_title(message)))
+        if any(t.status == "running" for (tid, _), t in self._turns.items() if tid == thread_id):
+            return None
+        state.turns += 1
+        self._turns[(thread_id, state.turns)] = TurnRecord(
+            thread_id=thread_id,
+            turn=state.turns,
+            status="running",
+            message=message,
+            final="",
+            started_at=_now(),
+            ended_at=None,
+        )
+        return state.turns
 
-    def append(self, thread_id: str, turn: int, message: dict[str, Any]) -> None:
-        self._messages.setdefault(thread_id, []).append(message)
+    def end_turn(
+        self, thread_id: str, turn: int, status: str, final: str, event: Event | None = None
+    ) -> None:
+        found = self._turns.get((thread_id, turn))
+        if found is not None:
+            self._turns[(thread_id, turn)] = replace(found, status=status, final=final, ended_at=_now())
 
-    def add_step(self, step: StepRecord) -> None:
-        self._steps.setdefault(step.thread_id, []).append(step)
+    def turn(self, thread_id: str, turn: int) -> TurnRecord | None:
+        return self._turns.get((thread_id, turn))
 
-    def steps(self, thread_id: str) -> list[StepRecord]:
-        return list(self._steps.get(thread_id, []))
+    def turns_with_status(self, thread_id: str, status: str) -> list[TurnRecord]:
+        return [t for (tid, _), t in sorted(self._turns.items()) if tid == thread_id and t.status == status]
+
+    def messages(self, thread_id: str, *, from_seq: int = 0) -> list[dict[str, Any]]:
+        return list(self._messages.get(thread_id, {}).values())[from_seq:]
+
+    def append(self, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> None:
+        self._messages.setdefault(thread_id, {}).setdefault((turn, index), message)
+
+    def record_step(
+        self, step: StepRecord, event: Event | None = None, message: dict[str, Any] | None = None
+    ) -> int:
+        self._steps.setdefault(step.thread_id, {})[step.step_id] = step
+        if message is not None:
+            self.append(step.thread_id, step.turn, step.index + 1, message)
+        return 0
+
+    def steps(self, thread_id: str, turn: int | None = None) -> list[StepRecord]:
+        found = self._steps.get(thread_id, {}).values()
+        return sorted((s for s in found if turn is None or s.turn == turn), key=lambda s: (s.turn, s.index))
 
     def threads(self, limit: int = 50) -> list[ThreadState]:
         return sorted(self._threads.values(), key=lambda t: t.updated_at, reverse=True)[:limit]
 
+    def emit(self, event: Event) -> Event:
+        return event
 
-class SqliteThreadStore(Database):
-    @classmethod
-    def in_home(cls, home: Path, *, busy_timeout_s: float | None = None) -> SqliteThreadStore:
-        if busy_timeout_s is None:
-            return cls(home / DB_FILE)
-        return cls(home / DB_FILE, busy_timeout_s=busy_timeout_s)
 
-    def _run(self, sql: str, args: tuple[Any, ...]) -> None:
-        with self._write() as conn:
-            conn.execute(sql, args)
+def _title(message: str) -> str:
+    return " ".join(message.split())[:80]
+
+
+def _json(value: object) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _loads(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+Th, Tu, M, S = schema.threads, schema.turns, schema.messages, schema.steps
+
+
+class SqlThreadStore:
+    """Threads in the database (SQLite or PostgreSQL)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def load(self, thread_id: str) -> ThreadState | None:
-        with self._read() as conn:
-            row = conn.execute("SELECT * FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+        with self.db.read() as conn:
+            row = conn.execute(select(Th).where(Th.c.thread_id == thread_id)).first()
         return None if row is None else _state(row)
 
     def save(self, state: ThreadState) -> None:
         state.updated_at = _now()
-        self._run(
-            "INSERT INTO threads (thread_id, title, summary, folded, pending, turns, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(thread_id) DO UPDATE SET title = excluded.title,"
-            " summary = excluded.summary, folded = excluded.folded, pending = excluded.pending,"
-            " turns = excluded.turns, updated_at = excluded.updated_at",
-            (
-                state.thread_id,
-                state.title,
-                state.summary,
-                state.folded,
-                None if state.pending is None else json.dumps(state.pending, ensure_ascii=False),
-                state.turns,
-                state.created_at,
-                state.updated_at,
-            ),
+        values = {
+            "title": state.title,
+            "summary": state.summary,
+            "folded": state.folded,
+            "pending": _json(state.pending),
+            "turns": state.turns,
+            "updated_at": state.updated_at,
+        }
+        with self.db.write() as conn:
+            done = conn.execute(update(Th).where(Th.c.thread_id == state.thread_id).values(**values))
+            if not done.rowcount:
+                conn.execute(
+                    insert(Th).values(thread_id=state.thread_id, created_at=state.created_at, **values)
+                )
+
+    def begin_turn(self, thread_id: str, message: str, owner: tuple[int, float], alive: Alive) -> int | None:
+        """The next turn's number, claimed for ``owner``; None while another live process is in a turn."""
+        stamp = _now()
+        with self.db.write() as conn:
+            # Create the thread if it is new (a racer's insert is a no-op), then hold its row: on
+            # PostgreSQL a row lock, on SQLite the write lock of BEGIN IMMEDIATE.
+            conn.execute(
+                text(
+                    "INSERT INTO threads (thread_id, title, summary, folded, pending, turns, created_at,"
+                    " updated_at) VALUES (:id, :title, '', 0, NULL, 0, :at, :at)"
+                    " ON CONFLICT (thread_id) DO NOTHING"
+                ),
+                {"id": thread_id, "title": _title(message), "at": stamp},
+            )
+            query = select(Th.c.turns).where(Th.c.thread_id == thread_id)
+            if not self.db.is_sqlite:
+                query = query.with_for_update()
+            turns = int(conn.execute(query).scalar_one())
+            for busy in conn.execute(select(Tu).where(Tu.c.thread_id == thread_id, Tu.c.status == "running")):
+                m = busy._mapping
+                if m["owner_pid"] is not None and alive(m["owner_pid"], m["owner_create_time"] or 0.0):
+                    return None
+                conn.execute(
+                    update(Tu)
+                    .where(Tu.c.thread_id == thread_id, Tu.c.turn == m["turn"])
+                    .values(status="interrupted", ended_at=stamp)
+                )
+            turn = turns + 1
+            conn.execute(update(Th).where(Th.c.thread_id == thread_id).values(turns=turn, updated_at=stamp))
+            conn.execute(
+                insert(Tu).values(
+                    thread_id=thread_id,
+                    turn=turn,
+                    status="running",
+                    message=message,
+                    final="",
+                    owner_pid=owner[0],
+                    owner_create_time=owner[1],
+                    started_at=stamp,
+                )
+            )
+        return turn
+
+    def end_turn(
+        self, thread_id: str, turn: int, status: str, final: str, event: Event | None = None
+    ) -> None:
+        with self.db.write() as conn:
+            conn.execute(
+                update(Tu)
+                .where(Tu.c.thread_id == thread_id, Tu.c.turn == turn)
+                .values(status=status, final=final, ended_at=_now())
+            )
+            if event is not None:
+                append_event(conn, event)
+
+    def turn(self, thread_id: str, turn: int) -> TurnRecord | None:
+        with self.db.read() as conn:
+            row = conn.execute(select(Tu).where(Tu.c.thread_id == thread_id, Tu.c.turn == turn)).first()
+        return None if row is None else _turn(row)
+
+    def turns_with_status(self, thread_id: str, status: str) -> list[TurnRecord]:
+        query = select(Tu).where(Tu.c.thread_id == thread_id, Tu.c.status == status).order_by(Tu.c.turn)
+        with self.db.read() as conn:
+            return [_turn(row) for row in conn.execute(query)]
+
+    def messages(self, thread_id: str, *, from_seq: int = 0) -> list[dict[str, Any]]:
+        query = select(M.c.message).where(M.c.thread_id == thread_id, M.c.seq >= from_seq).order_by(M.c.seq)
+        with self.db.read() as conn:
+            return [json.loads(value) for value in conn.execute(query).scalars()]
+
+    def append(self, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> None:
+        with self.db.write() as conn:
+            self._append(conn, thread_id, turn, index, message)
+
+    @staticmethod
+    def _append(conn: Any, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> None:
+        key = and_(M.c.thread_id == thread_id, M.c.turn == turn, M.c.idx == index)
+        if conn.execute(select(M.c.seq).where(key)).first() is not None:
+            return  # a replay of a message already on record
+        next_seq = select(func.coalesce(func.max(M.c.seq) + 1, 0)).where(M.c.thread_id == thread_id)
+        conn.execute(
+            insert(M).values(
+                thread_id=thread_id,
+                turn=turn,
+                idx=index,
+                seq=conn.execute(next_seq).scalar(),
+                message=json.dumps(message, ensure_ascii=False),
+                created_at=_now(),
+            )
         )
 
-    def messages(self, thread_id: str) -> list[dict[str, Any]]:
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT message FROM messages WHERE thread_id = ? ORDER BY seq", (thread_id,)
-            ).fetchall()
-        return [json.loads(row["message"]) for row in rows]
+    def record_step(
+        self, step: StepRecord, event: Event | None = None, message: dict[str, Any] | None = None
+    ) -> int:
+        """Record (or update) a step, its event and the message it adds to the conversation (keyed by
+        the step: index + 1), in one transaction; returns the event's id (0 without an event)."""
+        values = {
+            "thread_id": step.thread_id,
+            "turn": step.turn,
+            "idx": step.index,
+            "kind": step.kind,
+            "status": step.status,
+            "tool": step.tool,
+            "args": _json(step.args),
+            "result": _json(step.result),
+            "text": step.text,
+            "execution_id": step.execution_id,
+            "call_id": step.call_id,
+            "updated_at": _now(),
+        }
+        with self.db.write() as conn:
+            done = conn.execute(update(S).where(S.c.step_id == step.step_id).values(**values))
+            if not done.rowcount:
+                conn.execute(insert(S).values(step_id=step.step_id, created_at=step.created_at, **values))
+            if message is not None:
+                self._append(conn, step.thread_id, step.turn, step.index + 1, message)
+            return 0 if event is None else append_event(conn, event)
 
-    def append(self, thread_id: str, turn: int, message: dict[str, Any]) -> None:
-        self._run(
-            "INSERT INTO messages (thread_id, seq, turn, message, created_at) VALUES"
-            " (?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM messages WHERE thread_id = ?), ?, ?, ?)",
-            (thread_id, thread_id, turn, json.dumps(message, ensure_ascii=False), _now()),
-        )
-
-    def add_step(self, step: StepRecord) -> None:
-        self._run(
-            "INSERT OR REPLACE INTO steps (step_id, thread_id, turn, idx, kind, tool, args, result, text,"
-            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                step.step_id,
-                step.thread_id,
-                step.turn,
-                step.index,
-                step.kind,
-                step.tool,
-                None if step.args is None else json.dumps(step.args, ensure_ascii=False),
-                None if step.result is None else json.dumps(step.result, ensure_ascii=False),
-                step.text,
-                step.created_at,
-            ),
-        )
-
-    def steps(self, thread_id: str) -> list[StepRecord]:
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT * FROM steps WHERE thread_id = ? ORDER BY turn, idx", (thread_id,)
-            ).fetchall()
+    def steps(self, thread_id: str, turn: int | None = None) -> list[StepRecord]:
+        query = select(S).where(S.c.thread_id == thread_id)
+        if turn is not None:
+            query = query.where(S.c.turn == turn)
+        query = query.order_by(S.c.turn, S.c.idx)
+        with self.db.read() as conn:
+            rows = conn.execute(query).all()
         return [
             StepRecord(
-                thread_id=row["thread_id"],
-                turn=row["turn"],
-                index=row["idx"],
-                kind=row["kind"],
-                tool=row["tool"],
-                args=None if row["args"] is None else json.loads(row["args"]),
-                result=None if row["result"] is None else json.loads(row["result"]),
-                text=row["text"],
-                created_at=row["created_at"],
+                thread_id=m["thread_id"],
+                turn=m["turn"],
+                index=m["idx"],
+                kind=m["kind"],
+                status=m["status"],
+                tool=m["tool"],
+                args=_loads(m["args"]),
+                result=_loads(m["result"]),
+                text=m["text"],
+                execution_id=m["execution_id"],
+                created_at=m["created_at"],
             )
-            for row in rows
+            for m in (row._mapping for row in rows)
         ]
 
     def threads(self, limit: int = 50) -> list[ThreadState]:
-        with self._read() as conn:
-            rows = conn.execute("SELECT * FROM threads ORDER BY updated_at DESC LIMIT ?", (limit,)).fetchall()
+        with self.db.read() as conn:
+            rows = conn.execute(select(Th).order_by(Th.c.updated_at.desc()).limit(limit)).all()
         return [_state(row) for row in rows]
 
+    def emit(self, event: Event) -> Event:
+        with self.db.write() as conn:
+            event_id = append_event(conn, event)
+        return event.model_copy(update={"id": event_id})
 
-def _state(row: sqlite3.Row) -> ThreadState:
+    def forget(self, thread_id: str) -> None:
+        with self.db.write() as conn:
+            for table in (M, S, Tu):
+                conn.execute(delete(table).where(table.c.thread_id == thread_id))
+            conn.execute(delete(Th).where(Th.c.thread_id == thread_id))
+
+
+def _state(row: Any) -> ThreadState:
+    m = row._mapping
     return ThreadState(
-        thread_id=row["thread_id"],
-        title=row["title"],
-        summary=row["summary"],
-        folded=row["folded"],
-        pending=None if row["pending"] is None else json.loads(row["pending"]),
-        turns=row["turns"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
+        thread_id=m["thread_id"],
+        title=m["title"],
+        summary=m["summary"],
+        folded=m["folded"],
+        pending=_loads(m["pending"]),
+        turns=m["turns"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+    )
+
+
+def _turn(row: Any) -> TurnRecord:
+    m = row._mapping
+    return TurnRecord(
+        thread_id=m["thread_id"],
+        turn=m["turn"],
+        status=m["status"],
+        message=m["message"],
+        final=m["final"],
+        started_at=m["started_at"],
+        ended_at=m["ended_at"],
     )

@@ -1,4 +1,5 @@
-"""Retry and circuit breaking for model services, shared per base URL across all sessions.
+"""Retry and circuit breaking for services, shared per key (a model's base URL) by everything that
+holds one ``ResilienceRegistry`` (the runtime of a tether home owns one).
 
 Retry (tenacity) on 408/429/500/502/503/504 and on connection failures, with exponential backoff and
 full jitter, honouring ``Retry-After``; never on a permanent content-policy refusal or another 4xx.
@@ -14,17 +15,12 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
-
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_random_exponential,
-)
+from typing import TYPE_CHECKING, TypeVar
 
 from tether.errors import CircuitOpen, ModelConnectionError, ModelError, ModelHTTPError
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 T = TypeVar("T")
 
@@ -121,6 +117,8 @@ class Resilience:
     attempts: int = field(default=0)
 
     def _wait(self, state: RetryCallState) -> float:
+        from tenacity import wait_random_exponential
+
         exc = state.outcome.exception() if state.outcome is not None else None
         after = exc.data.get("retry_after") if isinstance(exc, ModelError) else None
         if isinstance(after, int | float) and after >= 0:
@@ -134,6 +132,8 @@ class Resilience:
         return not (isinstance(after, int | float) and after > self.retry.max_retry_after_s)
 
     async def call(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
         async def guarded() -> T:
             self.breaker.before()
             self.attempts += 1
@@ -158,7 +158,9 @@ class Resilience:
 
 
 class ResilienceRegistry:
-    """One ``Resilience`` per base URL, so every session talking to a service shares its breaker."""
+    """One ``Resilience`` per base URL, so every session talking to a service shares its breaker.
+
+    Hold one per process (the runtime owns it): two registries would give one service two breakers."""
 
     def __init__(
         self,
@@ -187,7 +189,3 @@ class ResilienceRegistry:
                 )
                 self._by_url[key] = found
             return found
-
-
-# The process-wide default: sessions that are not handed a registry share this one.
-SHARED = ResilienceRegistry()

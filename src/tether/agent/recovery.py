@@ -1,0 +1,138 @@
+"""Recovering a turn whose process died (contract 11 for conversations).
+
+The next turn on the thread finds the dead turn (``begin_turn`` marked it ``interrupted``) and settles
+it before anything else, so the conversation is whole again and nothing runs twice by accident:
+
+- a tool step recorded ``started`` is looked up through its execution id: a published outcome is
+  adopted; a live job is reported as it is (it goes on); a call that never reached the executor is
+  answered "not run";
+- a worker that died mid-run may or may not have acted: the step is re-run (under a new, derived
+  execution id) only when its task is ``idempotent`` and ``safe``; otherwise it is answered ``unknown``,
+  for the model and the person to check the world;
+- every call the model made in that turn gets an answer, so the next request is a valid conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any
+
+from tether.events import ToolFinished
+from tether.execution.executor import execution_id_for
+from tether.models.base import ToolOutcome
+from tether.store.threads import StepRecord, ThreadState
+from tether.tasks.result import TaskStatus
+from tether.tasks.spec import Danger
+
+if TYPE_CHECKING:
+    from tether.agent.session import ConversationSession
+
+INTERRUPTED = "interrupted"
+RECOVERED = "recovered"
+
+
+async def recover_interrupted(session: ConversationSession, state: ThreadState) -> None:
+    """Settle every interrupted turn of ``state``'s thread (the caller holds the thread's turn)."""
+    interrupted = await asyncio.to_thread(session.threads.turns_with_status, state.thread_id, INTERRUPTED)
+    for record in interrupted:
+        await _recover(session, state.thread_id, record.turn)
+
+
+async def _recover(session: ConversationSession, thread_id: str, turn: int) -> None:
+    threads = session.threads
+    steps = await asyncio.to_thread(threads.steps, thread_id, turn)
+    answered = {s.call_id for s in steps if s.call_id and s.status == "finished"}
+    next_index = max((s.index for s in steps), default=-1) + 1
+    settled: list[str] = []
+    for step in steps:
+        if step.kind == "tool" and step.status == "started":
+            payload = await _outcome(session, thread_id, turn, step)
+            await asyncio.to_thread(_finish, session, step, payload, step.index)
+            settled.append(f"{step.tool}: {payload['status']}")
+            if step.call_id:
+                answered.add(step.call_id)
+    for step in steps:
+        for call in ((step.args or {}).get("tool_calls") or []) if step.kind == "model" else []:
+            if not call.get("id") or call["id"] in answered:
+                continue
+            payload = {
+                "status": ToolOutcome.SKIPPED.value,
+                "message": "not run: the turn was interrupted first",
+            }
+            ghost = StepRecord(
+                thread_id=thread_id, turn=turn, index=next_index, kind="tool", tool=str(call.get("name")),
+                args=call.get("arguments") or {}, call_id=call["id"],
+            )  # fmt: skip
+            await asyncio.to_thread(_finish, session, ghost, payload, next_index, str(call.get("name")))
+            answered.add(call["id"])
+            next_index += 1
+    summary = "; ".join(settled) or "nothing was running"
+    final = f"interrupted and recovered ({summary})"
+    await asyncio.to_thread(threads.end_turn, thread_id, turn, RECOVERED, final)
+
+
+async def _outcome(
+    session: ConversationSession, thread_id: str, turn: int, step: StepRecord
+) -> dict[str, Any]:
+    executor = session.executor
+    if step.execution_id is None:
+        return {"status": ToolOutcome.SKIPPED.value, "message": "not run: the turn was interrupted first"}
+    record = await asyncio.to_thread(executor.store.get, step.execution_id)
+    if record is None:
+        return {
+            "status": ToolOutcome.SKIPPED.value,
+            "message": "not run: the turn was interrupted before it started",
+            "execution_id": step.execution_id,
+        }
+    record = await asyncio.to_thread(executor.jobs.reconcile, step.execution_id)
+    if not (record.terminal and record.status is TaskStatus.FAILED and record.data.get("interrupted")):
+        described = await asyncio.to_thread(executor.jobs.describe, record)
+        return described.model_dump(mode="json")  # adopted, or live and going on
+    spec = executor.registry.get(record.task_id, session.caller)
+    if spec is not None and spec.idempotent and spec.danger is Danger.SAFE:
+        again = await executor.execute(
+            record.task_id,
+            record.params,
+            caller=session.caller,
+            origin=session.origin(thread_id),
+            step_id=step.step_id,
+            execution_id=execution_id_for(thread_id, str(turn), str(step.index), "again"),
+        )
+        return again.with_data(rerun_of=step.execution_id).model_dump(mode="json")
+    return {
+        "task_id": record.task_id,
+        "execution_id": record.execution_id,
+        "status": ToolOutcome.UNKNOWN.value,
+        "message": (
+            f"its worker died mid-run: {record.task_id} may or may not have taken effect; it was not run "
+            "again because it is not an idempotent, safe task — check the state of the world first"
+        ),
+        "data": {"interrupted": True},
+    }
+
+
+def _finish(
+    session: ConversationSession,
+    step: StepRecord,
+    payload: dict[str, Any],
+    index: int,
+    name: str | None = None,
+) -> None:
+    tool_name = name or session.surface.tool_name(step.tool or "")
+    message = {
+        "role": "tool",
+        "tool_call_id": step.call_id or f"recovered_{index}",
+        "name": tool_name,
+        "content": json.dumps(payload, ensure_ascii=False),
+    }
+    finished = StepRecord(
+        thread_id=step.thread_id, turn=step.turn, index=index, kind="tool", tool=step.tool, args=step.args,
+        result=payload, text="settled after the turn was interrupted", execution_id=step.execution_id,
+        call_id=step.call_id,
+    )  # fmt: skip
+    event = ToolFinished(
+        topic=f"thread:{step.thread_id}", thread_id=step.thread_id, turn=step.turn, index=index,
+        tool=step.tool or "", args=step.args or {}, result=payload,
+    )  # fmt: skip
+    session.threads.record_step(finished, event, message)

@@ -1,0 +1,126 @@
+"""The bookkeeping of one conversation turn: steps, the messages they add, and their events.
+
+Every step is recorded in one place (``Turn.record``): the step row, the message it adds to the
+conversation and its typed event go to the store in one transaction, then to the in-process bus.
+A message is keyed by the step that produced it (the person's message is 0, step ``i`` adds message
+``i + 1``), so replaying a step never stores its message twice. A tool step is recorded ``started``,
+with the execution id it is about to use, before anything runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from tether.events import Event, EventBus, TurnFinished, TurnStarted
+from tether.models.base import Message
+from tether.store.threads import StepRecord, ThreadState, ThreadStore
+
+
+class TurnStatus(enum.StrEnum):
+    COMPLETED = "completed"
+    NEEDS_CONFIRMATION = "needs_confirmation"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # its process died; the next turn on the thread recovers it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnResult:
+    thread_id: str
+    turn: int
+    status: TurnStatus
+    final: str
+    steps: tuple[StepRecord, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "thread_id": self.thread_id,
+            "turn": self.turn,
+            "status": self.status.value,
+            "final": self.final,
+            "steps": [
+                {
+                    "index": s.index,
+                    "kind": s.kind,
+                    "tool": s.tool,
+                    "args": s.args,
+                    "result": s.result,
+                    "text": s.text,
+                }
+                for s in self.steps
+            ],
+        }
+
+
+def topic(thread_id: str) -> str:
+    return f"thread:{thread_id}"
+
+
+class Turn:
+    def __init__(
+        self, threads: ThreadStore, bus: EventBus, state: ThreadState, number: int, message: str
+    ) -> None:
+        self.threads = threads
+        self.bus = bus
+        self.state = state
+        self.turn = number
+        self.message = message
+        self.steps: list[StepRecord] = []
+        self.topic = topic(state.thread_id)
+
+    @property
+    def thread_id(self) -> str:
+        return self.state.thread_id
+
+    async def started(self) -> None:
+        user = {"role": "user", "content": self.message}
+        await asyncio.to_thread(self.threads.append, self.thread_id, self.turn, 0, user)
+        event = TurnStarted(topic=self.topic, thread_id=self.thread_id, turn=self.turn, message=self.message)
+        self._emit(await asyncio.to_thread(self.threads.emit, event))
+
+    async def record(
+        self,
+        kind: str,
+        *,
+        event: Event | None = None,
+        message: Message | None = None,
+        index: int | None = None,
+        **fields: Any,
+    ) -> StepRecord:
+        """Record a new step (or, with ``index``, the outcome of one recorded as started)."""
+        if index is None:
+            step = StepRecord(
+                thread_id=self.thread_id, turn=self.turn, index=len(self.steps), kind=kind, **fields
+            )
+            self.steps.append(step)
+        else:
+            step = StepRecord(thread_id=self.thread_id, turn=self.turn, index=index, kind=kind, **fields)
+            self.steps[index] = step
+        # Off the event loop: a busy store must not stall anything else this process does.
+        event_id = await asyncio.to_thread(self.threads.record_step, step, event, message)
+        if event is not None:
+            self._emit(event.model_copy(update={"id": event_id}) if event_id else event)
+        return step
+
+    def _emit(self, event: Event) -> None:
+        self.bus.emit(event)
+
+    async def done(self, status: TurnStatus, final: str) -> TurnResult:
+        index = len(self.steps)
+        await self.record("final", text=final)
+        event = TurnFinished(
+            topic=self.topic,
+            thread_id=self.thread_id,
+            turn=self.turn,
+            index=index,
+            status=status.value,
+            final=final,
+        )
+        await asyncio.to_thread(self.threads.end_turn, self.thread_id, self.turn, status.value, final, event)
+        self._emit(event)
+        return TurnResult(
+            thread_id=self.thread_id, turn=self.turn, status=status, final=final, steps=tuple(self.steps)
+        )

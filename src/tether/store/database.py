@@ -1,0 +1,164 @@
+"""The database behind every store: one URL, SQLAlchemy Core, numbered migrations.
+
+SQLite in the tether home is the default (``sqlite:///<home>/tether.db``): WAL, ``synchronous=NORMAL``,
+``busy_timeout``, foreign keys, and ``BEGIN IMMEDIATE`` for writers so that a read-modify-write
+transaction never deadlocks against another process. The same stores run on PostgreSQL when the URL
+says so (``postgresql+psycopg://…``). Every database error leaves as a ``StoreError`` whose message
+says what to do about it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tether.errors import StoreError
+
+DB_FILE = "tether.db"
+DEFAULT_BUSY_TIMEOUT_S = 10.0
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def default_url(home: Path) -> str:
+    return sqlite_url(home / DB_FILE)
+
+
+def describe(where: str, exc: BaseException) -> str:
+    """One sentence a person can act on, for a database error."""
+    orig = getattr(exc, "orig", None) or exc
+    text = " ".join(str(orig).split())[:300]
+    lowered = text.lower()
+    if "not a database" in lowered or "malformed" in lowered:
+        return f"the store {where} is damaged or not a tether database ({text}); move it away to start afresh"
+    if "locked" in lowered or "busy" in lowered or "could not obtain lock" in lowered:
+        return f"the store {where} is busy: another process holds a write lock ({text}); try again"
+    if "readonly" in lowered or "read-only" in lowered:
+        return f"the store {where} is read-only here ({text})"
+    if "full" in lowered or "no space" in lowered:
+        return f"the disk holding the store {where} is full ({text})"
+    if "unable to open" in lowered or "connection refused" in lowered or "could not connect" in lowered:
+        return f"the store {where} cannot be opened ({text})"
+    return f"the store {where} failed: {text}"
+
+
+class Database:
+    """One database, shared by threads. ``write()`` and ``read()`` hand out a connection inside a
+    transaction; the migrations have run before the constructor returns."""
+
+    def __init__(self, url: str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+        from sqlalchemy import create_engine, event
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+        self.url = url
+        try:
+            from sqlalchemy.engine import make_url
+
+            parsed = make_url(url)
+        except ArgumentError as exc:
+            raise StoreError(f"the database URL {url!r} is not valid: {exc}") from None
+        self.dialect = parsed.get_backend_name()
+        self.where = repr(parsed.database) if self.dialect == "sqlite" else parsed.render_as_string()
+        options: dict[str, Any] = {}
+        if self.dialect == "sqlite":
+            path = Path(parsed.database or "")
+            if not parsed.database or parsed.database == ":memory:":
+                raise StoreError("tether needs a SQLite file, not an in-memory database")
+            _create_private(path)
+            options["connect_args"] = {"timeout": busy_timeout_s, "check_same_thread": False}
+        elif self.dialect == "postgresql":
+            options["pool_pre_ping"] = True
+            options["connect_args"] = {"connect_timeout": max(1, int(busy_timeout_s))}
+        else:
+            raise StoreError(f"tether stores run on SQLite or PostgreSQL, not {self.dialect!r} ({url!r})")
+        try:
+            self.engine = create_engine(parsed, **options)
+        except NoSuchModuleError as exc:
+            raise StoreError(
+                f"no driver for {url!r}: install it (for PostgreSQL: pip install 'tether[postgres]')"
+            ) from exc
+        self._lock = threading.Lock()
+        if self.dialect == "sqlite":
+            timeout_ms = int(busy_timeout_s * 1000)
+
+            @event.listens_for(self.engine, "connect")
+            def _pragmas(dbapi: Any, record: Any) -> None:
+                dbapi.isolation_level = None  # we say BEGIN ourselves, below
+                cursor = dbapi.cursor()
+                cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+                cursor.execute("PRAGMA journal_mode = WAL")
+                cursor.execute("PRAGMA synchronous = NORMAL")
+                cursor.execute("PRAGMA foreign_keys = ON")
+                cursor.close()
+
+            @event.listens_for(self.engine, "begin")
+            def _begin(conn: Any) -> None:
+                immediate = conn.get_execution_options().get("tether_write", False)
+                conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+        from tether.store.schema import migrate
+
+        try:
+            with self.write() as conn:
+                migrate(conn, self.dialect)
+        except BaseException:
+            self.engine.dispose()
+            raise
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    @contextmanager
+    def write(self) -> Iterator[Any]:
+        """A connection in a write transaction (``BEGIN IMMEDIATE`` on SQLite), committed on success."""
+        from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+        try:
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(tether_write=True)
+                with conn.begin():
+                    yield conn
+        except DBAPIError as exc:
+            raise StoreError(describe(self.where, exc)) from None
+        except SQLAlchemyError as exc:
+            raise StoreError(describe(self.where, exc)) from None
+
+    @contextmanager
+    def read(self) -> Iterator[Any]:
+        from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+        try:
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
+        except DBAPIError as exc:
+            raise StoreError(describe(self.where, exc)) from None
+        except SQLAlchemyError as exc:
+            raise StoreError(describe(self.where, exc)) from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _create_private(path: Path) -> None:
+    """Create the SQLite file owner-only before SQLite opens it (its -wal and -shm copy the mode).
+
+    Never open an existing file this way: closing any descriptor of a database file drops the POSIX
+    locks that this process's own SQLite connections hold on it.
+    """
+    if path.exists():
+        if path.is_dir():
+            raise StoreError(f"the store {str(path)!r} is a folder, not a database file")
+        return
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise StoreError(f"cannot create the store {str(path)!r}: {exc.strerror or exc}") from None

@@ -1,0 +1,110 @@
+"""The persisted event log: append inside the transaction that made the change, read or stream from
+any id onward, from any process.
+
+Ids only grow, in commit order: SQLite serializes writers (``BEGIN IMMEDIATE``), and on PostgreSQL
+each append takes a transaction-scoped advisory lock, so an id is never handed to a transaction that
+commits after one with a larger id (a reader that resumes "after id N" misses nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select, text
+
+from tether.events import EVENT, Event
+from tether.store import schema
+from tether.store.database import Database
+
+E = schema.events
+STREAM_POLL_S = 0.05
+EVENTS_LOCK = 7412
+
+
+def append_event(conn: Any, event: Event) -> int:
+    """Append ``event`` in the caller's write transaction; returns its id."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": EVENTS_LOCK})
+    payload = event.model_dump(mode="json", exclude={"id", "ts", "topic", "kind"})
+    result = conn.execute(
+        insert(E).values(
+            ts=event.ts, kind=event.kind, topic=event.topic, payload=json.dumps(payload, ensure_ascii=False)
+        )
+    )
+    return int(result.inserted_primary_key[0])
+
+
+def _event(row: Any) -> Event:
+    m = row._mapping
+    return EVENT.validate_python(
+        {"id": m["id"], "ts": m["ts"], "kind": m["kind"], "topic": m["topic"], **json.loads(m["payload"])}
+    )
+
+
+class EventLog:
+    """Reading the event log of one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def append(self, event: Event) -> Event:
+        with self.db.write() as conn:
+            event_id = append_event(conn, event)
+        return event.model_copy(update={"id": event_id})
+
+    def read(
+        self,
+        after: int = 0,
+        *,
+        limit: int = 500,
+        topics: Sequence[str] | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[Event]:
+        """Events with an id greater than ``after``, oldest first."""
+        query = select(E).where(E.c.id > after)
+        if topics is not None:
+            query = query.where(E.c.topic.in_(list(topics)))
+        if kinds is not None:
+            query = query.where(E.c.kind.in_(list(kinds)))
+        with self.db.read() as conn:
+            return [_event(row) for row in conn.execute(query.order_by(E.c.id).limit(limit))]
+
+    def last_id(self) -> int:
+        with self.db.read() as conn:
+            return int(conn.execute(select(func.max(E.c.id))).scalar() or 0)
+
+    async def stream(
+        self,
+        after: int = 0,
+        *,
+        topics: Sequence[str] | None = None,
+        kinds: Sequence[str] | None = None,
+        poll_s: float = STREAM_POLL_S,
+    ) -> AsyncIterator[Event]:
+        """Every event after ``after`` as it is committed, by any process, until the caller stops.
+
+        Another process's commits give nothing to await, so the table is polled (off the event loop).
+        """
+        while True:
+            batch = await asyncio.to_thread(self.read, after, topics=topics, kinds=kinds)
+            for event in batch:
+                after = event.id
+                yield event
+            if not batch:
+                await asyncio.sleep(poll_s)
+
+    def prune(self, *, before_ts: float, keep: int) -> int:
+        """Delete events older than ``before_ts`` beyond the newest ``keep``; returns how many."""
+        with self.db.write() as conn:
+            newest = conn.execute(select(func.max(E.c.id))).scalar() or 0
+            floor = max(0, int(newest) - keep)
+            result = conn.execute(delete(E).where(E.c.id <= floor, E.c.ts < before_ts))
+            return int(result.rowcount or 0)
+
+
+def now_ts() -> float:
+    return time.time()

@@ -1,0 +1,328 @@
+"""The job table: one durable record per execution, visible to every process of one tether home.
+
+Status changes go through ``transition``, which applies the state machine of ``TaskStatus`` inside one
+write transaction (``BEGIN IMMEDIATE`` on SQLite, a row lock on PostgreSQL): two processes reconciling
+the same job cannot both win, and a terminal state is never overwritten. Every change of state is also
+appended to the event log in the same transaction, so a reader of the stream misses none.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from sqlalchemy import and_, delete, func, insert, select, update
+
+from tether.errors import StoreError
+from tether.events import JobStateChanged
+from tether.store import schema
+from tether.store.database import Database
+from tether.store.events import append_event
+from tether.tasks.result import TERMINAL, TaskResult, TaskStatus
+
+T = schema.jobs
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRecord:
+    execution_id: str
+    task_id: str
+    caller: str
+    status: TaskStatus
+    message: str
+    data: dict[str, Any]
+    params: dict[str, Any]
+    resources: tuple[str, ...]
+    background: bool
+    detached: bool
+    pid: int | None
+    create_time: float | None
+    exit_code: int | None
+    duration_seconds: float
+    created_at: str
+    updated_at: str
+    ended_at: str | None
+    origin: str | None = None
+    starter_pid: int | None = None
+    starter_create_time: float | None = None
+    confirmation: str | None = None
+    confirmed_by: str | None = None
+    step_id: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def to_result(self) -> TaskResult:
+        return TaskResult(
+            task_id=self.task_id,
+            execution_id=self.execution_id,
+            status=self.status,
+            message=self.message,
+            duration_seconds=self.duration_seconds,
+            data=dict(self.data),
+        )
+
+    @classmethod
+    def from_row(cls, row: Any) -> JobRecord:
+        m = row._mapping
+        return cls(
+            execution_id=m["execution_id"],
+            task_id=m["task_id"],
+            caller=m["caller"],
+            status=TaskStatus(m["status"]),
+            message=m["message"],
+            data=json.loads(m["data"]),
+            params=json.loads(m["params"]),
+            resources=tuple(json.loads(m["resources"])),
+            background=bool(m["background"]),
+            detached=bool(m["detached"]),
+            pid=m["pid"],
+            create_time=m["create_time"],
+            exit_code=m["exit_code"],
+            duration_seconds=m["duration_seconds"],
+            created_at=m["created_at"],
+            updated_at=m["updated_at"],
+            ended_at=m["ended_at"],
+            origin=m["origin"],
+            starter_pid=m["starter_pid"],
+            starter_create_time=m["starter_create_time"],
+            confirmation=m["confirmation"],
+            confirmed_by=m["confirmed_by"],
+            step_id=m["step_id"],
+        )
+
+
+class ConfirmationUsed(Exception):
+    """The confirmation's nonce is already on record: it authorized another execution."""
+
+    def __init__(self, execution_id: str) -> None:
+        super().__init__(execution_id)
+        self.execution_id = execution_id
+
+
+class JobStore(Protocol):
+    """What the executor and the job manager need from the job table."""
+
+    def insert(
+        self,
+        result: TaskResult,
+        *,
+        caller: str,
+        params: dict[str, Any],
+        resources: Sequence[str] = (),
+        background: bool = False,
+        detached: bool = False,
+        origin: str | None = None,
+        starter: tuple[int, float] | None = None,
+        confirmation: str | None = None,
+        confirmed_by: str | None = None,
+        step_id: str | None = None,
+        if_absent: bool = False,
+    ) -> bool: ...
+    def set_process(self, execution_id: str, pid: int, create_time: float) -> None: ...
+    def transition(self, result: TaskResult, *, exit_code: int | None = None) -> JobRecord: ...
+    def get(self, execution_id: str) -> JobRecord | None: ...
+    def list(
+        self,
+        *,
+        active: bool = False,
+        limit: int = 100,
+        origin: str | None = None,
+        task_ids: Sequence[str] | None = None,
+        before: str | None = None,
+    ) -> list[JobRecord]: ...
+    def ended_before(self, cutoff: str, *, keep: int, limit: int) -> list[str]: ...
+    def forget(self, execution_ids: Sequence[str]) -> int: ...
+    def close(self) -> None: ...
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class SqlJobStore:
+    """The job table of one database (SQLite or PostgreSQL), safe to share between threads."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def close(self) -> None:
+        self.db.close()
+
+    def insert(
+        self,
+        result: TaskResult,
+        *,
+        caller: str,
+        params: dict[str, Any],
+        resources: Sequence[str] = (),
+        background: bool = False,
+        detached: bool = False,
+        origin: str | None = None,
+        starter: tuple[int, float] | None = None,
+        confirmation: str | None = None,
+        confirmed_by: str | None = None,
+        step_id: str | None = None,
+        if_absent: bool = False,
+    ) -> bool:
+        """Insert the job's first record. False when ``if_absent`` and the id is already on record;
+        ``ConfirmationUsed`` when ``confirmation`` authorized another execution."""
+        stamp = now()
+        with self.db.write() as conn:
+            if (
+                if_absent
+                and conn.execute(
+                    select(T.c.execution_id).where(T.c.execution_id == result.execution_id)
+                ).first()
+            ):
+                return False
+            if confirmation is not None:
+                used = conn.execute(select(T.c.execution_id).where(T.c.confirmation == confirmation)).first()
+                if used is not None:
+                    raise ConfirmationUsed(used[0])
+            conn.execute(
+                insert(T).values(
+                    execution_id=result.execution_id,
+                    task_id=result.task_id,
+                    caller=caller,
+                    status=result.status.value,
+                    message=result.message,
+                    data=_dumps(result.data),
+                    params=_dumps(params),
+                    resources=json.dumps(list(resources)),
+                    background=int(background),
+                    detached=int(detached),
+                    duration_seconds=result.duration_seconds,
+                    created_at=stamp,
+                    updated_at=stamp,
+                    ended_at=stamp if result.status in TERMINAL else None,
+                    origin=origin,
+                    starter_pid=None if starter is None else starter[0],
+                    starter_create_time=None if starter is None else starter[1],
+                    confirmation=confirmation,
+                    confirmed_by=confirmed_by,
+                    step_id=step_id,
+                )
+            )
+            _changed(conn, result, origin, step_id)
+        return True
+
+    def set_process(self, execution_id: str, pid: int, create_time: float) -> None:
+        with self.db.write() as conn:
+            conn.execute(
+                update(T)
+                .where(and_(T.c.execution_id == execution_id, T.c.pid.is_(None)))
+                .values(pid=pid, create_time=create_time, updated_at=now())
+            )
+
+    def transition(self, result: TaskResult, *, exit_code: int | None = None) -> JobRecord:
+        """Move the job to ``result`` if the state machine allows it; returns the record as it now is."""
+        with self.db.write() as conn:
+            query = select(T).where(T.c.execution_id == result.execution_id)
+            if not self.db.is_sqlite:
+                query = query.with_for_update()
+            row = conn.execute(query).first()
+            if row is None:
+                raise StoreError(f"no job {result.execution_id!r} in the store")
+            current = TaskStatus(row._mapping["status"])
+            if current in TERMINAL or not current.can_reach(result.status):
+                return JobRecord.from_row(row)
+            stamp = now()
+            values: dict[str, Any] = {
+                "status": result.status.value,
+                "message": result.message,
+                "data": _dumps(result.data),
+                "duration_seconds": result.duration_seconds,
+                "updated_at": stamp,
+                "ended_at": stamp if result.status in TERMINAL else None,
+            }
+            if exit_code is not None:
+                values["exit_code"] = exit_code
+            conn.execute(update(T).where(T.c.execution_id == result.execution_id).values(**values))
+            if result.status is not current:
+                _changed(conn, result, row._mapping["origin"], row._mapping["step_id"])
+            return JobRecord.from_row(
+                conn.execute(select(T).where(T.c.execution_id == result.execution_id)).one()
+            )
+
+    def get(self, execution_id: str) -> JobRecord | None:
+        with self.db.read() as conn:
+            row = conn.execute(select(T).where(T.c.execution_id == execution_id)).first()
+        return None if row is None else JobRecord.from_row(row)
+
+    def list(
+        self,
+        *,
+        active: bool = False,
+        limit: int = 100,
+        origin: str | None = None,
+        task_ids: Sequence[str] | None = None,
+        before: str | None = None,
+    ) -> list[JobRecord]:
+        """Newest first; only pending/running with ``active``, one origin or some tasks if given, and
+        only ids older than ``before`` (the last id of the previous page)."""
+        query = select(T)
+        if active:
+            query = query.where(T.c.status.in_((TaskStatus.PENDING.value, TaskStatus.RUNNING.value)))
+        if origin is not None:
+            query = query.where(T.c.origin == origin)
+        if task_ids is not None:
+            if not task_ids:
+                return []
+            query = query.where(T.c.task_id.in_(list(task_ids)))
+        if before is not None:
+            with self.db.read() as conn:
+                anchor = conn.execute(select(T.c.created_at).where(T.c.execution_id == before)).scalar()
+            if anchor is not None:
+                query = query.where(
+                    (T.c.created_at < anchor) | and_(T.c.created_at == anchor, T.c.execution_id < before)
+                )
+        query = query.order_by(T.c.created_at.desc(), T.c.execution_id.desc()).limit(limit)
+        with self.db.read() as conn:
+            return [JobRecord.from_row(row) for row in conn.execute(query)]
+
+    def ended_before(self, cutoff: str, *, keep: int, limit: int) -> list[str]:
+        """Ids of terminal jobs that ended before ``cutoff`` or beyond the newest ``keep`` (oldest first)."""
+        ended = T.c.ended_at.is_not(None)
+        with self.db.read() as conn:
+            total = conn.execute(select(func.count()).select_from(T).where(ended)).scalar() or 0
+            surplus = max(0, total - keep)
+            oldest = select(T.c.execution_id).where(ended).order_by(T.c.ended_at)
+            old = conn.execute(oldest.where(T.c.ended_at < cutoff).limit(limit)).scalars()
+            ids = list(old)
+            if surplus > len(ids):
+                extra = conn.execute(oldest.limit(min(surplus, limit))).scalars()
+                ids = list(dict.fromkeys([*ids, *extra]))[:limit]
+        return ids
+
+    def forget(self, execution_ids: Sequence[str]) -> int:
+        """Delete the records of terminal jobs (retention); live ones are never touched."""
+        if not execution_ids:
+            return 0
+        with self.db.write() as conn:
+            result = conn.execute(
+                delete(T).where(T.c.execution_id.in_(list(execution_ids)), T.c.ended_at.is_not(None))
+            )
+            return int(result.rowcount or 0)
+
+
+def _changed(conn: Any, result: TaskResult, origin: str | None, step_id: str | None) -> None:
+    append_event(
+        conn,
+        JobStateChanged(
+            topic=origin or f"job:{result.execution_id}",
+            execution_id=result.execution_id,
+            task_id=result.task_id,
+            status=result.status.value,
+            message=result.message[:500],
+            step_id=step_id,
+        ),
+    )

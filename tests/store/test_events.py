@@ -1,0 +1,87 @@
+"""The event log, on SQLite and on PostgreSQL: typed, monotonic, streamable from another process."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+
+import pytest
+from pydantic import ValidationError
+
+from tests.support.helpers import ROOT
+from tether.events import EVENT, JobStateChanged, ToolProgress, TurnFinished
+from tether.store.database import Database
+from tether.store.events import EventLog
+
+
+def test_events_are_a_typed_union(open_db: Callable[[], Database]) -> None:
+    log = EventLog(open_db())
+    stored = log.append(JobStateChanged(topic="job:e1", execution_id="e1", task_id="t.x", status="running"))
+    [read] = log.read()
+    assert read == stored and isinstance(read, JobStateChanged) and read.id > 0
+    with pytest.raises(ValidationError):
+        EVENT.validate_python({"kind": "no_such_kind", "topic": "x"})
+
+
+def test_ids_only_grow_in_commit_order_under_concurrent_writers(open_db: Callable[[], Database]) -> None:
+    logs = [EventLog(open_db()) for _ in range(6)]
+    barrier = threading.Barrier(len(logs))
+
+    def write(log: EventLog, n: int) -> None:
+        barrier.wait()
+        for i in range(20):
+            log.append(ToolProgress(topic=f"job:{n}", execution_id=str(n), message=str(i)))
+
+    workers = [threading.Thread(target=write, args=(log, n)) for n, log in enumerate(logs)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    ids = [e.id for e in logs[0].read(limit=1000)]
+    assert ids == sorted(ids) and len(set(ids)) == 120
+    # A reader that resumes after any id sees exactly the rest.
+    assert [e.id for e in logs[0].read(after=ids[59], limit=1000)] == ids[60:]
+
+
+WRITER = """
+import sys
+from tether.events import TurnFinished
+from tether.store.database import Database
+from tether.store.events import EventLog
+log = EventLog(Database(sys.argv[1]))
+for i in range(5):
+    event = TurnFinished(topic="thread:x", thread_id="x", turn=i, index=0, status="completed", final=str(i))
+    log.append(event)
+"""
+
+
+def test_a_stream_sees_what_another_process_writes(
+    database_url: str, open_db: Callable[[], Database]
+) -> None:
+    log = EventLog(open_db())
+    log.append(ToolProgress(topic="job:before", execution_id="before"))
+    start = log.last_id()
+
+    async def follow() -> list[str]:
+        seen: list[str] = []
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, database_url], cwd=ROOT)  # noqa: ASYNC220
+        async for event in log.stream(after=start, topics=["thread:x"], poll_s=0.01):
+            assert isinstance(event, TurnFinished)
+            seen.append(event.final)
+            if len(seen) == 5:
+                break
+        assert writer.wait(timeout=60) == 0
+        return seen
+
+    assert asyncio.run(asyncio.wait_for(follow(), 60)) == ["0", "1", "2", "3", "4"]
+
+
+def test_pruning_keeps_the_newest(open_db: Callable[[], Database]) -> None:
+    log = EventLog(open_db())
+    for i in range(10):
+        log.append(ToolProgress(topic="job:p", execution_id="p", message=str(i)))
+    assert log.prune(before_ts=float("inf"), keep=3) == 7
+    assert [e.message for e in log.read()] == ["7", "8", "9"]  # type: ignore[union-attr]

@@ -1,0 +1,147 @@
+"""The job table, on SQLite and on PostgreSQL: the state machine holds under concurrent writers."""
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tether.errors import StoreError
+from tether.store.database import Database
+from tether.store.events import EventLog
+from tether.store.jobs import ConfirmationUsed, SqlJobStore
+from tether.store.schema import MIGRATIONS
+from tether.tasks.result import TaskResult, TaskStatus
+
+
+def result(status: TaskStatus, message: str = "", eid: str = "e1") -> TaskResult:
+    return TaskResult(task_id="t.x", execution_id=eid, status=status, message=message)
+
+
+@pytest.fixture
+def store(open_db: Callable[[], Database]) -> SqlJobStore:
+    return SqlJobStore(open_db())
+
+
+def test_sqlite_store_is_wal_with_foreign_keys_and_migrated(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 't.db'}")
+    with db.read() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA user_version").scalar() == len(MIGRATIONS)
+    db.close()
+    Database(f"sqlite:///{tmp_path / 't.db'}").close()  # re-opening migrates nothing and fails nothing
+    assert (tmp_path / "t.db").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_newer_schema_is_refused_with_advice(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "t.db")
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 5}")
+    conn.close()
+    with pytest.raises(StoreError, match="upgrade tether"):
+        Database(f"sqlite:///{tmp_path / 't.db'}")
+
+
+def test_a_store_from_the_previous_version_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
+    """A home written before SQLAlchemy (user_version 3, messages keyed by seq) opens and keeps its data."""
+    path = tmp_path / "t.db"
+    conn = sqlite3.connect(path)
+    for script in MIGRATIONS[:3]:
+        conn.executescript(script)
+    conn.execute("PRAGMA user_version = 3")
+    conn.execute("INSERT INTO threads VALUES ('th', 't', '', 0, NULL, 1, 'x', 'x')")
+    for seq, text in enumerate(["hi", "hello"]):
+        conn.execute("INSERT INTO messages VALUES ('th', ?, 1, ?, 'x')", (seq, f'{{"content": "{text}"}}'))
+    conn.commit()
+    conn.close()
+    from tether.store.threads import SqlThreadStore
+
+    db = Database(f"sqlite:///{path}")
+    threads = SqlThreadStore(db)
+    assert [m["content"] for m in threads.messages("th")] == ["hi", "hello"]
+    threads.append("th", 2, 0, {"content": "again"})
+    assert [m["content"] for m in threads.messages("th", from_seq=1)] == ["hello", "again"]
+    db.close()
+
+
+def test_transitions_follow_the_state_machine(store: SqlJobStore) -> None:
+    store.insert(result(TaskStatus.PENDING), caller="cli", params={"a": 1}, resources=("automation",))
+    assert store.transition(result(TaskStatus.RUNNING)).status is TaskStatus.RUNNING
+    assert store.transition(result(TaskStatus.COMPLETED, "done")).status is TaskStatus.COMPLETED
+    after = store.transition(result(TaskStatus.STOPPED, "late"))
+    assert after.status is TaskStatus.COMPLETED and after.message == "done" and after.ended_at
+
+
+def test_concurrent_writers_never_overwrite_a_terminal_state(open_db: Callable[[], Database]) -> None:
+    first = SqlJobStore(open_db())
+    first.insert(result(TaskStatus.PENDING), caller="cli", params={})
+    first.transition(result(TaskStatus.RUNNING))
+    finals = [TaskStatus.COMPLETED, TaskStatus.STOPPED, TaskStatus.FAILED] * 4
+    stores = [SqlJobStore(open_db()) for _ in finals]
+    barrier = threading.Barrier(len(finals))
+
+    def write(store: SqlJobStore, status: TaskStatus) -> None:
+        barrier.wait()
+        store.transition(result(status, status.value))
+
+    threads = [threading.Thread(target=write, args=pair) for pair in zip(stores, finals, strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    record = first.get("e1")
+    assert record is not None and record.status.terminal and record.message == record.status.value
+    # Exactly one terminal state made it into the event stream too.
+    log = EventLog(first.db)
+    states = [e.status for e in log.read(topics=["job:e1"])]  # type: ignore[union-attr]
+    assert states == ["pending", "running", record.status.value]
+
+
+def test_list_active_newest_first_and_paged(store: SqlJobStore) -> None:
+    for i, status in enumerate([TaskStatus.COMPLETED, TaskStatus.RUNNING, TaskStatus.PENDING]):
+        store.insert(result(status, eid=f"e{i}"), caller="cli", params={})
+    assert [r.execution_id for r in store.list()] == ["e2", "e1", "e0"]
+    assert [r.execution_id for r in store.list(active=True)] == ["e2", "e1"]
+    assert [r.execution_id for r in store.list(limit=1, before="e2")] == ["e1"]
+    assert [r.execution_id for r in store.list(task_ids=[])] == []
+
+
+def test_a_result_published_after_an_unobserved_running_is_adopted(store: SqlJobStore) -> None:
+    store.insert(result(TaskStatus.PENDING), caller="cli", params={})
+    assert store.transition(result(TaskStatus.COMPLETED, "quick")).status is TaskStatus.COMPLETED
+
+
+def test_a_confirmation_authorizes_one_execution(store: SqlJobStore) -> None:
+    store.insert(result(TaskStatus.PENDING, eid="a"), caller="cli", params={}, confirmation="nonce-1")
+    with pytest.raises(ConfirmationUsed) as used:
+        store.insert(result(TaskStatus.PENDING, eid="b"), caller="cli", params={}, confirmation="nonce-1")
+    assert used.value.execution_id == "a" and store.get("b") is None
+
+
+def test_an_id_on_record_is_inserted_once(store: SqlJobStore) -> None:
+    assert store.insert(result(TaskStatus.PENDING), caller="cli", params={}, if_absent=True)
+    assert not store.insert(result(TaskStatus.REJECTED), caller="cli", params={}, if_absent=True)
+    record = store.get("e1")
+    assert record is not None and record.status is TaskStatus.PENDING
+
+
+def test_retention_forgets_only_ended_jobs(store: SqlJobStore) -> None:
+    store.insert(result(TaskStatus.COMPLETED, eid="old"), caller="cli", params={})
+    store.insert(result(TaskStatus.RUNNING, eid="live"), caller="cli", params={})
+    store.insert(result(TaskStatus.FAILED, eid="new"), caller="cli", params={})
+    assert store.ended_before("9999", keep=1, limit=10) == ["old", "new"]
+    assert store.ended_before("0000", keep=1, limit=10) == ["old"]  # beyond the newest one kept
+    assert store.forget(["old", "live"]) == 1
+    assert store.get("old") is None and store.get("live") is not None
+
+
+def test_an_unusable_database_url_is_a_clear_error(tmp_path: Path) -> None:
+    for url, match in [
+        ("mysql://x/y", "SQLite or PostgreSQL"),
+        ("not a url", "not valid"),
+        (f"sqlite:///{tmp_path}", "a folder"),
+        ("postgresql+psycopg://nobody@127.0.0.1:1/none", "cannot be opened"),
+    ]:
+        with pytest.raises(StoreError, match=match):
+            Database(url, busy_timeout_s=1)
