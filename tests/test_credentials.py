@@ -1,4 +1,5 @@
 import asyncio
+import json
 import logging
 import subprocess
 import sys
@@ -134,3 +135,30 @@ def test_a_key_echoed_in_any_field_of_a_provider_error_is_redacted_everywhere(
     haystack += [p.read_bytes().decode("utf-8", "replace") for p in home.rglob("*") if p.is_file()]
     assert [text[:80] for text in haystack if SECRET in text] == []
     assert "***" in str(info.value)
+
+
+def test_an_error_in_the_middle_of_a_stream_never_shows_the_key(
+    home: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: an `error` event inside a stream left the SDK as a bare APIError with the key in it,
+    which the CLI printed and wrote to its crash log."""
+    monkeypatch.setenv("TETHER_MODEL_STREAM", "1")
+    (home / "settings.toml").write_text(
+        f'[model]\nmodel = "gpt-4o-mini"\nbase_url = "{fake_openai.url}"\nretry_max_attempts = 2\n'
+        "retry_base_delay_s = 0.001\nretry_max_delay_s = 0.002\n"
+    )
+    echo = {"error": {"message": f"upstream failed for key {SECRET}", "code": SECRET}}
+    for _ in range(2):  # a cut answer is retried: both attempts fail the same way
+        fake_openai.stream([echo])
+    proc = subprocess.run(
+        [sys.executable, "-m", "tether.interfaces.cli", "run", "hello", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**__import__("os").environ, "TETHER_HOME": str(home), "TETHER_API_KEY": SECRET},
+    )
+    document = json.loads(proc.stdout)
+    assert document["status"] == "failed" and "mid-answer" in document["final"], document
+    written = [p.read_bytes().decode(errors="replace") for p in home.rglob("*") if p.is_file()]
+    assert SECRET not in proc.stdout + proc.stderr and not [w for w in written if SECRET in w]

@@ -48,15 +48,25 @@ def _keyring_get(provider: str) -> str | None:
         return None
 
 
+# Keys this process has read, so that anything it writes in a crash can have them taken out.
+_SEEN: set[str] = set()
+
+
 def get_key(provider: str) -> str | None:
     _check(provider)
     key = _keyring_get(provider)
-    if key:
-        return key
-    for name in env_names(provider):
-        if os.environ.get(name):
-            return os.environ[name]
-    return None
+    if not key:
+        key = next((os.environ[name] for name in env_names(provider) if os.environ.get(name)), None)
+    if key and len(key) >= 8:
+        _SEEN.add(key)
+    return key or None
+
+
+def scrub(text: str) -> str:
+    """``text`` without any key this process has read (for logs written when something went wrong)."""
+    for key in _SEEN:
+        text = text.replace(key, "***")
+    return text
 
 
 def key_info(provider: str) -> KeyInfo:

@@ -465,3 +465,38 @@ def test_a_kill_at_any_fault_point_never_leaves_the_home_stuck(
     assert lock_is_free(home)
     not_stuck(support)
     count("homes left stuck", 0)
+
+
+def test_the_workers_claim_wins_over_a_wrong_pid_in_the_row(support: Executor, home: Path) -> None:
+    """Review: a retried spawn can leave the row naming a process that exited while the claimer runs."""
+    job = support.execute_sync("t.loops", caller="cli", detach=True)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    with support.store.db.write() as conn:  # the row names a process that already exited
+        conn.exec_driver_sql(
+            "UPDATE jobs SET pid = ?, create_time = ? WHERE execution_id = ?",
+            (gone.pid, 1.0, job.execution_id),
+        )
+    assert support.jobs.status(job.execution_id).status is TaskStatus.RUNNING  # not declared dead
+    stopped = stop(support, job.execution_id)
+    assert stopped.status is TaskStatus.STOPPED
+    wait_for(lambda: exited(job.data["pid"]), what="the real worker to be stopped")
+    assert lock_is_free(home)
+
+
+def test_a_damaged_request_key_is_replaced_not_a_stuck_home(support: Executor, home: Path) -> None:
+    """Review: an empty keys/request.key made every worker refuse every request."""
+    assert support.execute_sync("t.quick", caller="cli").status is TaskStatus.COMPLETED
+    (home / "keys" / "request.key").write_bytes(b"")
+    assert support.execute_sync("t.quick", caller="cli").status is TaskStatus.COMPLETED
+    assert len((home / "keys" / "request.key").read_bytes()) == 32
+
+
+def test_giving_up_an_execution_whose_folder_does_not_exist_yet_still_bars_its_worker(home: Path) -> None:
+    """Review: abandon() did nothing without the folder, so a late starter could still run the job."""
+    from tether.execution.protocol import abandon, claim_for_worker
+
+    paths = ExecutionPaths.of(home, "not-yet")
+    claim = abandon(paths, "the starter stalled")
+    assert claim.abandoned == "the starter stalled"
+    assert not claim_for_worker(paths, os.getpid(), 1.0)  # a worker arriving now finds it taken

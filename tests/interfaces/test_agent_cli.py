@@ -66,3 +66,36 @@ def test_chat_keeps_working_while_a_background_job_runs_and_asks_inline(home: Pa
     assert "running" in proc.stdout  # the status query answered while the loop held the lock
     assert "salvaged 2 4-star relics" in proc.stdout
     assert "stopped" in proc.stdout and "the game has exited" in proc.stdout
+
+
+def test_two_answers_to_one_question_run_the_call_once(home: Path) -> None:
+    """Review: two `--confirm` at once (a double click, two terminals) both ran the salvage."""
+    tether_cli("task", "run", "demo.start_game", home=home)
+    _, out, _ = tether_cli("run", "分解三星遗器", "--thread", "s2", "--json", home=home)
+    assert json.loads(out)["status"] == "needs_confirmation"
+    env = {**os.environ, "TETHER_HOME": str(home)}
+    answers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tether.interfaces.cli", "run", "--thread", "s2", "--confirm", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+        for _ in range(3)
+    ]
+    outcomes = [json.loads(p.communicate(timeout=120)[0]) for p in answers]
+    ran = [o for o in outcomes if o.get("status") == "completed"]
+    refused = [o for o in outcomes if "error" in o]
+    assert len(ran) == 1 and len(refused) == 2, outcomes
+    _, out, _ = tether_cli("task", "run", "demo.status", "--json", home=home)
+    assert json.loads(out)["data"]["salvaged_total"] == 5  # one 3-star salvage, not three
+    tether_cli("task", "run", "demo.exit_game", home=home)
+
+
+def test_a_thread_id_that_cannot_be_one_is_refused_before_anything_is_recorded(home: Path) -> None:
+    code, out, _ = tether_cli("run", "查看游戏状态", "--thread", "a" * 300, "--json", home=home)
+    assert code == 2 and "thread id" in json.loads(out)["error"]["message"]
+    code, out, _ = tether_cli("threads", "--json", home=home)
+    assert json.loads(out) == []

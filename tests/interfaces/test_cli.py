@@ -133,3 +133,20 @@ def test_progress_bar_on_a_terminal(home: Path) -> None:
     screen = b"".join(chunks).decode(errors="replace")
     assert "attempt 2/3" in screen and "completed" in screen
     tether_cli("task", "run", "demo.exit_game", home=home)
+
+
+def test_the_person_sees_and_stops_every_job_even_ones_a_model_started(home: Path) -> None:
+    """Review: a job of a task exposed only to the agent could not be listed or stopped from the CLI."""
+    from tests.support.helpers import FAST
+    from tests.support.registry import registry
+    from tether.execution.executor import Executor
+
+    with Executor(registry, home=home, settings=FAST) as executor:
+        job = executor.execute_sync("t.agent_loops", caller="agent", detach=True)
+    support = ("--registry", "tests.support.registry:registry")
+    code, out, _ = tether_cli(*support, "job", "list", "--active", "--json", home=home)
+    assert [r["execution_id"] for r in json.loads(out)] == [job.execution_id]
+    code, out, _ = tether_cli(*support, "job", "stop", job.execution_id, "--json", home=home)
+    assert code == 0 and json.loads(out)["status"] == "stopped"
+    code, out, _ = tether_cli(*support, "tasks", "--caller", "", "--json", home=home)
+    assert code == 2 and "caller" in json.loads(out)["error"]["message"]

@@ -322,3 +322,18 @@ def test_an_interrupted_command_prints_one_json_document(home: Path, sig: signal
     assert "Traceback" not in err
     document = json.loads(out)
     assert document["status"] == "stopped" and proc.returncode == 1, (out, err)
+
+
+def test_sigterm_ends_a_command_that_started_with_sigint_ignored(home: Path) -> None:
+    """Review: `cmd &` in a script starts with SIGINT ignored; SIGTERM then did nothing."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether.interfaces.cli", "--registry", "tests.support.registry:registry",
+         "task", "run", "t.loops", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "TETHER_HOME": str(home), "TETHER_STOP_GRACE_COOPERATIVE_S": "1"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
+    wait_for(lambda: list(home.glob("executions/*/result.json")), what="the job to run")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert json.loads(out)["status"] == "stopped" and "Traceback" not in err

@@ -256,3 +256,25 @@ def test_cassette_records_then_replays_without_the_server(fake_openai: FakeOpenA
     assert replayed.tool_calls == recorded.tool_calls
     player.assert_consumed()
     assert json.loads(tape.read_text())[0]["request"]["body"]["parallel_tool_calls"] is False
+
+
+def test_arguments_nested_absurdly_deep_are_an_answered_error_not_a_crash() -> None:
+    """Review: a RecursionError from the model's arguments escaped and killed the turn."""
+    from tether.models.openai_compat import from_completion
+
+    deep = "[" * 50_000 + "]" * 50_000
+    payload = {
+        "choices": [
+            {
+                "message": {
+                    "content": "",
+                    "tool_calls": [{"id": "c", "function": {"name": "x", "arguments": deep}}],
+                }
+            }
+        ]
+    }
+    [call] = from_completion(payload).tool_calls
+    assert call.error == "arguments are nested too deeply" and call.arguments == {}
+    from tether.models.jsonfix import loads_lenient
+
+    assert loads_lenient('{"a": ' + deep + "}") is None

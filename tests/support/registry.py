@@ -218,3 +218,36 @@ def loops_until_stopped(ctx: TaskContext) -> None:
 
 
 registry.add(TaskSpec(task_id="t.marks", handler=H + "leaves_a_mark", exposed_to=EVERY))
+registry.add(
+    TaskSpec(task_id="t.agent_loops", handler=H + "loops_until_stopped", background=True,
+             exposed_to=frozenset({AGENT}))
+)  # fmt: skip
+
+
+def marks_and_waits(ctx: TaskContext) -> str:
+    """Acts once (a mark), then works for a long while: a kill mid-run leaves the effect behind."""
+    marks = ctx.home / "acted"
+    marks.write_text(marks.read_text() + "x" if marks.exists() else "x")
+    ctx.sleep(60)
+    ctx.check_stop()
+    return "acted"
+
+
+def acts_once_then_quick(ctx: TaskContext) -> str:
+    """Idempotent: the second run sees the work is done and returns at once."""
+    marks = ctx.home / "idem"
+    if marks.exists():
+        return "already done"
+    marks.write_text("x")
+    ctx.sleep(60)
+    ctx.check_stop()
+    return "done"
+
+
+registry.add(
+    TaskSpec(task_id="t.marks_and_waits", handler=H + "marks_and_waits", exposed_to=EVERY, resources=())
+)
+registry.add(
+    TaskSpec(task_id="t.idempotent_work", handler=H + "acts_once_then_quick", exposed_to=EVERY, resources=(),
+             idempotent=True)
+)  # fmt: skip

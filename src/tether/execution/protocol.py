@@ -269,7 +269,7 @@ def request_key(home: Path, *, create: bool = True) -> bytes | None:
     tmp = _tmp_name(path)
     _write_private(tmp, secrets.token_bytes(32), durable=True)
     try:
-        if key:
+        if path.exists():
             # A damaged key (cut short) would make every worker refuse: replace it with a new one.
             os.replace(tmp, path)
         else:

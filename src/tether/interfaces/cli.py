@@ -27,7 +27,7 @@ from rich.table import Table
 from tether.errors import ConfigError, TetherError, ToolError
 from tether.interfaces.render import STATUS_STYLE, err, out, print_result, show_progress
 from tether.tasks.result import EXIT_CODES, TaskResult, TaskStatus
-from tether.tasks.spec import CLI, Registry, TaskSpec
+from tether.tasks.spec import CLI, NAME_RE, Registry, TaskSpec
 
 DEFAULT_REGISTRY = "tether.toolkits.demo.registry:registry"
 REGISTRY_ENV = "TETHER_REGISTRY"
@@ -143,6 +143,8 @@ def tasks_command(
     """List the tasks a caller may run."""
 
     def body() -> int:
+        if not NAME_RE.match(caller):
+            raise ConfigError(f"--caller must be a caller name such as agent, cli or mcp, got {caller[:40]!r}")
         specs = sorted(_registry().for_caller(caller), key=lambda s: s.task_id)
         if as_json:
             print(json.dumps([_spec_row(spec) for spec in specs], ensure_ascii=False))

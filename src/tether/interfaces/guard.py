@@ -98,10 +98,9 @@ def fail_for(exc: BaseException, as_json: bool) -> int:
         print_error(f"text that is not valid Unicode: {exc}", as_json=as_json, code="input")
         return USAGE
     where = _crash_log(exc)
+    # Only the type: an unexpected error's text may carry anything (a provider may echo a key).
     print_error(
-        f"internal error: {type(exc).__name__}: {str(exc)[:200]} (the traceback is in {where})",
-        as_json=as_json,
-        code="internal",
+        f"internal error ({type(exc).__name__}); the details are in {where}", as_json=as_json, code="internal"
     )
     return FAILURE
 
@@ -114,6 +113,9 @@ def _usage_error(exc: BaseException) -> bool:
 def run(app: Any, argv: list[str]) -> int:
     """Run the Typer ``app`` on ``argv`` and return its exit code; never raises, never prints a traceback."""
     as_json = "--json" in argv
+    # A command started with SIGINT ignored (``cmd &`` in a script) still ends cleanly on Ctrl-C,
+    # SIGTERM and SIGHUP: they all take the KeyboardInterrupt path.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(AttributeError, ValueError):
             stream.reconfigure(errors="replace")  # type: ignore[union-attr]

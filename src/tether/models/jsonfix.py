@@ -50,12 +50,14 @@ def loads_lenient(text: str) -> dict[str, Any] | None:
         for span in _objects(candidate):
             try:
                 value = json.loads(span)
+            except RecursionError:
+                continue  # nested too deeply to be a decision
             except ValueError:
                 from json_repair import repair_json
 
                 try:
                     value = json.loads(repair_json(span, skip_json_loads=True))
-                except (ValueError, TypeError):
+                except (ValueError, TypeError, RecursionError):
                     continue
             if isinstance(value, dict) and value:
                 return value

@@ -14,7 +14,7 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from tether.errors import ModelConnectionError, ModelError, ModelHTTPError, ModelRefused
+from tether.errors import ModelConnectionError, ModelError, ModelHTTPError, ModelOutputError, ModelRefused
 from tether.models.base import (
     Message,
     ModelResponse,
@@ -154,6 +154,18 @@ class OpenAICompatModel:
                     f"cannot reach the model service at {self.base_url}: {type(exc).__name__}", self._api_key
                 )
             ) from None
+        except openai.APIError as exc:
+            # An error event in the middle of a stream (the answer was cut): worth another try.
+            body = exc.body if isinstance(exc.body, dict) else {}
+            detail = str(body.get("message") or exc.message or "")[:300]
+            raise ModelHTTPError(
+                f"the model service failed mid-answer: {detail}", status=502, provider_code=body.get("code")
+            ) from None
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            # An answer the SDK or we could not take apart: never a traceback, never the key.
+            raise ModelOutputError(
+                f"the model service sent an answer that cannot be read ({type(exc).__name__})"
+            ) from None
         if is_refusal(finish_reason=response.finish_reason):
             raise ModelRefused(
                 f"the model service refused on content-policy grounds ({response.finish_reason})",
@@ -227,6 +239,8 @@ def _tool_call(index: int, call_id: str | None, name: str, raw: str) -> ToolCall
         return ToolCall(
             id=call_id, name=name, arguments={}, error=f"arguments are not valid JSON: {raw[:200]!r}"
         )
+    except RecursionError:
+        return ToolCall(id=call_id, name=name, arguments={}, error="arguments are nested too deeply")
     if not isinstance(arguments, dict):
         return ToolCall(id=call_id, name=name, arguments={}, error="arguments must be a JSON object")
     return ToolCall(id=call_id, name=name, arguments=arguments)

@@ -367,6 +367,7 @@ class SqlThreadStore:
                 result=_loads(m["result"]),
                 text=m["text"],
                 execution_id=m["execution_id"],
+                call_id=m["call_id"],
                 created_at=m["created_at"],
             )
             for m in (row._mapping for row in rows)
