@@ -7,9 +7,10 @@ Every error has a stable ``code`` that survives serialization across processes::
     │   └── RegistryError            registry      duplicate task id, bad handler path, unknown catalog
     ├── ToolError                    tool          something about one task call
     │   ├── ToolNotFound             not_found     unknown, or not exposed to this caller
-    │   ├── ToolRejected             rejected      invalid params, unconfirmed danger, busy resource
-    │   └── TaskFailed               failed        raised by a handler to fail with a message and data
-    ├── StopRequested                stopped       raised inside a worker when a stop was asked for
+    │   └── ToolRejected             rejected      invalid params, unconfirmed danger, busy resource
+    ├── TaskSignal                   signal        raised BY a handler to end its own task (not a fault)
+    │   ├── TaskFailed               failed        fail with a message and data
+    │   └── StopRequested            stopped       unwind because a stop was asked for
     ├── LockBusy                     lock_busy     a resource lock is held by another execution
     ├── JobError                     job           the job table or a job's process
     │   └── JobNotFound              job_not_found no such execution id
@@ -23,8 +24,11 @@ Every error has a stable ``code`` that survives serialization across processes::
     │   └── ModelRequestsForbidden   model_forbidden  a real model request while tests forbid them
     └── CredentialError              credential    no key, or the OS keyring is unusable
 
-Handlers raise ``TaskFailed`` or ``StopRequested``; the executor never raises for a task outcome,
-it returns a ``TaskResult``. Exceptions are for misuse of the API and broken infrastructure.
+Two families, as pydantic-ai keeps them: ``TaskSignal``s are how a handler tells the worker how its
+task ends (they become a ``TaskResult``); everything else is a failure of the call or of the run.
+The executor never raises for a task outcome, it returns a ``TaskResult``; exceptions are for misuse
+of the API and broken infrastructure. Every error pickles with its ``data``, so it crosses process
+boundaries intact.
 """
 
 from __future__ import annotations
@@ -71,13 +75,19 @@ class ToolRejected(ToolError):
     code = "rejected"
 
 
-class TaskFailed(ToolError):
+class TaskSignal(TetherError):
+    """Raised by a handler to end its own task; the worker turns it into the task's result."""
+
+    code = "signal"
+
+
+class TaskFailed(TaskSignal):
     """Raised by a handler: the task ran and failed; ``message`` and ``data`` go into the result."""
 
     code = "failed"
 
 
-class StopRequested(TetherError):
+class StopRequested(TaskSignal):
     """Raised by ``TaskContext.check_stop()`` so a handler unwinds; the worker records ``stopped``."""
 
     code = "stopped"

@@ -1,6 +1,8 @@
 """The agent: a conversation session where a model chooses, and the executor acts.
 
-Owns the tool surface a caller sees (surface.py), the controlled loop (session.py), dialogue memory and
-compression (memory.py), the thread record (threads.py) and the system prompts (prompts/).
-May import models, execution, tasks, store, config, events and errors; never interfaces.
+Owns the tool surface a caller sees (surface.py), the controlled loop (session.py), the bookkeeping of
+one turn (turn.py), the recovery of a turn whose process died (recovery.py), dialogue memory and
+compression (memory.py), reading a person's yes or no (replies.py) and the system prompts (prompts/).
+May import models, execution, tasks, store, config, runtime, events, resilience and errors; never
+interfaces (tests/test_public_api.py checks the picture).
 """

@@ -24,6 +24,7 @@ its own origin only, is ``not_found``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import inspect
 import logging
@@ -46,7 +47,7 @@ from tether.errors import (
     ToolRejected,
 )
 from tether.execution import faults, lock, process
-from tether.execution.jobs import POLL_S, JobManager
+from tether.execution.jobs import POLL_S, JobManager, Pruned
 from tether.execution.protocol import (
     TIMEOUT,
     Claim,
@@ -77,6 +78,7 @@ from tether.tasks.validation import MAX_PARAMS_BYTES, validate_params
 log = logging.getLogger("tether.executor")
 
 MAX_POLL_S = 0.02
+MAINTAIN_EVERY_S = 3600.0  # how often opening a home also applies the retention settings
 T = TypeVar("T")
 ORIGIN_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:/-]{0,199}$")
 MAX_REFUSAL_CHARS = 2_000
@@ -136,6 +138,41 @@ class Executor:
             )
             self.jobs.spawner = self._spawner
         return self._spawner
+
+    def maintain(self, *, every_s: float = MAINTAIN_EVERY_S) -> None:
+        """What a command does when it opens a home: re-attach to live workers, settle dead ones, and
+        (at most every ``every_s``) apply the retention settings of ``[store]``."""
+        self.jobs.recover()
+        marker = self.home / "logs" / ".pruned"
+        try:
+            if time.time() - marker.stat().st_mtime < every_s:
+                return
+        except FileNotFoundError:
+            pass
+        self.prune()
+        marker.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        marker.touch(mode=0o600)
+
+    def prune(
+        self,
+        *,
+        older_than_days: float | None = None,
+        keep: int | None = None,
+        dry_run: bool = False,
+    ) -> Pruned:
+        """Retention: ended executions older than ``older_than_days`` or beyond the newest ``keep`` go
+        (folders and records), and so do old events. Defaults come from ``[store]``; 0 means no limit."""
+        store = self.runtime.store_settings
+        days = store.keep_days if older_than_days is None else older_than_days
+        count = store.keep_executions if keep is None else keep
+        pruned = self.jobs.prune(
+            older_than_s=days * 86_400 if days else None, keep=count or None, dry_run=dry_run
+        )
+        events = 0
+        if not dry_run and store.keep_events:
+            before = time.time() - days * 86_400 if days else float("inf")
+            events = self.runtime.events.prune(before_ts=before, keep=store.keep_events)
+        return dataclasses.replace(pruned, events=events)
 
     def warm_up(self) -> None:
         """Start the worker spawner now rather than on the first task."""

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,6 +60,15 @@ EXIT_CODE_WAIT_S = 1.0
 POLL_S = 0.01
 T = TypeVar("T")
 STEPS = ("cooperative", "interrupt", "kill")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pruned:
+    """What retention removed (or, in a dry run, would remove)."""
+
+    executions: tuple[str, ...]
+    events: int
+    bytes_freed: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,11 +255,31 @@ class JobManager:
             extra["confirmed_by"] = record.confirmed_by
         if record.exit_code is not None:
             extra["exit_code"] = record.exit_code
-        progress = last_progress(self.paths(record.execution_id))
-        if progress is not None:
-            extra["progress"] = {k: progress.get(k) for k in ("fraction", "message", "ts")}
+        if not record.terminal:  # an ended job's progress is history: a listing never opens its files
+            progress = last_progress(self.paths(record.execution_id))
+            if progress is not None:
+                extra["progress"] = {k: progress.get(k) for k in ("fraction", "message", "ts")}
         result = record.to_result()
         return result.model_copy(update={"data": {**extra, **result.data}})
+
+    def prune(
+        self, *, older_than_s: float | None, keep: int | None, dry_run: bool = False, limit: int = 100_000
+    ) -> Pruned:
+        """Remove ended executions (their folders and records) that ended more than ``older_than_s`` ago
+        or beyond the newest ``keep``; None means no limit of that kind. Live jobs are never touched."""
+        if older_than_s is None and keep is None:
+            return Pruned(executions=(), events=0, bytes_freed=0)
+        cutoff = "" if older_than_s is None else _iso(time.time() - older_than_s)  # "": none too old
+        ids = self.store.ended_before(cutoff, keep=10**12 if keep is None else keep, limit=limit)
+        freed = 0
+        for execution_id in ids:
+            folder = self.paths(execution_id).dir
+            freed += sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0
+            if not dry_run:
+                shutil.rmtree(folder, ignore_errors=True)
+        if not dry_run:
+            self.store.forget(ids)
+        return Pruned(executions=tuple(ids), events=0, bytes_freed=freed)
 
     def recover(self) -> Recovery:
         """At start-up: re-attach to live workers, adopt published results, mark dead ones failed."""
@@ -391,6 +422,10 @@ async def _until(condition: Callable[[], bool], seconds: float) -> bool:
         if time.monotonic() >= deadline:
             return False
         await asyncio.sleep(POLL_S)
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="microseconds")
 
 
 def _epoch(iso: str) -> float:

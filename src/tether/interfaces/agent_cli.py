@@ -36,7 +36,7 @@ def _session(home: str | None, registry_ref: str, *, detach: bool = False) -> An
     from tether.tasks.spec import Registry
 
     executor = Executor(Registry.load(registry_ref), home=home)
-    executor.jobs.recover()
+    executor.maintain()
     runtime = executor.runtime
     model = model_from_settings(runtime.home, runtime.model_settings, resilience=runtime.resilience)
     return ConversationSession(executor, model, detach=detach)

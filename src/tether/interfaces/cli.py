@@ -85,7 +85,7 @@ def _executor() -> Any:
     from tether.execution.executor import Executor
 
     executor = Executor(_registry(), home=state.home)
-    executor.jobs.recover()
+    executor.maintain()
     return executor
 
 
@@ -144,7 +144,9 @@ def tasks_command(
 
     def body() -> int:
         if not NAME_RE.match(caller):
-            raise ConfigError(f"--caller must be a caller name such as agent, cli or mcp, got {caller[:40]!r}")
+            raise ConfigError(
+                f"--caller must be a caller name such as agent, cli or mcp, got {caller[:40]!r}"
+            )
         specs = sorted(_registry().for_caller(caller), key=lambda s: s.task_id)
         if as_json:
             print(json.dumps([_spec_row(spec) for spec in specs], ensure_ascii=False))
@@ -285,13 +287,16 @@ def demo_command(
 def job_list(
     active: Annotated[bool, typer.Option("--active", help="Only pending and running jobs")] = False,
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most this many, newest first")] = 50,
+    before: Annotated[
+        str | None, typer.Option(help="The next page: jobs older than this execution id")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List jobs, newest first."""
+    """List jobs, newest first (a page at a time: --before the last id shown)."""
 
     def body() -> int:
         with _executor() as executor:
-            results = executor.jobs_for(CLI, active=active, limit=limit)
+            results = executor.jobs_for(CLI, active=active, limit=limit, before=before)
         if as_json:
             print(json.dumps([r.model_dump(mode="json") for r in results], ensure_ascii=False))
             return 0
@@ -309,6 +314,43 @@ def job_list(
                 r.message[:60],
             )
         out.print(table)
+        return 0
+
+    _guard(as_json, body)
+
+
+@job_app.command("prune")
+def job_prune(
+    older_than_days: Annotated[
+        float | None,
+        typer.Option(min=0, help="Remove ended jobs older than this (default: [store].keep_days)"),
+    ] = None,
+    keep: Annotated[
+        int | None,
+        typer.Option(min=0, help="Keep at most this many ended jobs (default: [store].keep_executions)"),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would go")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Remove ended executions (their folders and records) and old events; live jobs are never touched."""
+
+    def body() -> int:
+        with _executor() as executor:
+            pruned = executor.prune(older_than_days=older_than_days, keep=keep, dry_run=dry_run)
+        document = {
+            "dry_run": dry_run,
+            "executions": len(pruned.executions),
+            "events": pruned.events,
+            "bytes_freed": pruned.bytes_freed,
+        }
+        if as_json:
+            print(json.dumps(document))
+        else:
+            verb = "would remove" if dry_run else "removed"
+            out.print(
+                f"{verb} {len(pruned.executions)} ended executions ({pruned.bytes_freed / 1e6:.1f} MB)"
+                + ("" if dry_run else f" and {pruned.events} events")
+            )
         return 0
 
     _guard(as_json, body)

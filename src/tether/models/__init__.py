@@ -1,6 +1,8 @@
-"""Models: clients that turn messages and tool definitions into a decision, with shared resilience.
+"""Models: clients that turn messages and tool definitions into a decision.
 
-OpenAI-compatible chat completions (openai_compat.py), the offline planner (offline.py), JSON decision
-mode for models without tool calls (jsondecide.py, jsonfix.py), retry and circuit breaker
-(resilience.py). Models never call tools. May import ``tether.errors`` and ``tether.config`` only.
+The ``Model`` protocol and the values that cross it (base.py), OpenAI-compatible chat completions
+(openai_compat.py), the offline planner (offline.py), JSON decision mode for models without tool calls
+(jsondecide.py, jsonfix.py), content-policy refusals (refusals.py), and choosing a model from settings
+(factory.py). Models never call tools. May import ``tether.errors``, ``tether.config``,
+``tether.credentials`` and ``tether.resilience`` only.
 """

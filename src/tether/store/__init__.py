@@ -1,5 +1,7 @@
-"""Storage: the readable record of what tether did (jobs now; threads, steps and runs later).
+"""Storage: the readable record of what tether did — jobs, threads, turns, steps and the event log.
 
-SQLite in the tether home by default (WAL, busy_timeout, foreign keys, numbered migrations).
-Imports only ``tether.tasks`` and ``tether.errors``.
+One database behind interfaces (SQLAlchemy Core): SQLite in the tether home by default (WAL,
+busy_timeout, foreign keys, BEGIN IMMEDIATE writers), PostgreSQL when ``[store].database_url`` says so;
+numbered migrations shared by both (schema.py, database.py). Imports only ``tether.tasks``,
+``tether.events`` and ``tether.errors``.
 """

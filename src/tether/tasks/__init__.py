@@ -1,5 +1,7 @@
 """Tasks: what can be executed, with which parameters, and what a result looks like.
 
-Owns ``TaskSpec`` and ``Registry`` (spec.py), ``TaskStatus`` and ``TaskResult`` (result.py), and domain
-catalogs (catalog.py). Imports only ``tether.errors`` and pydantic; never execution, agents or stores.
+Owns ``TaskSpec`` and ``Registry`` (spec.py), ``TaskStatus`` and ``TaskResult`` (result.py), domain
+catalogs (catalog.py), parameter validation (validation.py), the handler's ``TaskContext`` (context.py)
+and the person's ``Confirmation`` of one call (confirm.py). Imports only ``tether.errors`` and pydantic;
+never execution, agents or stores: it is the vocabulary they share.
 """
