@@ -24,7 +24,9 @@ its own origin only, is ``not_found``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import functools
 import hashlib
 import inspect
 import logging
@@ -33,6 +35,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -49,6 +52,8 @@ from tether.errors import (
 from tether.execution import faults, lock, process
 from tether.execution.jobs import POLL_S, JobManager, Pruned
 from tether.execution.protocol import (
+    KEYS_DIR,
+    REQUEST_KEY,
     TIMEOUT,
     Claim,
     ExecutionPaths,
@@ -57,6 +62,7 @@ from tether.execution.protocol import (
     abandon,
     bounded,
     clip,
+    listen,
     read_claim,
     read_result,
     request_key,
@@ -78,6 +84,7 @@ from tether.tasks.validation import MAX_PARAMS_BYTES, validate_params
 log = logging.getLogger("tether.executor")
 
 MAX_POLL_S = 0.02
+LIVENESS_POLL_S = 0.02  # with a doorbell, how often a silent worker's life and deadlines are checked
 MAINTAIN_EVERY_S = 3600.0  # how often opening a home also applies the retention settings
 T = TypeVar("T")
 ORIGIN_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:/-]{0,199}$")
@@ -126,6 +133,11 @@ class Executor:
         self._spawner = spawner
         self.jobs = JobManager(self.home, self.store, self.settings, spawner)
         self._me = process.current()
+        # One thread writes the records that follow a spawn, so they land in the order they happened.
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tether-records")
+        self._settled: set[str] = set()
+        self._key: bytes | None = None
+        self._key_seen: tuple[int, int, int] | None = None
 
     @property
     def spawner(self) -> Spawner:
@@ -181,6 +193,7 @@ class Executor:
             start()
 
     def close(self) -> None:
+        self._writer.shutdown(wait=True)  # queued records land before the store closes
         if self._spawner is not None:
             self._spawner.close()
         if self._owns_runtime:
@@ -543,6 +556,23 @@ class Executor:
             created_at=time.time(),
         )
         await _io(self._write_request, paths, request)
+        bell = Doorbell.open(paths)  # listening before the worker exists: no ring is missed
+        try:
+            return await self._start_and_follow(spec, paths, bell=bell, started=started, on_start=on_start)
+        finally:
+            if bell is not None:
+                bell.close()
+
+    async def _start_and_follow(
+        self,
+        spec: TaskSpec,
+        paths: ExecutionPaths,
+        *,
+        bell: Doorbell | None,
+        started: float,
+        on_start: Callable[[str], None] | None,
+    ) -> TaskResult:
+        execution_id = paths.dir.name
         faults.point("executor.before_spawn")
         spawning = asyncio.ensure_future(asyncio.to_thread(self.spawner.spawn, paths))
         try:
@@ -564,11 +594,12 @@ class Executor:
                 return finished.to_result()
             ref = process.ProcessRef(pid=claim.pid, create_time=claim.create_time)  # it started after all
         faults.point("executor.after_spawn")
-        await self._record(self.store.set_process, execution_id, ref.pid, ref.create_time)
+        # Off the critical path, in order: the worker's own claim names it until the row does.
+        self._record_later(execution_id, self.store.set_process, execution_id, ref.pid, ref.create_time)
         if on_start is not None:
             on_start(execution_id)
         try:
-            result = await self._follow(spec, paths, ref, started)
+            result = await self._follow(spec, paths, ref, started, bell)
             self.spawner.reap()  # a fresh interpreter per task leaves a child to reap
             return result
         except asyncio.CancelledError:
@@ -578,9 +609,23 @@ class Executor:
             raise
 
     def _write_request(self, paths: ExecutionPaths, request: Request) -> None:
-        key = request_key(self.home)
-        assert key is not None  # created on first use
-        write_request(paths, sign(request, key))
+        write_request(paths, sign(request, self._request_key()))
+
+    def _request_key(self) -> bytes:
+        """The home's request key, read again only when its file changed (it is replaced if damaged)."""
+        path = self.home / KEYS_DIR / REQUEST_KEY
+        try:
+            stat = os.stat(path)
+            seen: tuple[int, int, int] | None = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        except FileNotFoundError:
+            seen = None
+        if seen is None or seen != self._key_seen or self._key is None:
+            key = request_key(self.home)
+            assert key is not None  # created on first use
+            self._key = key
+            stat = os.stat(path)
+            self._key_seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        return self._key
 
     def _handshaken(self, paths: ExecutionPaths) -> bool:
         try:
@@ -589,15 +634,45 @@ class Executor:
             return False
         return result is not None and result.status is not TaskStatus.PENDING
 
-    async def _record(self, write: Callable[..., object], *args: Any) -> None:
-        """A store write after the spawn: the worker's own files stay the truth if the store is busy."""
+    async def _record(self, write: Callable[..., object], *args: Any, **kwargs: Any) -> None:
+        """A store write after the spawn, in order with the ones queued before it; the worker's own
+        files stay the truth if the store is busy."""
         try:
-            await _io(write, *args)
+            call = functools.partial(write, *args, **kwargs)
+            await asyncio.get_running_loop().run_in_executor(self._writer, call)
         except StoreError as exc:
             log.warning("could not record the state of %s yet: %s", args[0] if args else "?", exc.message)
 
+    def _record_later(self, execution_id: str, write: Callable[..., object], *args: Any) -> None:
+        """Queue a store write that nothing waits for (the terminal write, queued after it, does); it is
+        skipped if the execution's terminal state was recorded first (the terminal write carries it)."""
+
+        def run() -> None:
+            if execution_id in self._settled:
+                return
+            try:
+                write(*args)
+            except StoreError as exc:
+                log.warning("could not record the state of %s yet: %s", execution_id, exc.message)
+
+        self._writer.submit(run)
+
+    async def _record_final(self, published: TaskResult, ref: process.ProcessRef) -> None:
+        """The terminal state, with the worker that reached it, in one write; earlier queued writes of
+        this execution that have not run yet are skipped (they say less)."""
+        self._settled.add(published.execution_id)
+        try:
+            await self._record(self.store.transition, published, process=(ref.pid, ref.create_time))
+        finally:
+            self._settled.discard(published.execution_id)
+
     async def _follow(
-        self, spec: TaskSpec, paths: ExecutionPaths, ref: process.ProcessRef, started: float
+        self,
+        spec: TaskSpec,
+        paths: ExecutionPaths,
+        ref: process.ProcessRef,
+        started: float,
+        bell: Doorbell | None = None,
     ) -> TaskResult:
         execution_id = paths.dir.name
         handshake_deadline = time.monotonic() + self.settings.handshake_timeout_s
@@ -614,7 +689,9 @@ class Executor:
                     claimed = True
                     if claim.pid != ref.pid and claim.worker:
                         ref = process.ProcessRef(pid=claim.pid, create_time=claim.create_time)
-                        await self._record(self.store.set_process, execution_id, ref.pid, ref.create_time)
+                        self._record_later(
+                            execution_id, self.store.set_process, execution_id, ref.pid, ref.create_time
+                        )
             try:
                 stat = os.stat(paths.result)
                 # os.replace makes a new inode each time: two writes within one mtime tick still differ.
@@ -628,10 +705,15 @@ class Executor:
                 except ProtocolError:
                     published = None
                 if published is not None and published.status.terminal:
-                    await self._record(self.store.transition, published)
+                    await self._record_final(published, ref)
                     return published
                 if published is not None and published.status is TaskStatus.RUNNING and run_deadline is None:
-                    await self._record(self.store.transition, published)
+                    if spec.background:  # the caller returns now: "running" must be on record first
+                        await self._record(
+                            self.store.transition, published, process=(ref.pid, ref.create_time)
+                        )
+                    else:
+                        self._record_later(execution_id, self.store.transition, published)
                     if spec.background:
                         if process.is_alive(ref):
                             return published.with_data(pid=ref.pid, background=True)
@@ -668,8 +750,12 @@ class Executor:
                     if result.status is not TaskStatus.COMPLETED
                     else result
                 )
-            await asyncio.sleep(delay)
-            delay = min(delay * 1.5, MAX_POLL_S if run_deadline is None else POLL_S * 2)
+            if bell is not None:
+                # Woken the moment the worker publishes; the timeout keeps watching its life and deadlines.
+                await bell.wait(LIVENESS_POLL_S)
+            else:
+                await asyncio.sleep(delay)
+                delay = min(delay * 1.5, MAX_POLL_S if run_deadline is None else POLL_S * 2)
 
     # -- control --------------------------------------------------------------------------------
 
@@ -765,6 +851,45 @@ def _claim_alive(paths: ExecutionPaths) -> bool:
         and claim.worker
         and process.is_alive(process.ProcessRef(pid=claim.pid, create_time=claim.create_time))
     )
+
+
+class Doorbell:
+    """The starter's end of an execution's doorbell: ``wait`` returns when the worker publishes."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self._read_fd = read_fd
+        self._write_fd = write_fd  # held open so the FIFO never reports end-of-file between rings
+        self._rang = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(read_fd, self._on_ring)
+
+    @classmethod
+    def open(cls, paths: ExecutionPaths) -> Doorbell | None:
+        read_fd = listen(paths)
+        if read_fd is None:
+            return None
+        try:
+            write_fd = os.open(paths.doorbell, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            os.close(read_fd)
+            return None
+        return cls(read_fd, write_fd)
+
+    def _on_ring(self) -> None:
+        with contextlib.suppress(BlockingIOError, InterruptedError):
+            while os.read(self._read_fd, 4096):
+                pass
+        self._rang.set()
+
+    async def wait(self, within: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._rang.wait(), within)
+        self._rang.clear()
+
+    def close(self) -> None:
+        self._loop.remove_reader(self._read_fd)
+        os.close(self._read_fd)
+        os.close(self._write_fd)
 
 
 async def _until_dead(ref: process.ProcessRef, seconds: float) -> None:

@@ -99,6 +99,10 @@ class ExecutionPaths:
     def exit(self) -> Path:
         return self.dir / "exit.json"
 
+    @property
+    def doorbell(self) -> Path:
+        return self.dir / ".doorbell"
+
 
 class Confirmation(BaseModel):
     """The person's consent to exactly one call, as it travels in the request file."""
@@ -211,10 +215,10 @@ def write_json_atomic(path: Path, payload: dict[str, Any], *, durable: bool = Tr
         _fsync_dir(path.parent)
 
 
-def _create_exclusive(path: Path, payload: dict[str, Any]) -> bool:
+def _create_exclusive(path: Path, payload: dict[str, Any], *, durable: bool = True) -> bool:
     """Create ``path`` with ``payload`` only if it does not exist; readers never see it half-written."""
     tmp = _tmp_name(path)
-    _write_private(tmp, json.dumps(payload).encode(), durable=True)
+    _write_private(tmp, json.dumps(payload).encode(), durable=durable)
     try:
         os.link(tmp, path)
     except FileExistsError:
@@ -222,7 +226,8 @@ def _create_exclusive(path: Path, payload: dict[str, Any]) -> bool:
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
-    _fsync_dir(path.parent)
+    if durable:
+        _fsync_dir(path.parent)
     return True
 
 
@@ -301,8 +306,11 @@ def signed_by(request: Request, key: bytes) -> bool:
 
 
 def write_request(paths: ExecutionPaths, request: Request) -> None:
+    # Not fsynced: after a power loss no starter lives to wait for it, and an execution whose request
+    # is gone is given up like any other that no worker claimed.
     private_mkdir(paths.dir)
-    write_json_atomic(paths.request, request.model_dump(mode="json"))
+    write_json_atomic(paths.request, request.model_dump(mode="json"), durable=False)
+    open_doorbell(paths)
 
 
 def read_request(paths: ExecutionPaths) -> Request:
@@ -313,10 +321,12 @@ def read_request(paths: ExecutionPaths) -> Request:
 
 
 def claim_for_worker(paths: ExecutionPaths, pid: int, create_time: float) -> bool:
-    """The worker's claim on its execution; False when it was abandoned or claimed before."""
-    return _create_exclusive(
-        paths.claim, Claim(pid=pid, create_time=create_time, at=time.time()).model_dump(mode="json")
-    )
+    """The worker's claim on its execution; False when it was abandoned or claimed before.
+
+    Not fsynced: it only matters while processes live (a power loss ends them all), and the durable
+    ``running`` state that follows it is what says a handler may have begun."""
+    claim = Claim(pid=pid, create_time=create_time, at=time.time())
+    return _create_exclusive(paths.claim, claim.model_dump(mode="json"), durable=False)
 
 
 def abandon(paths: ExecutionPaths, reason: str) -> Claim:
@@ -337,7 +347,9 @@ def read_claim(paths: ExecutionPaths) -> Claim | None:
 
 def write_result(paths: ExecutionPaths, result: TaskResult, *, pid: int | None = None) -> None:
     record = ResultFile(pid=os.getpid() if pid is None else pid, updated_at=time.time(), result=result)
-    write_json_atomic(paths.result, record.model_dump(mode="json"))
+    # A terminal state is durable (file and folder fsynced); ``running`` is rewritten soon anyway.
+    write_json_atomic(paths.result, record.model_dump(mode="json"), durable=result.status.terminal)
+    ring_doorbell(paths)
 
 
 def read_result(paths: ExecutionPaths) -> TaskResult | None:
@@ -477,6 +489,38 @@ def clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[: limit - 40]}… [{len(text) - limit + 40} more characters]"
+
+
+# -- the doorbell: a FIFO the starter listens on, so it wakes the moment the worker publishes --------
+
+
+def open_doorbell(paths: ExecutionPaths) -> None:
+    """Create the execution's doorbell (POSIX); without one, the starter simply polls."""
+    if hasattr(os, "mkfifo"):
+        with contextlib.suppress(FileExistsError):
+            os.mkfifo(paths.doorbell, PRIVATE_FILE)
+
+
+def listen(paths: ExecutionPaths) -> int | None:
+    """A non-blocking read end of the doorbell (None where there is none)."""
+    try:
+        return os.open(paths.doorbell, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+
+
+def ring_doorbell(paths: ExecutionPaths) -> None:
+    """Wake whoever listens; nobody listening (ENXIO), or no doorbell at all, is fine."""
+    try:
+        fd = os.open(paths.doorbell, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        os.write(fd, b"!")
+    except OSError:
+        pass  # the pipe is full: the listener has enough reasons to wake already
+    finally:
+        os.close(fd)
 
 
 TIMEOUT = "timeout"

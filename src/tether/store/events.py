@@ -23,18 +23,22 @@ from tether.store.database import Database
 E = schema.events
 STREAM_POLL_S = 0.05
 EVENTS_LOCK = 7412
+_INSERT = insert(E)
+_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
 
 
 def append_event(conn: Any, event: Event) -> int:
     """Append ``event`` in the caller's write transaction; returns its id."""
     if conn.dialect.name == "postgresql":
-        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": EVENTS_LOCK})
+        conn.execute(_LOCK, {"key": EVENTS_LOCK})
     payload = event.model_dump(mode="json", exclude={"id", "ts", "topic", "kind"})
-    result = conn.execute(
-        insert(E).values(
-            ts=event.ts, kind=event.kind, topic=event.topic, payload=json.dumps(payload, ensure_ascii=False)
-        )
-    )
+    row = {
+        "ts": event.ts,
+        "kind": event.kind,
+        "topic": event.topic,
+        "payload": json.dumps(payload, ensure_ascii=False),
+    }
+    result = conn.execute(_INSERT, row)
     return int(result.inserted_primary_key[0])
 
 
