@@ -50,3 +50,51 @@ def test_fork_server_exits_when_its_parent_goes(support: Executor, home: Path) -
     assert server is not None and server.stdin is not None
     server.stdin.close()  # what the OS does when this process dies
     assert server.wait(timeout=30) == 0
+
+
+def test_fork_server_exits_when_its_parent_dies_and_a_fork_holds_its_stdin(home: Path) -> None:
+    """An orphaned fork server lingered for hours: its executor had died, but a process the executor
+    forked (without exec) still held the write end of the server's stdin, so no EOF ever came."""
+    import subprocess
+    import sys
+
+    from tests.support.helpers import ROOT, exited
+
+    script = f"""
+import os, sys, time
+from tests.support.registry import registry
+from tether.execution.executor import Executor
+executor = Executor(registry, home={str(home)!r})
+assert executor.execute_sync("t.quick", caller="agent").status.value == "completed"
+if os.fork() == 0:  # a child that inherits every descriptor, and outlives its parent
+    os.setsid()
+    time.sleep(60)
+    os._exit(0)
+print(executor.spawner._server.pid, flush=True)
+time.sleep(60)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout is not None
+    server = int(proc.stdout.readline())
+    holder = [p for p in _children_of(proc.pid) if p != server]
+    proc.kill()
+    proc.wait(timeout=10)
+    proc.stdout.close()  # the holder keeps the pipe open: do not wait for its end
+    try:
+        wait_for(lambda: exited(server), timeout=30, what="the orphaned fork server to exit")
+    finally:
+        for pid in holder:
+            os.kill(pid, signal.SIGKILL)
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(stat[1]) == pid:
+                found.append(int(entry.name))
+    return found

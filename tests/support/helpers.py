@@ -60,6 +60,6 @@ def exited(pid: int) -> bool:
     """True once ``pid`` is gone or a zombie (PID 1 here never reaps orphans)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before, or while, it was read
         return True
     return state in "ZX"

@@ -251,3 +251,16 @@ registry.add(
     TaskSpec(task_id="t.idempotent_work", handler=H + "acts_once_then_quick", exposed_to=EVERY, resources=(),
              idempotent=True)
 )  # fmt: skip
+
+
+def ids(ctx: TaskContext) -> dict[str, object]:
+    """Which process ran it, and which process started that one."""
+    return {"pid": os.getpid(), "ppid": os.getppid()}
+
+
+registry.add(TaskSpec(task_id="t.ids", handler=H + "ids", exposed_to=EVERY, resources=()))
+registry.add(
+    TaskSpec(
+        task_id="t.ids_inline", handler=H + "ids", exposed_to=EVERY, resources=(), isolation=Isolation.INLINE
+    )
+)

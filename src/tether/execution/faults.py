@@ -33,6 +33,12 @@ def _parse(text: str) -> dict[str, list[str]]:
 _POINTS = _parse(os.environ.get(FAULTS_ENV, ""))
 
 
+def reload() -> None:
+    """Read ``TETHER_FAULTS`` again (a process forked from a preloaded server has a new environment)."""
+    _POINTS.clear()
+    _POINTS.update(_parse(os.environ.get(FAULTS_ENV, "")))
+
+
 def point(name: str) -> None:
     """Run the actions a test attached to ``name``, if any."""
     for action in _POINTS.get(name, ()):

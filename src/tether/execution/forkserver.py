@@ -78,7 +78,14 @@ def serve(registry_ref: str) -> int:
     out.write(READY + "\n")
     out.flush()
     keep_closed = [wake_r, wake_w]  # fds 0-2 are replaced in the child by dup2
+    parent = os.getppid()
     while True:
+        if os.getppid() != parent:
+            # The executor died, and something it forked still holds the write end of our stdin (so
+            # no EOF comes): nobody will ask for a worker again. Its workers see it too, and stop.
+            _reap(children)
+            if not children:
+                return 0
         try:
             readable, _, _ = select.select([stdin, wake_r], [], [], 1.0)
         except InterruptedError:

@@ -127,6 +127,7 @@ class Request(BaseModel):
     origin: str | None = None
     params: dict[str, Any]
     confirmation: Confirmation | None = None
+    env: dict[str, str] = {}  # the worker's whole environment (allowlisted by the executor)
     home: str
     background: bool
     detach: bool
@@ -345,10 +346,16 @@ def read_claim(paths: ExecutionPaths) -> Claim | None:
     return None if payload is None else _model(Claim, paths.claim, payload)
 
 
-def write_result(paths: ExecutionPaths, result: TaskResult, *, pid: int | None = None) -> None:
+def write_result(
+    paths: ExecutionPaths, result: TaskResult, *, pid: int | None = None, durable: bool | None = None
+) -> None:
+    """Write ``result``. ``completed`` is durable by default (file and folder fsynced): a task whose
+    effects happened must not look unfinished, and be run again, because a power loss took its result
+    away. Every other state says the task did not complete, which recovery concludes from a dead
+    worker anyway (an fsync costs milliseconds, on the path of every stop)."""
     record = ResultFile(pid=os.getpid() if pid is None else pid, updated_at=time.time(), result=result)
-    # A terminal state is durable (file and folder fsynced); ``running`` is rewritten soon anyway.
-    write_json_atomic(paths.result, record.model_dump(mode="json"), durable=result.status.terminal)
+    durable = result.status is TaskStatus.COMPLETED if durable is None else durable
+    write_json_atomic(paths.result, record.model_dump(mode="json"), durable=durable)
     ring_doorbell(paths)
 
 
@@ -365,12 +372,12 @@ def _result_lock(paths: ExecutionPaths) -> Iterator[None]:
         yield
 
 
-def publish(paths: ExecutionPaths, result: TaskResult) -> TaskResult:
+def publish(paths: ExecutionPaths, result: TaskResult, *, durable: bool | None = None) -> TaskResult:
     """Compare-and-set: write ``result`` unless the file holds a state that may not become it.
 
     Returns what the file holds afterwards (``result``, or the terminal state that won). A torn or
     unreadable file counts as empty: the worker is its only writer while it lives, and the finishers
-    that write after it died all go through this lock.
+    that write after it died all go through this lock. ``durable``: see ``write_result``.
     """
     faults.point("publish.before_lock")
     with _result_lock(paths):
@@ -381,7 +388,7 @@ def publish(paths: ExecutionPaths, result: TaskResult) -> TaskResult:
         faults.point("publish.after_read")
         if current is not None and not current.status.can_become(result.status):
             return current
-        write_result(paths, result)
+        write_result(paths, result, durable=durable)
         return result
 
 
@@ -434,6 +441,7 @@ def last_progress(paths: ExecutionPaths) -> dict[str, Any] | None:
 def write_exit(paths: ExecutionPaths, returncode: int) -> None:
     if paths.dir.exists():
         write_json_atomic(paths.exit, {"protocol": PROTOCOL, "returncode": returncode}, durable=False)
+        ring_doorbell(paths)  # whoever settles the execution is waiting for this
 
 
 def read_exit(paths: ExecutionPaths) -> int | None:

@@ -217,9 +217,51 @@ class ForkServerSpawner:
                 server.stdout.close()
 
 
+class ZygoteSpawner:
+    """Asks the CLI server this command was forked from to fork its workers too (``ZYGOTE_ENV`` names
+    its socket): the server has everything preloaded and outlives the command, so a one-shot command
+    pays for no fork server of its own. The server reaps the workers and writes their exit codes."""
+
+    def __init__(self, socket_path: str) -> None:
+        self.socket_path = socket_path
+
+    def spawn(self, paths: ExecutionPaths) -> ProcessRef:
+        import marshal
+        import socket
+
+        faults.point("spawner.before_spawn")
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.settimeout(FORKSERVER_START_TIMEOUT_S)
+                conn.connect(self.socket_path)
+                body = marshal.dumps({"spawn": str(paths.dir)})
+                conn.sendall(len(body).to_bytes(4, "big") + body)
+                replies = conn.makefile("rb")
+                size = int.from_bytes(replies.read(4), "big")
+                answer = marshal.loads(replies.read(size)) if size else {}
+        except (OSError, ValueError, EOFError) as exc:
+            raise JobError(f"the tether server could not start a worker: {exc}") from exc
+        if "pid" not in answer:
+            raise JobError(f"the tether server could not start a worker: {answer.get('error', answer)}")
+        return _identity(int(answer["pid"]))
+
+    def reap(self) -> None:
+        """The server reaps its children and writes their exit codes."""
+
+    def close(self) -> None:
+        pass
+
+
+# Set in a command that the CLI server forked: the server's socket, for its workers.
+ZYGOTE_ENV = "TETHER_ZYGOTE_SOCKET"
+
+
 def default_spawner(
     registry_ref: str, home: Path, *, forkserver: bool, env: Mapping[str, str] | None = None
 ) -> Spawner:
+    zygote = os.environ.get(ZYGOTE_ENV)
+    if forkserver and zygote:
+        return ZygoteSpawner(zygote)
     if forkserver and hasattr(os, "fork") and not getattr(sys, "frozen", False):
         return ForkServerSpawner(registry_ref, home / "logs" / "forkserver.log", env)
     return SubprocessSpawner(env)

@@ -383,6 +383,18 @@ def _logger(execution_id: str) -> logging.Logger:
     return log
 
 
+def _adopt_environment(request: Request) -> None:
+    """Take the environment the executor allowlisted and signed, whoever forked this worker (a fork
+    server or the CLI server holds the environment it started with). An unsigned request changes
+    nothing: ``run`` refuses it."""
+    key = request_key(Path(request.home), create=False)
+    if key is None or not signed_by(request, key):
+        return
+    os.environ.clear()
+    os.environ.update(request.env)
+    faults.reload()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -394,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ProtocolError, ValueError) as exc:
         print(f"tether worker: unreadable request: {exc}", file=sys.stderr)
         return 3
+    _adopt_environment(request)
     log = _logger(request.execution_id)
     try:
         return run(request, paths, log)

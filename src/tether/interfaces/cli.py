@@ -19,6 +19,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -45,6 +46,11 @@ job_app = typer.Typer(
 )
 app.add_typer(task_app, name="task")
 app.add_typer(job_app, name="job")
+server_app = typer.Typer(
+    help="The CLI server: a preloaded process that runs your commands fast (TETHER_CLI_SERVER=0: off).",
+    no_args_is_help=True,
+)
+app.add_typer(server_app, name="server")
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
@@ -384,6 +390,49 @@ def job_stop(
             )
         print(result.model_dump_json()) if as_json else print_result(result)
         return 0 if result.status is not TaskStatus.NOT_FOUND else 2
+
+    _guard(as_json, body)
+
+
+@server_app.command("status")
+def server_status(as_json: JsonFlag = False) -> None:
+    """Say whether a CLI server serves your commands, and where."""
+
+    def body() -> int:
+        from tether.interfaces import client, zygote
+
+        path = client.server_socket()
+        pid, server = zygote.server_state(Path(path)) if path is not None else (None, "disabled")
+        row = {"socket": path, "pid": pid, "state": server}
+        if as_json:
+            print(json.dumps(row))
+        elif path is None:
+            print(
+                f"disabled: commands run in their own process ({client.SERVER_ENV}=0, or no private folder)"
+            )
+        elif pid is None:
+            print(f"off: the next command starts one at {path}")
+        else:
+            print(f"{server}  pid {pid}  {path}")
+        return 0
+
+    _guard(as_json, body)
+
+
+@server_app.command("stop")
+def server_stop(as_json: JsonFlag = False) -> None:
+    """Stop the CLI server (commands it runs are seen to their end); the next command starts a new one."""
+
+    def body() -> int:
+        from tether.interfaces import client, zygote
+
+        path = client.server_socket()
+        pid = zygote.stop(Path(path)) if path is not None else None
+        if as_json:
+            print(json.dumps({"stopped": pid}))
+        else:
+            print(f"stopped the server (pid {pid})" if pid is not None else "no server was running")
+        return 0
 
     _guard(as_json, body)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from typing import Any
 
 from rich.console import Console
@@ -11,8 +12,40 @@ from rich.markup import escape
 
 from tether.tasks.result import TaskResult, TaskStatus
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+
+class _Console:
+    """A console made when first used in this process: a command forked from the CLI server gets one
+    that sees its own terminal, not the server's."""
+
+    def __init__(self, *, stderr: bool) -> None:
+        self._stderr = stderr
+        self._made: tuple[int, Console] | None = None
+
+    def _console(self) -> Console:
+        if self._made is None or self._made[0] != os.getpid():
+            self._made = (os.getpid(), Console(stderr=self._stderr, highlight=False))
+        return self._made[1]
+
+    def reset(self) -> None:
+        self._made = None
+
+    def real(self) -> Console:
+        """The rich ``Console`` itself (for APIs that want one, such as ``Progress``)."""
+        return self._console()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._console(), name)
+
+
+out: Any = _Console(stderr=False)
+err: Any = _Console(stderr=True)
+
+
+def reset() -> None:
+    """Forget the consoles (the process's streams or environment changed)."""
+    out.reset()
+    err.reset()
+
 
 STATUS_STYLE = {
     TaskStatus.COMPLETED: "green",
@@ -31,7 +64,7 @@ HIDDEN = frozenset(
 )
 
 
-def print_result(result: TaskResult, console: Console = out) -> None:
+def print_result(result: TaskResult, console: Any = out) -> None:
     style = STATUS_STYLE.get(result.status, "white")
     task, execution = escape(result.task_id), escape(result.execution_id)
     console.print(f"[bold {style}]{result.status.value}[/]  {task}  [dim]{execution}[/]")
@@ -61,7 +94,7 @@ async def show_progress(executor: Any, execution_id: str) -> None:
         BarColumn(),
         TextColumn("{task.percentage:>3.0f}%"),
         TimeElapsedColumn(),
-        console=err,
+        console=err.real(),
         transient=True,
     ) as bar:
         handle = bar.add_task("starting", total=1.0)
