@@ -158,7 +158,10 @@ def test_a_starter_killed_while_its_worker_starts_leaves_no_ghost(
     proc.send_signal(sig)
     count("kills tried")
     if sig is not signal.SIGKILL:
-        go.touch()  # let a spawn in progress finish: the CLI then stops what it started
+        # Once the CLI has taken the signal (its stop request is on disk), let the spawn in progress
+        # finish: the worker it starts must honour the request and run nothing.
+        wait_for(lambda: list((home / "executions").glob("*/stop.requested")), what="the stop request")
+        go.touch()
     out, err = proc.communicate(timeout=60)
     assert "Traceback" not in out + err
     if sig is signal.SIGKILL:

@@ -42,3 +42,37 @@ def test_signals_are_never_sent_to_a_reused_pid() -> None:
         assert child.wait(timeout=30) == -9
     finally:
         child.kill()
+
+
+def test_kill_tree_reaches_descendants_that_left_the_group(tmp_path) -> None:
+    """A worker's grandchild that moved to its own session is out of reach of killpg: the kill step
+    finds it in the tree (read before the kill) and kills it too."""
+    from tests.support.helpers import exited, wait_for
+
+    marker = tmp_path / "escaped.pid"
+    script = f"""
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()  # leave the worker's group and session
+    if os.fork() == 0:
+        open({str(marker)!r}, "w").write(str(os.getpid()))
+        time.sleep(60)
+        os._exit(0)
+    time.sleep(60)
+    os._exit(0)
+time.sleep(60)
+"""
+    worker = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    try:
+        escaped = int(wait_for(lambda: marker.exists() and marker.read_text(), what="the escaped grandchild"))
+        ref = process.ref_of(worker.pid)
+        assert ref is not None
+        tree = {d.pid for d in process.descendants(worker.pid)}
+        assert escaped in tree and len(tree) == 2
+        assert os.getpgid(escaped) != worker.pid
+        process.kill_tree(ref)
+        assert worker.wait(timeout=30) == -9
+        wait_for(lambda: exited(escaped), what="the escaped grandchild to be killed")
+        assert all(exited(pid) for pid in tree)
+    finally:
+        worker.kill()

@@ -62,10 +62,10 @@ from tether.execution.protocol import (
     abandon,
     bounded,
     clip,
-    listen,
     read_claim,
     read_result,
     request_key,
+    request_stop,
     sign,
     write_request,
 )
@@ -73,6 +73,7 @@ from tether.execution.protocol import (
     Confirmation as RequestConfirmation,
 )
 from tether.execution.spawner import Spawner, default_spawner, worker_env
+from tether.execution.wake import Wake
 from tether.execution.worker import WorkerContext, outcome
 from tether.runtime import Runtime
 from tether.store.jobs import ConfirmationUsed, JobRecord
@@ -84,7 +85,7 @@ from tether.tasks.validation import MAX_PARAMS_BYTES, validate_params
 log = logging.getLogger("tether.executor")
 
 MAX_POLL_S = 0.02
-LIVENESS_POLL_S = 0.02  # with a doorbell, how often a silent worker's life and deadlines are checked
+LIVENESS_POLL_S = 0.02  # with a doorbell, how often deadlines (and a silent worker) are checked
 MAINTAIN_EVERY_S = 3600.0  # how often opening a home also applies the retention settings
 T = TypeVar("T")
 ORIGIN_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:/-]{0,199}$")
@@ -546,6 +547,7 @@ class Executor:
             confirmation=None
             if consent is None
             else RequestConfirmation(digest=consent.digest, source=consent.source, nonce=consent.nonce),
+            env=worker_env((*self.registry.env, *self.settings.worker_env)),
             home=str(self.home),
             background=spec.background,
             detach=detach,
@@ -556,19 +558,15 @@ class Executor:
             created_at=time.time(),
         )
         await _io(self._write_request, paths, request)
-        bell = Doorbell.open(paths)  # listening before the worker exists: no ring is missed
-        try:
-            return await self._start_and_follow(spec, paths, bell=bell, started=started, on_start=on_start)
-        finally:
-            if bell is not None:
-                bell.close()
+        with Wake.on(paths) as wake:  # listening before the worker exists: no ring is missed
+            return await self._start_and_follow(spec, paths, wake=wake, started=started, on_start=on_start)
 
     async def _start_and_follow(
         self,
         spec: TaskSpec,
         paths: ExecutionPaths,
         *,
-        bell: Doorbell | None,
+        wake: Wake,
         started: float,
         on_start: Callable[[str], None] | None,
     ) -> TaskResult:
@@ -578,7 +576,10 @@ class Executor:
         try:
             ref = await asyncio.shield(spawning)
         except asyncio.CancelledError:
-            # Cancelled while the worker was being started: let the start finish, then stop it.
+            # Cancelled while the worker was being started: ask it to stop at once (it honours that
+            # before its handshake, so its handler never runs), let the start finish, then stop it.
+            with contextlib.suppress(OSError):
+                request_stop(paths, "cancelled")
             try:
                 await spawning
             except (JobError, OSError):
@@ -599,7 +600,7 @@ class Executor:
         if on_start is not None:
             on_start(execution_id)
         try:
-            result = await self._follow(spec, paths, ref, started, bell)
+            result = await self._follow(spec, paths, ref, started, wake)
             self.spawner.reap()  # a fresh interpreter per task leaves a child to reap
             return result
         except asyncio.CancelledError:
@@ -672,9 +673,11 @@ class Executor:
         paths: ExecutionPaths,
         ref: process.ProcessRef,
         started: float,
-        bell: Doorbell | None = None,
+        wake: Wake,
     ) -> TaskResult:
         execution_id = paths.dir.name
+        wake.watch_exit(ref)
+        rings = paths.doorbell.exists()  # else nothing rings when the worker publishes: poll
         handshake_deadline = time.monotonic() + self.settings.handshake_timeout_s
         run_deadline: float | None = None
         delay = 0.0005
@@ -689,6 +692,7 @@ class Executor:
                     claimed = True
                     if claim.pid != ref.pid and claim.worker:
                         ref = process.ProcessRef(pid=claim.pid, create_time=claim.create_time)
+                        wake.watch_exit(ref)
                         self._record_later(
                             execution_id, self.store.set_process, execution_id, ref.pid, ref.create_time
                         )
@@ -725,8 +729,9 @@ class Executor:
                 claim = _claim(paths)
                 if claim is not None and claim.worker and claim.pid != ref.pid:
                     ref = process.ProcessRef(pid=claim.pid, create_time=claim.create_time)
+                    wake.watch_exit(ref)
                     continue  # the worker that claimed the execution is the one to follow
-                await self.jobs.await_exit_code(paths)
+                await self.jobs.await_exit_code(paths, wake)
                 record = await _io(self.jobs.reconcile, execution_id)
                 return await _io(self.jobs.describe, record)
             now = time.monotonic()
@@ -750,11 +755,11 @@ class Executor:
                     if result.status is not TaskStatus.COMPLETED
                     else result
                 )
-            if bell is not None:
-                # Woken the moment the worker publishes; the timeout keeps watching its life and deadlines.
-                await bell.wait(LIVENESS_POLL_S)
+            if rings:
+                # Woken the moment the worker publishes or exits; the timeout keeps watching deadlines.
+                await wake.wait(LIVENESS_POLL_S)
             else:
-                await asyncio.sleep(delay)
+                await wake.wait(delay)
                 delay = min(delay * 1.5, MAX_POLL_S if run_deadline is None else POLL_S * 2)
 
     # -- control --------------------------------------------------------------------------------
@@ -851,45 +856,6 @@ def _claim_alive(paths: ExecutionPaths) -> bool:
         and claim.worker
         and process.is_alive(process.ProcessRef(pid=claim.pid, create_time=claim.create_time))
     )
-
-
-class Doorbell:
-    """The starter's end of an execution's doorbell: ``wait`` returns when the worker publishes."""
-
-    def __init__(self, read_fd: int, write_fd: int) -> None:
-        self._read_fd = read_fd
-        self._write_fd = write_fd  # held open so the FIFO never reports end-of-file between rings
-        self._rang = asyncio.Event()
-        self._loop = asyncio.get_running_loop()
-        self._loop.add_reader(read_fd, self._on_ring)
-
-    @classmethod
-    def open(cls, paths: ExecutionPaths) -> Doorbell | None:
-        read_fd = listen(paths)
-        if read_fd is None:
-            return None
-        try:
-            write_fd = os.open(paths.doorbell, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError:
-            os.close(read_fd)
-            return None
-        return cls(read_fd, write_fd)
-
-    def _on_ring(self) -> None:
-        with contextlib.suppress(BlockingIOError, InterruptedError):
-            while os.read(self._read_fd, 4096):
-                pass
-        self._rang.set()
-
-    async def wait(self, within: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._rang.wait(), within)
-        self._rang.clear()
-
-    def close(self) -> None:
-        self._loop.remove_reader(self._read_fd)
-        os.close(self._read_fd)
-        os.close(self._write_fd)
 
 
 async def _until_dead(ref: process.ProcessRef, seconds: float) -> None:

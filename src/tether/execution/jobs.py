@@ -50,6 +50,7 @@ from tether.execution.protocol import (
     stopped_status,
 )
 from tether.execution.spawner import FORKSERVER_START_TIMEOUT_S, Spawner
+from tether.execution.wake import Wake
 from tether.store.jobs import JobRecord, JobStore
 from tether.tasks.result import TaskResult, TaskStatus
 
@@ -199,7 +200,24 @@ class JobManager:
         exit_code: int | None = None,
     ) -> JobRecord:
         """Write a terminal state for a worker that can no longer write one: the file first (compare-
-        and-set), then the store takes whatever the file holds, so both agree whoever finishes."""
+        and-set), then the store takes whatever the file holds, so both agree whoever finishes.
+
+        The file is not fsynced: a finisher only ever says the worker did not complete (it failed,
+        was stopped, or never began), and if a power loss takes that away, recovery reaches the same
+        conclusion from the dead worker. Only a worker's own `completed` is fsynced."""
+        return self.store.transition(
+            self._publish_end(record, paths, status, message, data), exit_code=exit_code
+        )
+
+    def _publish_end(
+        self,
+        record: JobRecord,
+        paths: ExecutionPaths,
+        status: TaskStatus,
+        message: str,
+        data: dict[str, Any] | None,
+    ) -> TaskResult:
+        """The file half of ``finish``: what the file holds afterwards (this end, or one that won)."""
         result = TaskResult(
             task_id=record.task_id,
             execution_id=record.execution_id,
@@ -209,8 +227,8 @@ class JobManager:
             data=data or {},
         )
         if paths.dir.exists():
-            result = publish(paths, result)
-        return self.store.transition(result, exit_code=exit_code)
+            result = publish(paths, result, durable=False)
+        return result
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -310,16 +328,22 @@ class JobManager:
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 0.2)
 
-    async def await_exit_code(self, paths: ExecutionPaths) -> None:
-        """Give the reaper of a worker that just died a moment to record its exit code (never blocks)."""
-        deadline = time.monotonic() + EXIT_CODE_WAIT_S
-        while read_exit(paths) is None and time.monotonic() < deadline:
-            if self.spawner is None:
-                return
-            self.spawner.reap()
-            if read_exit(paths) is not None:
-                return
-            await asyncio.sleep(POLL_S)
+    async def await_exit_code(self, paths: ExecutionPaths, wake: Wake | None = None) -> None:
+        """Give the reaper of a worker that just died a moment to record its exit code (never blocks;
+        recording it rings the doorbell ``wake`` listens on)."""
+        if self.spawner is None:
+            return
+        spawner = self.spawner
+
+        def recorded() -> bool:
+            spawner.reap()
+            return read_exit(paths) is not None
+
+        if wake is not None:
+            await wake.until(recorded, EXIT_CODE_WAIT_S, every=POLL_S)
+            return
+        with Wake.on(paths) as own:
+            await own.until(recorded, EXIT_CODE_WAIT_S, every=POLL_S)
 
     async def stop(self, execution_id: str, *, reason: str = "requested") -> TaskResult:
         """Stop a job with the three-step escalation. A job that already ended is left as it is.
@@ -350,30 +374,37 @@ class JobManager:
             process.kill_tree,
         )
         step = STEPS[-1]
-        for name, action, seconds in zip(STEPS, actions, grace, strict=True):
-            if action is not None:
-                await asyncio.to_thread(action, ref)
-            if await _until(lambda: self._ended(paths, ref), seconds):
-                step = name
-                break
-        published, _ = _read(paths)
-        if process.is_alive(ref):
-            # The worker published a terminal state and is still exiting; kill_tree was never needed.
-            if published is None or not published.status.terminal:
-                current = await _io(self.record, execution_id)
-                return (await _io(self.describe, current)).with_data(stop_failed=True)
-        else:
-            # Anything the worker left running in its group goes with it.
-            await asyncio.to_thread(process.kill_tree, ref)
-            await self.await_exit_code(paths)
+        with Wake.on(paths) as wake:  # woken when the worker publishes or exits, not by polling
+            wake.watch_exit(ref)
+            for name, action, seconds in zip(STEPS, actions, grace, strict=True):
+                if action is not None:
+                    await _quick(action, ref)
+                if await wake.until(lambda: self._ended(paths, ref), seconds, every=POLL_S):
+                    step = name
+                    break
             published, _ = _read(paths)
-        if published is not None and published.status.terminal:
-            record = await _io(self._adopt, record, published, paths)
-        else:
-            why = f"{status.value}: {reason}" + ("" if step == "cooperative" else f" (after {step})")
-            data = {"stop_reason": reason, "stop_step": step}
-            current = await _io(self.record, execution_id)
-            record = await _io(self.finish, current, paths, status, why, data, exit_code=read_exit(paths))
+            said_how = published is not None and published.status.terminal
+            if process.is_alive(ref):
+                # Still exiting after publishing how it ended: kill_tree was never needed.
+                if not said_how:
+                    current = await _io(self.record, execution_id)
+                    return (await _io(self.describe, current)).with_data(stop_failed=True)
+            else:
+                # Anything the worker left running in its group goes with it.
+                await _quick(process.kill_tree, ref)
+            if published is not None and said_how:
+                record = await _io(self._adopt, record, published, paths)
+            else:
+                why = f"{status.value}: {reason}" + ("" if step == "cooperative" else f" (after {step})")
+                data = {"stop_reason": reason, "stop_step": step}
+                # The end goes to the file while the reaper records the exit code, which the store
+                # row then carries. ``record`` may be older than the store: only what never changes
+                # (the task, its start) is read from it, and neither the file nor the store lets a
+                # terminal state be overwritten.
+                ending = asyncio.ensure_future(_io(self._publish_end, record, paths, status, why, data))
+                await self.await_exit_code(paths, wake)
+                ended = await ending
+                record = await _io(self.store.transition, ended, exit_code=read_exit(paths))
         result = await _io(self.describe, record)
         return result if "stop_step" in result.data else result.with_data(stop_step=step)
 
@@ -414,14 +445,13 @@ def _read(paths: ExecutionPaths) -> tuple[TaskResult | None, str | None]:
         return None, f"result.json is unreadable: {exc}"
 
 
-async def _until(condition: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while True:
-        if condition():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        await asyncio.sleep(POLL_S)
+async def _quick(action: Callable[[ProcessRef], object], ref: ProcessRef) -> None:
+    """A signal to a worker's group, on the loop where that takes microseconds (on Linux, reading the
+    worker's tree follows /proc's children lists); in a thread where it walks every process."""
+    if process.TREE_IS_CHEAP:
+        action(ref)
+    else:
+        await asyncio.to_thread(action, ref)
 
 
 def _iso(epoch: float) -> str:
