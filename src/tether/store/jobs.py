@@ -37,6 +37,22 @@ _SET_PROCESS = (
     .values(pid=bindparam("new_pid"), create_time=bindparam("new_ct"), updated_at=bindparam("at"))
 )
 _BY_ID_LOCKED = _BY_ID.with_for_update()
+_NEWEST_FIRST = (T.c.created_at.desc(), T.c.execution_id.desc())
+_ACTIVE = (
+    select(T)
+    .where(T.c.status.in_((TaskStatus.PENDING.value, TaskStatus.RUNNING.value)))
+    .order_by(*_NEWEST_FIRST)
+    .limit(bindparam("k_limit"))
+)
+_ACTIVE_OF = (
+    select(T)
+    .where(
+        T.c.status.in_((TaskStatus.PENDING.value, TaskStatus.RUNNING.value)),
+        T.c.origin == bindparam("k_origin"),
+    )
+    .order_by(*_NEWEST_FIRST)
+    .limit(bindparam("k_limit"))
+)
 _TRANSITION = (
     update(T)
     .where(T.c.execution_id == bindparam("eid"))
@@ -295,6 +311,11 @@ class SqlJobStore:
     ) -> list[JobRecord]:
         """Newest first; only pending/running with ``active``, one origin or some tasks if given, and
         only ids older than ``before`` (the last id of the previous page)."""
+        if active and task_ids is None and before is None:  # what every turn asks: built once
+            statement = _ACTIVE if origin is None else _ACTIVE_OF
+            with self.db.read() as conn:
+                rows = conn.execute(statement, {"k_origin": origin, "k_limit": limit})
+                return [JobRecord.from_row(row) for row in rows]
         query = select(T)
         if active:
             query = query.where(T.c.status.in_((TaskStatus.PENDING.value, TaskStatus.RUNNING.value)))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sqlalchemy import and_, delete, func, insert, select, text, update
+from sqlalchemy import bindparam, delete, func, insert, select, text, update
 
 from tether.events import Event
 from tether.store import schema
@@ -201,6 +201,66 @@ def _loads(value: str | None) -> Any:
 
 Th, Tu, M, S = schema.threads, schema.turns, schema.messages, schema.steps
 
+# Statements are built once: building and keying a SQLAlchemy construct costs far more than SQLite
+# takes to run it (a turn runs some twenty of them). Parameters are ``k_*`` in WHERE, ``v_*`` in SET.
+_K_THREAD, _K_TURN = bindparam("k_thread"), bindparam("k_turn")
+_LOAD = select(Th).where(Th.c.thread_id == _K_THREAD)
+_SAVE = (
+    update(Th)
+    .where(Th.c.thread_id == _K_THREAD)
+    .values(
+        title=bindparam("v_title"),
+        summary=bindparam("v_summary"),
+        folded=bindparam("v_folded"),
+        pending=bindparam("v_pending"),
+        turns=bindparam("v_turns"),
+        updated_at=bindparam("v_at"),
+    )
+)
+_CREATE_THREAD = text(
+    "INSERT INTO threads (thread_id, title, summary, folded, pending, turns, created_at, updated_at)"
+    " VALUES (:id, :title, '', 0, NULL, 0, :at, :at) ON CONFLICT (thread_id) DO NOTHING"
+)
+_TURNS_OF = select(Th.c.turns).where(Th.c.thread_id == _K_THREAD)
+_TURNS_OF_LOCKED = _TURNS_OF.with_for_update()
+_RUNNING = select(Tu).where(Tu.c.thread_id == _K_THREAD, Tu.c.status == "running")
+_ONE_TURN = select(Tu).where(Tu.c.thread_id == _K_THREAD, Tu.c.turn == _K_TURN)
+_TURNS_WITH = (
+    select(Tu).where(Tu.c.thread_id == _K_THREAD, Tu.c.status == bindparam("k_status")).order_by(Tu.c.turn)
+)
+_INTERRUPT_TURN = (
+    update(Tu)
+    .where(Tu.c.thread_id == _K_THREAD, Tu.c.turn == _K_TURN)
+    .values(status="interrupted", ended_at=bindparam("v_at"))
+)
+_COUNT_TURN = (
+    update(Th)
+    .where(Th.c.thread_id == _K_THREAD)
+    .values(turns=bindparam("v_turns"), updated_at=bindparam("v_at"))
+)
+_END_TURN = (
+    update(Tu)
+    .where(Tu.c.thread_id == _K_THREAD, Tu.c.turn == _K_TURN)
+    .values(status=bindparam("v_status"), final=bindparam("v_final"), ended_at=bindparam("v_at"))
+)
+_MESSAGES = (
+    select(M.c.message).where(M.c.thread_id == _K_THREAD, M.c.seq >= bindparam("k_from")).order_by(M.c.seq)
+)
+_MESSAGE_AT = select(M.c.seq).where(
+    M.c.thread_id == _K_THREAD, M.c.turn == _K_TURN, M.c.idx == bindparam("k_idx")
+)
+_NEXT_SEQ = select(func.coalesce(func.max(M.c.seq) + 1, 0)).where(M.c.thread_id == _K_THREAD)
+_STEP_FIELDS = (
+    *("thread_id", "turn", "idx", "kind", "status", "tool", "args", "result", "text"),
+    *("execution_id", "call_id", "updated_at"),
+)
+_UPDATE_STEP = (
+    update(S).where(S.c.step_id == bindparam("k_step")).values({f: bindparam(f"v_{f}") for f in _STEP_FIELDS})
+)
+_STEPS = select(S).where(S.c.thread_id == _K_THREAD).order_by(S.c.turn, S.c.idx)
+_STEPS_OF_TURN = select(S).where(S.c.thread_id == _K_THREAD, S.c.turn == _K_TURN).order_by(S.c.idx)
+_RECENT = select(Th).order_by(Th.c.updated_at.desc()).limit(bindparam("k_limit"))
+
 
 class SqlThreadStore:
     """Threads in the database (SQLite or PostgreSQL)."""
@@ -210,7 +270,7 @@ class SqlThreadStore:
 
     def load(self, thread_id: str) -> ThreadState | None:
         with self.db.read() as conn:
-            row = conn.execute(select(Th).where(Th.c.thread_id == thread_id)).first()
+            row = conn.execute(_LOAD, {"k_thread": thread_id}).first()
         return None if row is None else _state(row)
 
     def save(self, state: ThreadState) -> None:
@@ -224,10 +284,14 @@ class SqlThreadStore:
             "updated_at": state.updated_at,
         }
         with self.db.write() as conn:
-            done = conn.execute(update(Th).where(Th.c.thread_id == state.thread_id).values(**values))
+            done = conn.execute(
+                _SAVE,
+                {"k_thread": state.thread_id, "v_at": values["updated_at"],
+                 **{f"v_{k}": v for k, v in values.items() if k != "updated_at"}},
+            )  # fmt: skip
             if not done.rowcount:
                 conn.execute(
-                    insert(Th).values(thread_id=state.thread_id, created_at=state.created_at, **values)
+                    insert(Th), {"thread_id": state.thread_id, "created_at": state.created_at, **values}
                 )
 
     def begin_turn(self, thread_id: str, message: str, owner: tuple[int, float], alive: Alive) -> int | None:
@@ -236,40 +300,28 @@ class SqlThreadStore:
         with self.db.write() as conn:
             # Create the thread if it is new (a racer's insert is a no-op), then hold its row: on
             # PostgreSQL a row lock, on SQLite the write lock of BEGIN IMMEDIATE.
-            conn.execute(
-                text(
-                    "INSERT INTO threads (thread_id, title, summary, folded, pending, turns, created_at,"
-                    " updated_at) VALUES (:id, :title, '', 0, NULL, 0, :at, :at)"
-                    " ON CONFLICT (thread_id) DO NOTHING"
-                ),
-                {"id": thread_id, "title": _title(message), "at": stamp},
-            )
-            query = select(Th.c.turns).where(Th.c.thread_id == thread_id)
-            if not self.db.is_sqlite:
-                query = query.with_for_update()
-            turns = int(conn.execute(query).scalar_one())
-            for busy in conn.execute(select(Tu).where(Tu.c.thread_id == thread_id, Tu.c.status == "running")):
+            conn.execute(_CREATE_THREAD, {"id": thread_id, "title": _title(message), "at": stamp})
+            turns = int(conn.execute(_TURNS_OF if self.db.is_sqlite else _TURNS_OF_LOCKED,
+                                     {"k_thread": thread_id}).scalar_one())  # fmt: skip
+            for busy in conn.execute(_RUNNING, {"k_thread": thread_id}).all():
                 m = busy._mapping
                 if m["owner_pid"] is not None and alive(m["owner_pid"], m["owner_create_time"] or 0.0):
                     return None
-                conn.execute(
-                    update(Tu)
-                    .where(Tu.c.thread_id == thread_id, Tu.c.turn == m["turn"])
-                    .values(status="interrupted", ended_at=stamp)
-                )
+                conn.execute(_INTERRUPT_TURN, {"k_thread": thread_id, "k_turn": m["turn"], "v_at": stamp})
             turn = turns + 1
-            conn.execute(update(Th).where(Th.c.thread_id == thread_id).values(turns=turn, updated_at=stamp))
+            conn.execute(_COUNT_TURN, {"k_thread": thread_id, "v_turns": turn, "v_at": stamp})
             conn.execute(
-                insert(Tu).values(
-                    thread_id=thread_id,
-                    turn=turn,
-                    status="running",
-                    message=message,
-                    final="",
-                    owner_pid=owner[0],
-                    owner_create_time=owner[1],
-                    started_at=stamp,
-                )
+                insert(Tu),
+                {
+                    "thread_id": thread_id,
+                    "turn": turn,
+                    "status": "running",
+                    "message": message,
+                    "final": "",
+                    "owner_pid": owner[0],
+                    "owner_create_time": owner[1],
+                    "started_at": stamp,
+                },
             )
         return turn
 
@@ -278,27 +330,27 @@ class SqlThreadStore:
     ) -> None:
         with self.db.write() as conn:
             conn.execute(
-                update(Tu)
-                .where(Tu.c.thread_id == thread_id, Tu.c.turn == turn)
-                .values(status=status, final=final, ended_at=_now())
+                _END_TURN,
+                {"k_thread": thread_id, "k_turn": turn, "v_status": status, "v_final": final, "v_at": _now()},
             )
             if event is not None:
                 append_event(conn, event)
 
     def turn(self, thread_id: str, turn: int) -> TurnRecord | None:
         with self.db.read() as conn:
-            row = conn.execute(select(Tu).where(Tu.c.thread_id == thread_id, Tu.c.turn == turn)).first()
+            row = conn.execute(_ONE_TURN, {"k_thread": thread_id, "k_turn": turn}).first()
         return None if row is None else _turn(row)
 
     def turns_with_status(self, thread_id: str, status: str) -> list[TurnRecord]:
-        query = select(Tu).where(Tu.c.thread_id == thread_id, Tu.c.status == status).order_by(Tu.c.turn)
         with self.db.read() as conn:
-            return [_turn(row) for row in conn.execute(query)]
+            return [
+                _turn(row) for row in conn.execute(_TURNS_WITH, {"k_thread": thread_id, "k_status": status})
+            ]
 
     def messages(self, thread_id: str, *, from_seq: int = 0) -> list[dict[str, Any]]:
-        query = select(M.c.message).where(M.c.thread_id == thread_id, M.c.seq >= from_seq).order_by(M.c.seq)
         with self.db.read() as conn:
-            return [json.loads(value) for value in conn.execute(query).scalars()]
+            rows = conn.execute(_MESSAGES, {"k_thread": thread_id, "k_from": from_seq}).scalars()
+            return [json.loads(value) for value in rows]
 
     def append(self, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> None:
         with self.db.write() as conn:
@@ -306,19 +358,19 @@ class SqlThreadStore:
 
     @staticmethod
     def _append(conn: Any, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> None:
-        key = and_(M.c.thread_id == thread_id, M.c.turn == turn, M.c.idx == index)
-        if conn.execute(select(M.c.seq).where(key)).first() is not None:
+        key = {"k_thread": thread_id, "k_turn": turn, "k_idx": index}
+        if conn.execute(_MESSAGE_AT, key).first() is not None:
             return  # a replay of a message already on record
-        next_seq = select(func.coalesce(func.max(M.c.seq) + 1, 0)).where(M.c.thread_id == thread_id)
         conn.execute(
-            insert(M).values(
-                thread_id=thread_id,
-                turn=turn,
-                idx=index,
-                seq=conn.execute(next_seq).scalar(),
-                message=json.dumps(message, ensure_ascii=False),
-                created_at=_now(),
-            )
+            insert(M),
+            {
+                "thread_id": thread_id,
+                "turn": turn,
+                "idx": index,
+                "seq": conn.execute(_NEXT_SEQ, {"k_thread": thread_id}).scalar(),
+                "message": json.dumps(message, ensure_ascii=False),
+                "created_at": _now(),
+            },
         )
 
     def record_step(
@@ -341,20 +393,21 @@ class SqlThreadStore:
             "updated_at": _now(),
         }
         with self.db.write() as conn:
-            done = conn.execute(update(S).where(S.c.step_id == step.step_id).values(**values))
+            done = conn.execute(
+                _UPDATE_STEP, {"k_step": step.step_id, **{f"v_{k}": v for k, v in values.items()}}
+            )
             if not done.rowcount:
-                conn.execute(insert(S).values(step_id=step.step_id, created_at=step.created_at, **values))
+                conn.execute(insert(S), {"step_id": step.step_id, "created_at": step.created_at, **values})
             if message is not None:
                 self._append(conn, step.thread_id, step.turn, step.index + 1, message)
             return 0 if event is None else append_event(conn, event)
 
     def steps(self, thread_id: str, turn: int | None = None) -> list[StepRecord]:
-        query = select(S).where(S.c.thread_id == thread_id)
-        if turn is not None:
-            query = query.where(S.c.turn == turn)
-        query = query.order_by(S.c.turn, S.c.idx)
         with self.db.read() as conn:
-            rows = conn.execute(query).all()
+            if turn is None:
+                rows = conn.execute(_STEPS, {"k_thread": thread_id}).all()
+            else:
+                rows = conn.execute(_STEPS_OF_TURN, {"k_thread": thread_id, "k_turn": turn}).all()
         return [
             StepRecord(
                 thread_id=m["thread_id"],
@@ -375,7 +428,7 @@ class SqlThreadStore:
 
     def threads(self, limit: int = 50) -> list[ThreadState]:
         with self.db.read() as conn:
-            rows = conn.execute(select(Th).order_by(Th.c.updated_at.desc()).limit(limit)).all()
+            rows = conn.execute(_RECENT, {"k_limit": limit}).all()
         return [_state(row) for row in rows]
 
     def emit(self, event: Event) -> Event:
