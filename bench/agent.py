@@ -32,7 +32,7 @@ def _script(turns: int) -> list[Any]:
 
 def prompt_sizes(home: Path) -> None:
     print(f"\nprompt size over a {TURNS}-turn conversation (characters sent to the model)")
-    off = AgentSettings(compress_after_messages=10**9, compress_after_chars=10**12, keep_last_messages=10**6)
+    off = AgentSettings(compress_after_messages=10**6, compress_after_chars=10**6, keep_last_messages=10**6)
     results: dict[str, dict[int, int]] = {}
     with Executor(registry, home=home) as executor:
         for label, settings in (("compression on (defaults)", AgentSettings()), ("compression off", off)):

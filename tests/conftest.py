@@ -126,6 +126,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 # -- databases: every store test runs on SQLite and on a real PostgreSQL -----------------------------
 
 PG_URL_ENV = "TETHER_TEST_PG_URL"
+PG_REQUIRED_ENV = "TETHER_TEST_REQUIRE_PG"
 PG_URL = os.environ.get(PG_URL_ENV, "postgresql+psycopg://tether:tether@127.0.0.1:5432/tether_test")
 _PG_SKIPPED: list[str] = []
 
@@ -188,6 +189,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield f"sqlite:///{tmp_path / 'tether.db'}"
         return
     problem = pg_problem()
+    if problem is not None and os.environ.get(PG_REQUIRED_ENV) == "1":
+        pytest.fail(f"{PG_REQUIRED_ENV}=1 but {problem}")  # CI: a missing server is a failure
     if problem is not None:
         _PG_SKIPPED.append(request.node.nodeid)
         pytest.skip(f"NOT TESTED ON POSTGRESQL: {problem}; set {PG_URL_ENV} or run .ci/run")

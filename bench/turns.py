@@ -1,0 +1,55 @@
+"""Per-turn cost on a long thread: turn 3,000 next to turn 10, on the same SQLite store, paired.
+
+The long thread is built by the session itself (every turn one tool call and an answer, with the
+default compression). Each pair then times one more turn on the long thread and the eleventh turn of
+a fresh ten-turn thread, alternately.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.paired import paired, row
+from bench.registry import registry
+from tether.agent.session import ConversationSession
+from tether.execution.executor import Executor
+from tether.testing import ScriptedModel, call, calls, say
+
+LONG = 3000
+SHORT = 10
+ROUNDS = 30
+
+
+def _turns(n: int) -> list[Any]:
+    return [r for _ in range(n) for r in (calls(call("b__inline")), say("Done: the task ran."))]
+
+
+def per_turn(home: Path) -> None:
+    print("\nper-turn cost on a long thread (threads in SQLite; one tool call and an answer per turn)")
+    with Executor(registry, home=home) as executor:
+        model = ScriptedModel(_turns(LONG + (SHORT + 1) * (ROUNDS + 4) + ROUNDS + 10))
+        session = ConversationSession(executor, model)
+        loop = asyncio.new_event_loop()
+        start = time.perf_counter()
+        for i in range(LONG):
+            loop.run_until_complete(session.send("long", f"turn {i}: run the task"))
+        print(f"  (built a {LONG}-turn thread in {time.perf_counter() - start:.1f} s)")
+        fresh = iter(range(10**6))
+
+        def long_turn() -> None:
+            loop.run_until_complete(session.send("long", "one more: run the task"))
+
+        def short_turn() -> float:
+            thread = f"short-{next(fresh)}"
+            for i in range(SHORT):
+                loop.run_until_complete(session.send(thread, f"turn {i}: run the task"))
+            begin = time.perf_counter()
+            loop.run_until_complete(session.send(thread, "one more: run the task"))
+            return time.perf_counter() - begin
+
+        pair = paired(long_turn, short_turn, ROUNDS)
+        row(f"turn {LONG + 1} of a thread", pair, f"turn {SHORT + 1} of a thread", 1.5)
+        loop.close()
