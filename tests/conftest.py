@@ -99,13 +99,16 @@ def fake_openai() -> Iterator[object]:
 
 
 @pytest.fixture(autouse=True)
-def _file_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A real keyring backend (a file under tmp_path), so credential code runs for real."""
-    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+def _test_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's own keyring backend (a file under tmp_path, shared with subprocesses), so credential
+    code runs for real; no plaintext backend is installed anywhere."""
+    from tests.support.keyring_backend import FILE_ENV
+
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "tests.support.keyring_backend.TestKeyring")
+    monkeypatch.setenv(FILE_ENV, str(tmp_path / "test-keyring.json"))
     import keyring.core
 
-    keyring.core.set_keyring(keyring.core.load_keyring("keyrings.alt.file.PlaintextKeyring"))
+    keyring.core.set_keyring(keyring.core.load_keyring("tests.support.keyring_backend.TestKeyring"))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

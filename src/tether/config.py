@@ -151,21 +151,37 @@ class StoreSettings(_Section):
 
 
 class ModelSettings(_Section):
-    """``[model]``: which model answers. No ``model`` means the offline planner (no key, no network)."""
+    """``[model]``: which model answers. No ``[model]`` at all means the offline planner (no key, no
+    network); a ``[model]`` section that does not name its ``model`` is an error, never a silent fallback."""
 
     section: ClassVar[str] = "model"
 
-    provider: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,39}$")] = "openai"  # the keyring entry
+    # A known preset (openai, deepseek, qwen, moonshot, zhipu, ollama, vllm, lm-studio, llama-cpp) or any
+    # name with a base_url; it is also the keyring entry of the key.
+    provider: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_.-]{0,39}$")] = "openai"
     model: Annotated[str, Field(max_length=200)] = ""
-    base_url: Annotated[str, Field(pattern=r"^https?://\S+$", max_length=2000)] = "https://api.openai.com/v1"
+    # Empty: the provider's preset. A provider with no preset must give one.
+    base_url: Annotated[str, Field(pattern=r"^(https?://\S+)?$", max_length=2000)] = ""
     json_decisions: bool = False  # for models without native tool calls
-    timeout_s: PositiveSeconds = 120.0
+    # None: 120 s for a hosted service, 600 s for a server on this machine or the local network.
+    timeout_s: PositiveSeconds | None = None
     retry_max_attempts: Annotated[int, Field(ge=1, le=20)] = _RETRY.max_attempts
     retry_base_delay_s: PositiveSeconds = _RETRY.base_delay_s
     retry_max_delay_s: PositiveSeconds = _RETRY.max_delay_s
     breaker_failure_threshold: Annotated[int, Field(ge=1, le=1000)] = _BREAKER.failure_threshold
     breaker_recovery_s: PositiveSeconds = _BREAKER.recovery_s
     breaker_half_open_probes: Annotated[int, Field(ge=1, le=100)] = _BREAKER.half_open_probes
+
+    @model_validator(mode="after")
+    def _named(self) -> Self:
+        defaults = type(self).model_fields
+        changed = [n for n, f in defaults.items() if n != "model" and getattr(self, n) != f.default]
+        if not self.model and changed:
+            raise ValueError(
+                f"[model] sets {', '.join(changed)} but not `model`: name the model (e.g. "
+                'model = "deepseek-chat"), or remove [model] to use the offline model'
+            )
+        return self
 
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tether.errors import CredentialError
 
 SERVICE = "tether"
-PROVIDER_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+PROVIDER_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,39}$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,7 +35,7 @@ def _check(provider: str) -> str:
 
 
 def env_names(provider: str) -> tuple[str, ...]:
-    return (f"TETHER_API_KEY_{provider.upper().replace('-', '_')}", "TETHER_API_KEY")
+    return (f"TETHER_API_KEY_{re.sub(r'[^A-Z0-9]', '_', provider.upper())}", "TETHER_API_KEY")
 
 
 def _keyring_get(provider: str) -> str | None:
@@ -44,8 +44,8 @@ def _keyring_get(provider: str) -> str | None:
 
     try:
         return keyring.get_password(SERVICE, provider)
-    except KeyringError:
-        return None
+    except (KeyringError, ValueError, ImportError, RuntimeError):
+        return None  # no usable keyring: the environment variables are the fallback
 
 
 # Keys this process has read, so that anything it writes in a crash can have them taken out.
@@ -80,6 +80,40 @@ def key_info(provider: str) -> KeyInfo:
     return KeyInfo(provider=provider, source="none")
 
 
+# Backends that keep a key readable by anyone who can read a file (keyrings.alt's plaintext and
+# "encrypted" files, whose password defaults to prompting) or that cannot keep it at all.
+UNSAFE_BACKENDS = ("keyrings.alt.", "keyring.backends.fail.", "keyring.backends.null.")
+
+
+def backend_problem() -> str | None:
+    """Why the active keyring backend must not hold a key, or None when it is a real one."""
+    import keyring
+
+    try:
+        backend = keyring.get_keyring()
+    except Exception as exc:  # a broken PYTHON_KEYRING_BACKEND or keyring config raises anything
+        return f"the keyring cannot be loaded ({type(exc).__name__}: {str(exc)[:120]})"
+    names = [backend]
+    chained = getattr(backend, "backends", None)  # the chainer: what it would actually write to
+    if chained is not None:
+        names = list(chained) or [backend]
+    for item in names[:1]:
+        qualified = f"{type(item).__module__}.{type(item).__qualname__}"
+        if qualified.startswith(UNSAFE_BACKENDS) or getattr(item, "priority", 1) <= 0:
+            return f"the keyring backend here is {qualified}, which does not keep a key safe"
+    return None
+
+
+def backend_name() -> str:
+    import keyring
+
+    try:
+        backend = keyring.get_keyring()
+    except Exception as exc:
+        return f"unloadable ({type(exc).__name__})"
+    return f"{type(backend).__module__}.{type(backend).__qualname__}"
+
+
 def set_key(provider: str, key: str) -> None:
     import keyring
     from keyring.errors import KeyringError
@@ -87,6 +121,12 @@ def set_key(provider: str, key: str) -> None:
     _check(provider)
     if not key.strip():
         raise CredentialError("an empty key was not stored")
+    problem = backend_problem()
+    if problem is not None:
+        raise CredentialError(
+            f"the key was not stored: {problem} (no OS keyring such as Secret Service or macOS Keychain is "
+            f"running). Set {env_names(provider)[0]} in the environment instead"
+        )
     try:
         keyring.set_password(SERVICE, provider, key.strip())
     except KeyringError as exc:

@@ -192,6 +192,7 @@ class ConversationSession:
                     raise ConfigError(f"thread {thread_id!r} is not waiting for a confirmation")
                 await asyncio.to_thread(self.threads.save, state)
                 await turn.started()
+                turn.stray_answer = pending is None and answer is not None
                 return await self._run(turn, pending, answer if pending is not None else None, source)
             except BaseException:
                 # Whatever ends this turn abnormally, the record says so (the page never spins).
@@ -277,7 +278,7 @@ class ConversationSession:
                     return await turn.done(TurnStatus.BUDGET_EXHAUSTED, self._budget_text(used, turn))
                 limit += extra
             tools = self.surface.tools
-            context = await asyncio.to_thread(self._turn_context, turn.state, answer)
+            context = await asyncio.to_thread(self._turn_context, turn.state, answer, turn.stray_answer)
             messages = await asyncio.to_thread(self._messages, turn.state, context)
             response = bounded(await self.model.complete(messages, tools, context=context))
             used += 1
@@ -535,7 +536,7 @@ class ConversationSession:
 
     # -- context and memory ---------------------------------------------------------------------
 
-    def _turn_context(self, state: ThreadState, answer: bool | None) -> TurnContext:
+    def _turn_context(self, state: ThreadState, answer: bool | None, stray: bool = False) -> TurnContext:
         jobs = self.executor.jobs_for(self.caller, origin=self._scope(state.thread_id), active=True, limit=20)
         open_jobs = tuple(
             OpenJob(
@@ -546,7 +547,9 @@ class ConversationSession:
             )
             for r in jobs
         )
-        return TurnContext(open_jobs=open_jobs, answer=answer, language=self.settings.language)
+        return TurnContext(
+            open_jobs=open_jobs, answer=answer, language=self.settings.language, stray_answer=stray
+        )
 
     def _messages(self, state: ThreadState, context: TurnContext) -> list[Message]:
         open_jobs = "\n".join(

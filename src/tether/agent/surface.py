@@ -42,7 +42,13 @@ CONTROL_TOOLS = (
             "progress",
             "job status",
             "how is it going",
+            "how it's going",
+            "how's it going",
+            "how it is going",
+            "how far",
             "check on",
+            "进展",
+            "汇报",
         ),
         kind="control",
     ),
@@ -94,9 +100,15 @@ def tool_for(spec: TaskSpec) -> ToolDef:
     value_words: dict[str, dict[str, tuple[str, ...]]] = {}
     scoped_words: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {}
     depends_on: dict[str, str] = {}
+    labels: dict[str, dict[str, str]] = {}
     if spec.params is not None:
         schema = _strip_titles(copy.deepcopy(spec.params.model_json_schema()))
         schema["additionalProperties"] = False
+        for name, prop in schema.get("properties", {}).items():
+            # Field(json_schema_extra={"labels": {"zh": "副本类型"}}): what people call the parameter.
+            given = prop.pop("labels", None)
+            if isinstance(given, dict):
+                labels[name] = {str(k): str(v) for k, v in given.items()}
         for name, info in spec.params.model_fields.items():
             marker = next((m for m in info.metadata if isinstance(m, InCatalog)), None)
             if marker is None:
@@ -140,6 +152,7 @@ def tool_for(spec: TaskSpec) -> ToolDef:
         value_words=value_words,
         scoped_words=scoped_words,
         depends_on=depends_on,
+        labels=labels,
     )
 
 

@@ -70,6 +70,7 @@ class Turn:
         self.message = message
         self.steps: list[StepRecord] = []
         self.topic = topic(state.thread_id)
+        self.stray_answer = False  # a yes/no with no question waiting
 
     @property
     def thread_id(self) -> str:

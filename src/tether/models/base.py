@@ -60,7 +60,8 @@ class ModelResponse:
     model: str = ""
 
     def to_message(self) -> Message:
-        message: Message = {"role": "assistant", "content": self.text or None}
+        # "" rather than None: some servers (llama-cpp-python) answer HTTP 500 to a null content.
+        message: Message = {"role": "assistant", "content": self.text}
         if self.tool_calls:
             message["tool_calls"] = [call.to_message() for call in self.tool_calls]
         return message
@@ -85,6 +86,8 @@ class ToolDef:
     value_words: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
     scoped_words: Mapping[str, Mapping[str, Mapping[str, tuple[str, ...]]]] = field(default_factory=dict)
     depends_on: Mapping[str, str] = field(default_factory=dict)
+    # What people call each parameter, per language ({"instance_type": {"zh": "副本类型"}}).
+    labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def openai(self) -> dict[str, Any]:
         return {
@@ -153,6 +156,8 @@ class TurnContext:
     answer: bool | None = None
     review: BudgetReview | None = None
     language: str | None = None
+    # The person's message was a yes/no, but no call waits for an answer (nothing to confirm).
+    stray_answer: bool = False
 
 
 class Model(Protocol):

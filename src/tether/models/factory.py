@@ -1,14 +1,64 @@
-"""Choosing the model from settings: offline by default, an OpenAI-compatible service when configured."""
+"""Choosing the model from settings: offline by default, an OpenAI-compatible service when configured.
+
+Every way a configuration can be wrong is an error that says what to do: a ``[model]`` that names no
+model, a provider with neither a preset nor a ``base_url``, a hosted service with no key.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from tether.config import ModelSettings
-from tether.credentials import get_key
+from tether.config import SETTINGS_FILE, ModelSettings, read_settings_file
+from tether.credentials import env_names, get_key
+from tether.errors import ConfigError, CredentialError
 from tether.models.base import Model
 from tether.models.offline import OfflineModel
+from tether.models.presets import known, preset
 from tether.resilience import ResilienceRegistry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelChoice:
+    """What ``[model]`` resolves to, before any request: shown by ``tether doctor`` and ``tether run``."""
+
+    provider: str
+    model: str
+    base_url: str
+    needs_key: bool
+    local: bool
+
+    @property
+    def label(self) -> str:
+        return "offline" if not self.model else f"{self.provider}/{self.model}"
+
+
+OFFLINE = ModelChoice(provider="offline", model="", base_url="", needs_key=False, local=True)
+
+
+def resolve(home: Path, settings: ModelSettings) -> ModelChoice:
+    """``settings`` checked and completed from the provider's preset; ``ConfigError`` says what to fix."""
+    if not settings.model:
+        if "model" in read_settings_file(home):
+            raise ConfigError(
+                f"{home / SETTINGS_FILE}: [model] does not name a model: add e.g. "
+                'model = "deepseek-chat", or remove [model] to use the offline model'
+            )
+        return OFFLINE
+    from tether.models.openai_compat import is_local_url
+
+    known_preset = preset(settings.provider)
+    base_url = settings.base_url or (known_preset.base_url if known_preset else "")
+    if not base_url:
+        raise ConfigError(
+            f"[model] provider {settings.provider!r} has no known address: set base_url = "
+            f'"https://…/v1", or use a known provider: {known()}'
+        )
+    local = is_local_url(base_url)
+    needs_key = not local if known_preset is None else (known_preset.needs_key and not local)
+    return ModelChoice(
+        provider=settings.provider, model=settings.model, base_url=base_url, needs_key=needs_key, local=local
+    )
 
 
 def model_from_settings(
@@ -16,14 +66,21 @@ def model_from_settings(
 ) -> Model:
     """The model ``settings`` name; ``resilience`` is the runtime's registry (one breaker per service)."""
     settings = settings or ModelSettings.load(home)
-    if not settings.model:
+    choice = resolve(home, settings)
+    if not choice.model:
         return OfflineModel()
     from tether.models.openai_compat import OpenAICompatModel
 
+    key = get_key(settings.provider)
+    if key is None and choice.needs_key:
+        raise CredentialError(
+            f"[model] uses {settings.provider} but there is no key for it: run `tether auth set "
+            f"{settings.provider}` or set {env_names(settings.provider)[0]}"
+        )
     model: Model = OpenAICompatModel(
         model=settings.model,
-        base_url=settings.base_url,
-        api_key=get_key(settings.provider),
+        base_url=choice.base_url,
+        api_key=key,
         resilience=resilience or ResilienceRegistry(settings.retry_policy(), settings.breaker_policy()),
         timeout_s=settings.timeout_s,
         supports_tools=not settings.json_decisions,

@@ -1,176 +1,309 @@
 """The offline model: a deterministic planner that maps plain requests onto the tool surface.
 
 The default when no model is configured, so tether runs on a fresh machine with no key and no network.
-It reads the person's last message and the tools (names, descriptions, aliases, catalog words, parameter
-types), splits the request into steps on connectives (然后, 再, 并且, 接着, "and then", "then", "," "；" …),
-picks a tool per step by the longest word it recognises, extracts numbers (3, 三, 十二, "three") and
-catalog values, and emits one call per turn. It asks "which one?" with the allowed values when a step is
-ambiguous, says plainly what it cannot do, and stops at the first result that did not complete.
+It reads the person's request (``understand`` folds it: Traditional characters, width, stems, counts),
+splits it into parts on connectives (然后, 之后, 和, "and then", "after" …, keeping their order),
+recognises in each part a tool (by the longest alias), catalog values and counts, and lets a part with
+no tool of its own continue the one before ("刷一下金币，刷三次", "三星和四星").
+
+**The rule that matters most: it never executes a reading it is unsure of.** Every word of the request
+must be accounted for — a tool, a value, a count, a connective or a word that carries no request
+("帮我…吧", "please"). If any part is not understood (an unknown word, a negation, a value that is only
+close to a known one), nothing at all is run: it asks which one, asks "did you mean …?", or says what it
+could not do. It answers questions about state with the status task or the job status tool, "what can
+you do?" with a summary of the tools, and speaks the person's language with localized labels.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tether.models.base import BudgetReview, Message, ModelResponse, OpenJob, ToolCall, ToolDef, TurnContext
-
-SPLIT = re.compile(
-    r"(?:然后|接着|之后|随后|并且|再|，|,|；|;|。|、|\band then\b|\bthen\b|\bafter that\b|\band\b)",
-    re.IGNORECASE,
+from tether.models.understand import (
+    BACKGROUND_WORDS,
+    FILLER_EN,
+    FILLER_ZH,
+    FILLER_ZH_VERBS,
+    FILLER_ZH_WORDS,
+    NEGATIONS,
+    Token,
+    counts,
+    fold,
+    has_cjk,
+    reorder,
+    stems,
+    tokens,
 )
+from tether.models.understand import numbers_in as numbers_in
+from tether.models.understand import zh_number as zh_number
+
 EXECUTION_ID = re.compile(r"\b[0-9a-f]{19}\b")
-CJK = re.compile(r"[\u4e00-\u9fff]")
-DIGITS = re.compile(r"(?<![A-Za-z0-9_.])(\d{1,6})(?![0-9.])")
-ZH_NUMBER = re.compile(r"([零一二两三四五六七八九十百]+)\s*(?:次|遍|轮|回|场|个|把|星|下)")
-EN_NUMBERS = {
-    "once": 1,
-    "twice": 2,
-    "thrice": 3,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "eleven": 11,
-    "twelve": 12,
-    "fifteen": 15,
-    "twenty": 20,
-}
-EN_NUMBER = re.compile(r"\b(" + "|".join(EN_NUMBERS) + r")\b", re.IGNORECASE)
-ZH_DIGITS = {
-    "零": 0,
-    "一": 1,
-    "二": 2,
-    "两": 2,
-    "三": 3,
-    "四": 4,
-    "五": 5,
-    "六": 6,
-    "七": 7,
-    "八": 8,
-    "九": 9,
-}
 OK_STATUSES = ("completed", "running")
 
-
-def zh_number(text: str) -> int | None:
-    """三 → 3, 十二 → 12, 二十五 → 25, 一百 → 100."""
-    total, current = 0, 0
-    for ch in text:
-        if ch in ZH_DIGITS:
-            current = ZH_DIGITS[ch]
-        elif ch == "十":
-            total += (current or 1) * 10
-            current = 0
-        elif ch == "百":
-            total += (current or 1) * 100
-            current = 0
-        else:
-            return None
-    return total + current
-
-
-def numbers_in(text: str) -> list[int]:
-    found: list[tuple[int, int]] = [(m.start(), int(m.group(1))) for m in DIGITS.finditer(text)]
-    for m in ZH_NUMBER.finditer(text):
-        value = zh_number(m.group(1))
-        if value is not None:
-            found.append((m.start(), value))
-    found += [(m.start(), EN_NUMBERS[m.group(1).lower()]) for m in EN_NUMBER.finditer(text)]
-    return [value for _, value in sorted(found)]
-
-
-def fold(text: str) -> str:
-    """Width- and case-folded, with runs of spaces kept as one (English words need their spaces)."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
-def _contains(clause: str, word: str) -> bool:
-    """Whole-word for Latin words, substring for Chinese, both on folded text."""
-    key = fold(word)
-    if not key:
-        return False
-    if CJK.search(key):
-        return key in clause
-    return re.search(rf"(?<![a-z0-9]){re.escape(key)}(?![a-z0-9])", clause) is not None
-
-
-def _tool_words(tool: ToolDef) -> list[str]:
-    words = list(tool.aliases)
-    parts = tool.name.split("__")[-1]
-    words.append(parts.replace("_", " "))
-    return words
+# Connectives that split a request into parts, in order. "A after B" / "A之前B" reverse the two parts.
+SPLIT = re.compile(
+    r"(?:然后|接着|之后|以后|随后|完了再|完再|再然后|并且|而且|同时|还要|以及|最后|接下来|和|跟|与|再|"
+    r"后(?!台|面)|，|,|；|;|。|、|!|！|"
+    r"\band then\b|\bthen\b|\bafter that\b|\bafterwards\b|\band\b|\balso\b|\bplus\b|&)",
+)
+REVERSE = re.compile(r"\bafter\b(?! that)|之前|以前")
+POLITE_OPENER = re.compile(
+    r"^(?:(?:can|could|would|will) you(?: please)?|please|pls|"
+    r"能不能|可不可以|能否|能|可以|麻烦你?|请你?|帮我)\s*"
+)
+QUESTION_EN = re.compile(r"^(?:is|are|was|were|did|does|has|have|how|what|what's|whats|where|any)\b")
+QUESTION_ZH = re.compile(
+    r"(?:吗|么|没|没有|了没|了吗|怎么样|咋样|如何|情况|是否|多少|几)了?\s*[?？]*$|有没有|是不是|什么|啥|几次|多少"
+)
+ABILITY = re.compile(
+    r"what can you do|what do you do|what are you able|what can i ask|^help$|^\?$|"
+    r"你能干|你能做|你会干|你会做|你会什么|你能干嘛|能干嘛|能干啥|有什么功能|有哪些功能|怎么用|^帮助$"
+)
+PROGRESS_WORDS = (
+    "进度", "进展", "怎么样", "咋样", "完了没", "好了没", "刷得", "刷到", "progress", "how is it going",
+    "how it's going", "how's it going", "done yet", "finished", "how far",
+)  # fmt: skip
+ZH_STATUS = {
+    "completed": "已完成",
+    "running": "正在运行",
+    "pending": "等待开始",
+    "failed": "失败",
+    "stopped": "已停止",
+    "rejected": "被拒绝",
+    "not_found": "找不到",
+    "unknown": "结果未知",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
     tool: str | None = None
     args: dict[str, Any] = field(default_factory=dict)
-    say: str | None = None  # a question or an explanation instead of a call
+    say: str | None = None  # a question or an explanation instead of a call: nothing runs
     # Said instead of making the call if it is still unresolved when its turn comes (no job to stop).
     unresolved: str | None = None
+    # This step completes the one before it (a later part only added arguments): it replaces it.
+    extends: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class Part:
+    """One part of a request, as read."""
+
+    text: str
+    tool: ToolDef | None = None
+    values: dict[str, list[str]] = field(default_factory=dict)  # param → canonical values, in order
+    scoped: list[tuple[str, str, str, int]] = field(default_factory=list)  # (param, parent, value, len)
+    numbers: list[int] = field(default_factory=list)
+    background: bool = False
+    execution_id: str | None = None
+    residue: list[str] = field(default_factory=list)  # words not understood
+    reading: Reading | None = None
+    candidates: list[ToolDef] = field(default_factory=list)
+
+    @property
+    def has_values(self) -> bool:
+        return bool(self.values or self.scoped or self.numbers)
+
+
+# -- words -------------------------------------------------------------------------------------
+
+
+def _tool_words(tool: ToolDef) -> list[str]:
+    return [*tool.aliases, tool.name.split("__")[-1].replace("_", " ")]
+
+
+class Reading:
+    """A part's tokens, and which of them have been understood."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = tokens(text)
+        self.used = [False] * len(self.tokens)
+
+    def find(self, word: str) -> list[tuple[int, int]]:
+        """Token ranges where ``word`` occurs among the tokens not used yet."""
+        want = stems(word)
+        n = len(want)
+        if not n:
+            return []
+        found = []
+        for i in range(len(self.tokens) - n + 1):
+            if any(self.used[i : i + n]):
+                continue
+            if all(self.tokens[i + k].stem == want[k] for k in range(n)):
+                found.append((i, i + n))
+        return found
+
+    def score(self, word: str) -> int:
+        return len(fold(word).replace(" ", "")) if self.find(word) else 0
+
+    def take(self, word: str) -> bool:
+        spans = self.find(word)
+        for i, j in spans:
+            for k in range(i, j):
+                self.used[k] = True
+        return bool(spans)
+
+    def take_chars(self, start: int, end: int) -> None:
+        for k, t in enumerate(self.tokens):
+            if t.start >= start and t.end <= end:
+                self.used[k] = True
+
+    def left(self) -> list[Token]:
+        return [t for t, used in zip(self.tokens, self.used, strict=True) if not used]
+
+
+def _residue(reading: Reading) -> list[str]:
+    for word in FILLER_ZH_WORDS:
+        reading.take(word)
+    words = []
+    for token in reading.left():
+        if token.text in NEGATIONS:
+            words.append(token.text)
+        elif (
+            token.text in FILLER_ZH
+            or token.text in FILLER_ZH_VERBS
+            or token.text in FILLER_EN
+            or token.stem in FILLER_EN
+        ):
+            continue
+        else:
+            words.append(token.text)
+    return words
+
+
+def _matches(reading: Reading, words: Mapping[str, tuple[str, ...]]) -> list[tuple[str, int, int]]:
+    """(canonical, length, position) for every value of ``words`` found in the reading."""
+    out = []
+    for canonical, aliases in words.items():
+        best = (0, 0)
+        for word in (canonical, *aliases):
+            spans = reading.find(word)
+            if spans:
+                best = max(best, (len(fold(word).replace(" ", "")), -spans[0][0]))
+        if best[0]:
+            out.append((canonical, best[0], -best[1]))
+    return out
+
+
+def _label(tool: ToolDef, param: str, zh: bool) -> str:
+    labels = tool.labels.get(param, {})
+    if zh and labels.get("zh"):
+        return labels["zh"]
+    return labels.get("en") or param.replace("_", " ")
+
+
+def _status_tool(tools: Sequence[ToolDef]) -> ToolDef | None:
+    for tool in tools:
+        if tool.kind == "business" and (
+            tool.name.endswith("status") or any(fold(a) in ("status", "状态") for a in tool.aliases)
+        ):
+            return tool
+    return None
+
+
+# -- what it says ------------------------------------------------------------------------------
 
 
 class Texts:
     def __init__(self, zh: bool) -> None:
         self.zh = zh
 
-    def which(self, what: str, allowed: Sequence[str]) -> str:
-        label = what.replace("_", " ")
+    def which(self, label: str, allowed: Sequence[str]) -> str:
         if self.zh:
-            return f"请问 {label} 选哪一个？可选：{'、'.join(allowed)}。"
-        return f"Which {label}? Allowed: {', '.join(allowed)}."
+            return f"请问{label}选哪一个？可选：{'、'.join(allowed)}。我还什么都没有执行。"
+        return f"Which {label}? Allowed: {', '.join(allowed)}. I have not run anything yet."
 
-    def cannot(self, clause: str, tools: Sequence[ToolDef]) -> str:
-        names = ", ".join(t.name.replace("__", ".") for t in tools if t.kind == "business")
+    def cannot(self, part: str, tools: Sequence[ToolDef]) -> str:
         if self.zh:
-            return f"我做不到“{clause}”：没有对应的工具。我能做的有：{names}。"
-        return f"I can't do “{clause}”: none of my tools does that. I can: {names}."
+            return f"我做不到“{part}”：没有对应的工具，所以什么都没有执行。{self.abilities(tools)}"
+        return f"I can't do “{part}”: none of my tools does that, so I ran nothing. {self.abilities(tools)}"
+
+    def unsure(self, words: Sequence[str], part: str) -> str:
+        shown = "”“".join(words)
+        if self.zh:
+            return f"我没看懂“{part}”里的“{shown}”，为了不做错，什么都没有执行。请换个说法。"
+        return (
+            f"I'm not sure what “{shown}” means in “{part}”, so to be safe I ran nothing. "
+            "Could you say it another way?"
+        )
+
+    def did_you_mean(self, guess: str) -> str:
+        if self.zh:
+            return f"你是说“{guess}”吗？我还什么都没有执行。"
+        return f"Did you mean “{guess}”? I have not run anything yet."
+
+    def abilities(self, tools: Sequence[ToolDef]) -> str:
+        items = []
+        for tool in tools:
+            if tool.kind != "business":
+                continue
+            words = [a for a in tool.aliases if has_cjk(a) == self.zh] or [tool.name.replace("__", ".")]
+            note = ""
+            if tool.danger == "destructive":
+                note = "（需要你确认）" if self.zh else " (asks you first)"
+            elif tool.background:
+                note = "（后台运行）" if self.zh else " (in the background)"
+            items.append(words[0] + note)
+        if self.zh:
+            return f"我能做的有：{'、'.join(items)}；也能查询或停止后台任务。"
+        return f"I can: {', '.join(items)}; and check on or stop background jobs."
 
     def no_job(self) -> str:
         return "现在没有正在运行的任务。" if self.zh else "There is no running job to do that to."
 
+    def nothing_pending(self) -> str:
+        if self.zh:
+            return "现在没有等你确认的操作，所以什么都没有执行。"
+        return "Nothing is waiting for your confirmation, so I ran nothing."
+
+    def status(self, status: str) -> str:
+        return ZH_STATUS.get(status, status) if self.zh else status.replace("_", " ")
+
     def result(self, name: str, result: dict[str, Any]) -> str:
         task = name.replace("__", ".")
-        status = result.get("status", "?")
-        message = result.get("message", "")
+        status = str(result.get("status", "?"))
+        message = str(result.get("message") or "")
         eid = result.get("execution_id", "")
         if status == "running":
-            return (
-                f"{task} 正在后台运行（execution_id {eid}）。"
-                if self.zh
-                else f"{task} is running in the background (execution_id {eid})."
-            )
+            if self.zh:
+                return f"{task} 已在后台运行（任务号 {eid}）。"
+            return f"{task} is running in the background (job {eid})."
         if status == "completed":
             return f"{task}：{message}" if self.zh else f"{task}: {message}"
-        return f"{task} {status}：{message}" if self.zh else f"{task} {status}: {message}"
+        return f"{task}{self.status(status)}：{message}" if self.zh else f"{task} {status}: {message}"
 
     def job(self, result: dict[str, Any]) -> str:
         """A control tool's answer: the job's state, in words."""
         data = result.get("data") or {}
-        progress = (data.get("progress") or {}).get("message")
+        progress = data.get("progress") or {}
+        fraction = progress.get("fraction")
         task, status, eid = (
             result.get("task_id", "?"),
-            result.get("status", "?"),
+            str(result.get("status", "?")),
             result.get("execution_id", ""),
         )
         if self.zh:
-            text = f"任务 {task}（{eid}）：{status}"
-            text += f"，进度：{progress}" if progress else ""
-            return text + (f"。{result.get('message')}" if status != "running" else "。")
-        text = f"Job {task} ({eid}): {status}"
-        text += f", progress: {progress}" if progress else ""
-        return text + (f". {result.get('message')}" if status != "running" else ".")
+            text = f"任务 {task}（{eid}）{self.status(status)}"
+            if isinstance(fraction, int | float):
+                text += f"，进度 {fraction:.0%}"
+            if status != "running" and result.get("message"):
+                text += f"：{result.get('message')}"
+            return text + "。"
+        text = f"Job {task} ({eid}) is {self.status(status)}"
+        if progress.get("message"):
+            text += f": {progress['message']}"
+        elif isinstance(fraction, int | float):
+            text += f", {fraction:.0%} done"
+        if status != "running" and result.get("message"):
+            text += f". {result.get('message')}"
+        return text + "."
 
     def halted(self) -> str:
         return "因此我没有继续后面的步骤。" if self.zh else "So I did not go on with the remaining steps."
@@ -180,6 +313,9 @@ class Texts:
 
     def nothing(self) -> str:
         return "请告诉我要做什么。" if self.zh else "Tell me what to do."
+
+
+# -- the model ---------------------------------------------------------------------------------
 
 
 class OfflineModel:
@@ -204,6 +340,10 @@ class OfflineModel:
             # The person confirmed a call: carry on with the request that led to it.
             anchor = users[-2]
             request = str(messages[anchor].get("content") or "")
+        elif context.stray_answer:
+            return ModelResponse(text=Texts(self._zh(request)).nothing_pending(), model=self.name)
+        else:
+            request = _with_clarifications(messages, users, request)
         texts = Texts(self._zh(request))
         after = [m for m in messages[anchor + 1 :] if m.get("role") != "user"]
         calls: list[tuple[str, dict[str, Any]]] = []
@@ -220,22 +360,23 @@ class OfflineModel:
         if calls and kinds.get(calls[-1][0]) != "control" and calls[-1][1].get("status") not in OK_STATUSES:
             return self._final(calls, texts, halted=True, kinds=kinds)
         plan = self.plan(request, tools, messages, context.open_jobs)
+        says = [step.say for step in plan if step.say]
+        if says:  # not sure of every part: nothing runs
+            return self._final(calls, texts, extra=says[:1], kinds=kinds)
         done = len(calls)
-        todo = [step for step in plan if step.tool is not None]
-        if done < len(todo) and all(step.say is None for step in plan[: plan.index(todo[done]) + 1]):
-            step = todo[done]
+        if done < len(plan):
+            step = plan[done]
             assert step.tool is not None
             if step.unresolved is not None:
                 return self._final(calls, texts, extra=[step.unresolved], kinds=kinds)
             call = ToolCall(id=f"offline_{done}", name=step.tool, arguments=step.args)
             return ModelResponse(tool_calls=(call,), model=self.name)
-        says = [step.say for step in plan if step.say]
-        return self._final(calls, texts, extra=says[:1] or ([] if calls else [texts.nothing()]), kinds=kinds)
+        return self._final(calls, texts, extra=[] if calls else [texts.nothing()], kinds=kinds)
 
     def _zh(self, request: str) -> bool:
         if self.language is not None:
             return self.language == "zh"
-        return bool(CJK.search(request))
+        return has_cjk(request)
 
     def _final(
         self,
@@ -273,129 +414,455 @@ class OfflineModel:
         messages: Sequence[Message] = (),
         open_jobs: Sequence[OpenJob] | None = None,
     ) -> list[Step]:
+        """The calls ``request`` asks for, in order; or one step that says why nothing will run."""
         texts = Texts(self._zh(request))
+        text = reorder(fold(request)).strip(" .!?！？。")
+        if not text:
+            return [Step(say=texts.nothing())]
+        if ABILITY.search(text):
+            return [Step(say=texts.abilities(tools))]
+        question = _state_question(text)
+        if question is not None:
+            return self._answer_question(question, tools, messages, open_jobs, texts)
+        parts: list[Part] = []
+        carried: Part | None = None
+        raws = _split(text)
+        for index, raw in enumerate(raws):
+            part = self._read(raw, tools)
+            if part is None:
+                continue
+            if carried is not None:
+                part = _combine(carried, part)
+                carried = None
+            # "三星和四星都分解了", "金币和经验都刷三次": values before their tool go with it.
+            if part.tool is None and part.has_values and not parts and index + 1 < len(raws):
+                carried = part
+                continue
+            parts.append(part)
+        if carried is not None:
+            parts.append(carried)
+        if not parts:
+            return [Step(say=texts.nothing())]
         steps: list[Step] = []
-        for raw in SPLIT.split(request):
-            clause = raw.strip(" \t\n.!?！？")
-            if not clause:
-                continue
-            step = self._step(clause, tools, messages, texts, steps, open_jobs)
-            if step is None:
-                continue
-            steps.append(step)
-            if step.say is not None:
-                break
+        previous: Step | None = None
+        for part in parts:
+            made = self._steps(part, previous, tools, messages, open_jobs, texts)
+            if made and made[0].say is not None:
+                return made[:1]
+            if made and steps and made[0].extends:
+                steps[-1] = made[0]
+                made = made[1:]
+            steps.extend(made)
+            previous = steps[-1] if steps else None
+        by_name = {tool.name: tool for tool in tools}
+        for step in steps:  # only now: a later part may have given what an earlier one lacked
+            tool = by_name.get(step.tool or "")
+            if tool is not None and tool.kind == "business":
+                question = self._missing(tool, step.args, texts)
+                if question is not None:
+                    return [question]
         return steps
 
-    def _step(
+    def _read(self, text: str, tools: Sequence[ToolDef]) -> Part | None:
+        reading = Reading(text)
+        if not reading.tokens:
+            return None
+        part = Part(text=text)
+        explicit = EXECUTION_ID.search(text)
+        if explicit:
+            part.execution_id = explicit.group(0)
+            reading.take_chars(explicit.start(), explicit.end())
+        best: tuple[int, int, ToolDef, str] | None = None
+        for tool in tools:
+            for word in _tool_words(tool):
+                score = reading.score(word)
+                if score and (best is None or (score, tool.kind == "control") > (best[0], best[1])):
+                    best = (score, int(tool.kind == "control"), tool, word)
+        for word in sorted(BACKGROUND_WORDS, key=len, reverse=True):
+            if best is not None and stems(word) == stems(best[3]):
+                continue
+            if reading.find(word):
+                part.background = True
+                if best is None or not _contains_word(best[3], word):
+                    reading.take(word)
+        if best is not None:
+            part.tool = best[2]
+            reading.take(best[3])
+        # Catalog values of every tool: the part may name a value before (or without) its tool.
+        candidates = [part.tool] if part.tool is not None else [t for t in tools if t.kind == "business"]
+        for tool in candidates:
+            self._values(reading, tool, part)
+        for count in counts(text):
+            reading.take_chars(count.start, count.end)
+            part.numbers.append(count.value)
+        part.reading = reading
+        part.candidates = candidates
+        return part
+
+    def _understood(self, part: Part, tool: ToolDef | None) -> list[str]:
+        """The words of ``part`` not understood once ``tool`` is known: the words that only restate
+        the tool or a value found ("刷金币副本", "the crimson calyx", "四星遗器") are understood."""
+        reading = part.reading
+        assert reading is not None
+        vocab: set[str] = set()
+        if tool is not None:
+            for word in [*_tool_words(tool), *(v for m in tool.labels.values() for v in m.values())]:
+                vocab.update(stems(word))
+        for owner in [tool] if tool is not None else part.candidates:
+            for name, words in owner.value_words.items():
+                for canonical in part.values.get(name, ()):
+                    for word in (canonical, *words.get(canonical, ())):
+                        vocab.update(stems(word))
+            for name, parent, canonical, _ in part.scoped:
+                scoped = owner.scoped_words.get(name, {}).get(parent, {})
+                for word in (canonical, *scoped.get(canonical, ())):
+                    vocab.update(stems(word))
+                parents = owner.value_words.get(owner.depends_on.get(name, ""), {})
+                for word in (parent, *parents.get(parent, ())):
+                    vocab.update(stems(word))
+        for index, token in enumerate(reading.tokens):
+            if not reading.used[index] and token.stem in vocab and token.text not in NEGATIONS:
+                reading.used[index] = True
+        part.residue = _residue(reading)
+        return part.residue
+
+    def _values(self, reading: Reading, tool: ToolDef, part: Part) -> None:
+        """Catalog values, longest words first; a word taken by a longer one is not read again
+        ("霜风" is not also "风"). A word two parents share is kept under both: the caller asks."""
+        owners: dict[str, list[tuple[str, str | None, str]]] = {}
+        for name, words in tool.value_words.items():
+            for canonical, aliases in words.items():
+                for word in (canonical, *aliases):
+                    owners.setdefault(word, []).append((name, None, canonical))
+        for name, scoped in tool.scoped_words.items():
+            for parent_value, words in scoped.items():
+                for canonical, aliases in words.items():
+                    for word in (canonical, *aliases):
+                        owners.setdefault(word, []).append((name, parent_value, canonical))
+        found: list[tuple[int, str, str | None, str, int]] = []
+        for word in sorted(owners, key=lambda w: len(fold(w).replace(" ", "")), reverse=True):
+            spans = reading.find(word)
+            if not spans:
+                continue
+            reading.take(word)
+            length = len(fold(word).replace(" ", ""))
+            for name, parent, canonical in dict.fromkeys(owners[word]):
+                found.append((spans[0][0], name, parent, canonical, length))
+        for _, name, parent, canonical, length in sorted(found):
+            if parent is None:
+                values = part.values.setdefault(name, [])
+                if canonical not in values:
+                    values.append(canonical)
+            elif (name, parent, canonical) not in [(n, p, c) for n, p, c, _ in part.scoped]:
+                part.scoped.append((name, parent, canonical, length))
+
+    def _steps(
         self,
-        clause: str,
+        part: Part,
+        previous: Step | None,
         tools: Sequence[ToolDef],
         messages: Sequence[Message],
-        texts: Texts,
-        before: list[Step],
         open_jobs: Sequence[OpenJob] | None,
-    ) -> Step | None:
-        key = fold(clause)
-        best: tuple[int, int, ToolDef] | None = None
-        for order, tool in enumerate(tools):
-            score = max((len(fold(w)) for w in _tool_words(tool) if _contains(key, w)), default=0)
-            if score == 0 and _catalog_hits(key, tool):
-                score = 1  # "金币副本 3 次": only the catalog word says which tool
-            if score == 0:
-                continue
-            rank = (score, 1 if tool.kind == "control" else 0)
-            if best is None or rank > (best[0], best[1]):
-                best = (rank[0], rank[1], tool)
-            del order
-        if best is None:
-            if numbers_in(clause) and before and before[-1].tool is not None:
-                return None  # "…, 3 times" continues the previous step
-            return Step(say=texts.cannot(clause, tools))
-        tool = best[2]
+        texts: Texts,
+    ) -> list[Step]:
+        tool = part.tool
+        inherited: dict[str, Any] = {}
+        continues = previous is not None and previous.tool is not None
+        if tool is None and continues and part.has_values:
+            assert previous is not None
+            tool = next((t for t in tools if t.name == previous.tool), None)
+            inherited = dict(previous.args)
+        elif tool is None:
+            tool = _tool_by_values(part, tools)
+        residue = self._understood(part, tool)
+        if residue:
+            guess = _guess(part, tools)
+            if guess is not None:
+                return [Step(say=texts.did_you_mean(guess))]
+            if tool is None:
+                return [Step(say=texts.cannot(part.text, tools))]
+            return [Step(say=texts.unsure(residue, part.text))]
+        if tool is None:
+            if not (part.has_values or part.background):
+                return []  # only small words: nothing asked here
+            return [Step(say=texts.cannot(part.text, tools))]
+        if part.tool is None and inherited and part.numbers and not (part.values or part.scoped):
+            assert previous is not None
+            if not _count_missing(previous, tool):
+                # "…3 times, 5 times": a second count for a step that has one
+                return [Step(say=texts.unsure([str(n) for n in part.numbers], part.text))]
+        elif part.tool is not None and previous is not None and previous.tool == tool.name:
+            if part.numbers and not (part.values or part.scoped) and _count_missing(previous, tool):
+                inherited = dict(previous.args)  # "刷一下金币，刷三次": the count of the same step
+        if part.background and not tool.background:
+            tool = _background_variant(tool, tools) or tool
         if tool.kind == "control":
-            return self._control(tool, clause, messages, texts, open_jobs)
-        return self._arguments(tool, key, clause, texts)
+            return [self._control(tool, part, messages, open_jobs, texts)]
+        return self._arguments(tool, part, inherited, texts)
 
     def _control(
         self,
         tool: ToolDef,
-        clause: str,
+        part: Part,
         messages: Sequence[Message],
-        texts: Texts,
         open_jobs: Sequence[OpenJob] | None,
+        texts: Texts,
     ) -> Step:
-        explicit = EXECUTION_ID.search(clause)
-        eid = explicit.group(0) if explicit else _latest_job(messages, open_jobs)
+        eid = part.execution_id or _latest_job(messages, open_jobs)
         if eid is None:
             return Step(tool=tool.name, unresolved=texts.no_job())
         return Step(tool=tool.name, args={"execution_id": eid})
 
-    def _arguments(self, tool: ToolDef, key: str, clause: str, texts: Texts) -> Step:
+    def _arguments(self, tool: ToolDef, part: Part, inherited: dict[str, Any], texts: Texts) -> list[Step]:
+        props: dict[str, Any] = dict(tool.parameters.get("properties", {}))
+        base: dict[str, Any] = {}
+        variants: list[tuple[str, list[Any]]] = []
+        for name, values in part.values.items():
+            if name not in props:
+                continue
+            if len(values) == 1:
+                base[name] = values[0]
+            else:
+                variants.append((name, values))
+        for name in {s[0] for s in part.scoped}:
+            if name not in props:
+                continue
+            parent = tool.depends_on[name]
+            fixed = base.get(parent) or (None if parent in part.values else inherited.get(parent))
+            matches = [s for s in part.scoped if s[0] == name and (fixed is None or s[1] == fixed)]
+            if not matches:
+                allowed = list(tool.scoped_words[name].get(str(fixed), {}))
+                return [Step(say=texts.which(_label(tool, name, texts.zh), allowed))]
+            ordered: list[tuple[str, str]] = []
+            for _, parent_value, canonical, _ in matches:
+                if (parent_value, canonical) not in ordered:
+                    ordered.append((parent_value, canonical))
+            names = [c for _, c in ordered]
+            if len(set(names)) != len(names):  # one word, two parents: which kind is meant?
+                return [
+                    Step(say=texts.which(_label(tool, parent, texts.zh), sorted({p for p, _ in ordered})))
+                ]
+            if len(ordered) == 1:
+                base.setdefault(parent, ordered[0][0])
+                base[name] = ordered[0][1]
+            else:
+                variants.append((f"{parent}\x00{name}", list(ordered)))
+        numbers = list(part.numbers)
+        int_params = [n for n, p in props.items() if _is_int(p) and n not in base]
+        enum_ints = [n for n in int_params if props[n].get("enum") or _enum_of(props[n])]
+        if len(numbers) > 1 and len(int_params) == 1 and enum_ints:
+            variants.append((enum_ints[0], numbers))  # "三星和四星": one call per value
+            numbers = []
+        for name in int_params:
+            if numbers:
+                base[name] = numbers.pop(0)
+        if numbers:
+            return [Step(say=texts.unsure([str(n) for n in numbers], part.text))]
+        if len(variants) > 1:
+            return [Step(say=texts.unsure([v for _, vs in variants for v in map(str, vs)], part.text))]
+        args = {**{k: v for k, v in inherited.items() if k in props}, **base}
+        if inherited and variants:
+            # A different value of the same parameter replaces the inherited one, and what depends on it.
+            key = variants[0][0].split("\x00")[-1]
+            args.pop(key, None)
+        choices: list[dict[str, Any]] = []
+        if variants:
+            key, values = variants[0]
+            for value in values:
+                if "\x00" in key:
+                    parent, name = key.split("\x00")
+                    choices.append({**args, parent: value[0], name: value[1]})
+                else:
+                    choices.append({**args, key: value})
+        else:
+            choices.append(args)
+        extends = (
+            bool(inherited)
+            and len(choices) == 1
+            and all(choices[0].get(k) == v for k, v in inherited.items() if k in props)
+        )
+        return [Step(tool=tool.name, args=chosen, extends=extends) for chosen in choices]
+
+    def _missing(self, tool: ToolDef, args: dict[str, Any], texts: Texts) -> Step | None:
         props: dict[str, Any] = dict(tool.parameters.get("properties", {}))
         required = set(tool.parameters.get("required", []))
-        args: dict[str, Any] = {}
-        for name, words in tool.value_words.items():
-            found = _longest(key, words)
-            if found is not None:
-                args[name] = found
-        for name, scoped in tool.scoped_words.items():
-            parent = tool.depends_on[name]
-            matches = [
-                (length, parent_value, canonical)
-                for parent_value, words in scoped.items()
-                if parent not in args or args[parent] == parent_value
-                for canonical, length in _matches(key, words)
-            ]
-            if matches:
-                top = max(length for length, _, _ in matches)
-                best = {(p, c) for length, p, c in matches if length == top}
-                if len(best) == 1:
-                    parent_value, canonical = best.pop()
-                    args[name] = canonical
-                    args.setdefault(parent, parent_value)
-                elif name in required:
-                    return Step(say=texts.which(name, sorted({c for _, c in best})))
-            elif name in required:
-                if parent in args:
-                    return Step(say=texts.which(name, list(scoped[args[parent]])))
-                return Step(say=texts.which(parent, list(scoped)))
-        numbers = numbers_in(clause)
-        for name, prop in props.items():
-            if name in args:
+        for name in props:
+            if name in args or name not in required:
                 continue
-            if _is_int(prop) and numbers:
-                args[name] = numbers.pop(0)
-            elif name in required:
-                allowed = prop.get("enum") or _enum_of(prop)
-                if allowed:
-                    return Step(say=texts.which(name, [str(v) for v in allowed]))
-                return Step(say=texts.which(name, [prop.get("description", name)]))
-        return Step(tool=tool.name, args=args)
-
-
-def _matches(key: str, words: Mapping[str, tuple[str, ...]]) -> list[tuple[str, int]]:
-    out = []
-    for canonical, aliases in words.items():
-        lengths = [len(fold(w)) for w in (canonical, *aliases) if _contains(key, w)]
-        if lengths:
-            out.append((canonical, max(lengths)))
-    return out
-
-
-def _longest(key: str, words: Mapping[str, tuple[str, ...]]) -> str | None:
-    found = _matches(key, words)
-    if not found:
+            label = _label(tool, name, texts.zh)
+            if name in tool.depends_on:
+                parent = tool.depends_on[name]
+                if parent in args:
+                    return Step(say=texts.which(label, list(tool.scoped_words[name][args[parent]])))
+                return Step(say=texts.which(_label(tool, parent, texts.zh), list(tool.scoped_words[name])))
+            allowed = props[name].get("enum") or _enum_of(props[name])
+            if allowed:
+                return Step(say=texts.which(label, [str(v) for v in allowed]))
+            return Step(say=texts.which(label, [props[name].get("description", name)]))
         return None
-    top = max(length for _, length in found)
-    winners = [canonical for canonical, length in found if length == top]
-    return winners[0] if len(winners) == 1 else None
+
+    def _answer_question(
+        self,
+        text: str,
+        tools: Sequence[ToolDef],
+        messages: Sequence[Message],
+        open_jobs: Sequence[OpenJob] | None,
+        texts: Texts,
+    ) -> list[Step]:
+        job = _latest_job(messages, open_jobs)
+        status_tool = _status_tool(tools)
+        about_job = any(fold(w) in text for w in PROGRESS_WORDS) or EXECUTION_ID.search(text)
+        control = next((t for t in tools if t.kind == "control" and t.name.endswith("status")), None)
+        if control is not None and (job is not None and (about_job or status_tool is None)):
+            explicit = EXECUTION_ID.search(text)
+            return [Step(tool=control.name, args={"execution_id": explicit.group(0) if explicit else job})]
+        if status_tool is not None:
+            return [Step(tool=status_tool.name, args={})]
+        return [Step(say=texts.no_job())]
 
 
-def _catalog_hits(key: str, tool: ToolDef) -> bool:
-    if any(_matches(key, words) for words in tool.value_words.values()):
-        return True
-    return any(_matches(key, words) for scoped in tool.scoped_words.values() for words in scoped.values())
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _split(text: str) -> list[str]:
+    """The parts of a request in the order they are to be done."""
+    parts: list[str] = []
+    for sentence in re.split(r"[。!！;；]", text):
+        pieces = REVERSE.split(sentence, maxsplit=1)
+        if len(pieces) == 2:
+            pieces = [pieces[1], pieces[0]]  # "close the game after farming" = farm, then close
+        for piece in pieces:
+            parts += [p.strip(" .?？") for p in SPLIT.split(piece) if p and p.strip(" .?？")]
+    return parts
+
+
+def _state_question(text: str) -> str | None:
+    """The question, when the request asks about state rather than for an action."""
+    stripped = text.strip()
+    if POLITE_OPENER.match(stripped):
+        return None  # "can you start the game?", "能帮我开游戏吗": a request, politely
+    if QUESTION_EN.match(stripped) or QUESTION_ZH.search(stripped):
+        return stripped
+    if any(fold(w) == stripped.rstrip("?？ ") for w in PROGRESS_WORDS):
+        return stripped
+    return None
+
+
+def _combine(first: Part, second: Part) -> Part:
+    """``first`` (values with no tool) read as the start of ``second``."""
+    assert first.reading is not None and second.reading is not None
+    reading = Reading(f"{first.text} {second.text}")
+    reading.used = [*first.reading.used, *second.reading.used]
+    values = {k: list(v) for k, v in first.values.items()}
+    for name, more in second.values.items():
+        values.setdefault(name, [])
+        values[name] += [v for v in more if v not in values[name]]
+    return Part(
+        text=reading.text,
+        tool=second.tool,
+        values=values,
+        scoped=[*first.scoped, *(s for s in second.scoped if s not in first.scoped)],
+        numbers=[*first.numbers, *second.numbers],
+        background=first.background or second.background,
+        execution_id=second.execution_id or first.execution_id,
+        reading=reading,
+        candidates=second.candidates,
+    )
+
+
+def _contains_word(alias: str, word: str) -> bool:
+    a, w = stems(alias), stems(word)
+    return any(a[i : i + len(w)] == w for i in range(len(a) - len(w) + 1))
+
+
+def _count_missing(step: Step, tool: ToolDef | None) -> bool:
+    """``step`` has no count yet (an int parameter that is not a choice among values, like rarity)."""
+    props: dict[str, Any] = dict(tool.parameters.get("properties", {})) if tool is not None else {}
+    for name, value in step.args.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        prop = props.get(name, {})
+        if not (prop.get("enum") or _enum_of(prop)):
+            return False
+    return True
+
+
+def _tool_by_values(part: Part, tools: Sequence[ToolDef]) -> ToolDef | None:
+    """The one tool whose catalog the part's values belong to ("金币副本 3 次")."""
+    params = set(part.values) | {s[0] for s in part.scoped}
+    owners = [
+        t
+        for t in tools
+        if t.kind == "business" and params and params <= (set(t.value_words) | set(t.scoped_words))
+    ]
+    preferred = [t for t in owners if t.background == part.background] or owners
+    return preferred[0] if len(preferred) == 1 or (preferred and not part.background) else None
+
+
+def _background_variant(tool: ToolDef, tools: Sequence[ToolDef]) -> ToolDef | None:
+    """The background tool that takes the same catalog values ("keep farming gold" → loop_farm)."""
+    mine = set(tool.value_words) | set(tool.scoped_words)
+    for other in tools:
+        if (
+            other.background
+            and other.kind == "business"
+            and mine
+            and mine <= (set(other.value_words) | set(other.scoped_words))
+        ):
+            return other
+    return None
+
+
+def _guess(part: Part, tools: Sequence[ToolDef]) -> str | None:
+    """What the person probably typed ("strat the game" → "start the game", "farm gld" → "farm gold"):
+    the whole part close to one known phrase, or each word not understood close to one known word."""
+    phrases: set[str] = set()
+    for tool in tools:
+        phrases.update(fold(w) for w in _tool_words(tool))
+        for mapping in [
+            *tool.value_words.values(),
+            *(m for s in tool.scoped_words.values() for m in s.values()),
+        ]:
+            for canonical, aliases in mapping.items():
+                phrases.update(fold(w) for w in (canonical, *aliases))
+    phrases = {p for p in phrases if len(p) >= 2}
+
+    def closest(probe: str, pool: set[str], cutoff: float) -> str | None:
+        close = difflib.get_close_matches(probe, sorted(pool), n=1, cutoff=cutoff)
+        return close[0] if close else None
+
+    whole = closest(part.text, phrases, 0.75)
+    if whole is not None:
+        return whole
+    words = {w for p in phrases for w in p.split() if len(w) >= 3 and not has_cjk(w)}
+    corrected = part.text
+    for unknown in part.residue:
+        if has_cjk(unknown) or len(unknown) < 3:
+            return None
+        word = closest(unknown, words, 0.75)
+        if word is None:
+            return None
+        corrected = re.sub(rf"\b{re.escape(unknown)}\b", word, corrected)
+    return corrected if corrected != part.text else None
+
+
+def _with_clarifications(messages: Sequence[Message], users: list[int], request: str) -> str:
+    """The request with the earlier ones it answers: when the last reply was a question (and ran
+    nothing), the person's new words complete the request that led to it ("刷副本" … "金币")."""
+    combined = request
+    position = len(users) - 1
+    while position > 0 and len(users) - position <= 3:
+        between = messages[users[position - 1] + 1 : users[position]]
+        if any(m.get("role") == "tool" for m in between) or not between:
+            break
+        reply = str(between[-1].get("content") or "").strip()
+        if between[-1].get("role") != "assistant" or not reply.endswith(("？", "?", "。")):
+            break
+        if not any(mark in reply for mark in ("选哪一个", "Which ", "Allowed:", "可选")):
+            break
+        combined = f"{messages[users[position - 1]].get('content') or ''}，{combined}"
+        position -= 1
+    return combined
 
 
 def _is_int(prop: dict[str, Any]) -> bool:
@@ -438,3 +905,6 @@ def _latest_job(messages: Sequence[Message], open_jobs: Sequence[OpenJob] | None
         elif result.get("status") == "running" and eid not in ended:
             return eid
     return None
+
+
+__all__ = ["OfflineModel", "Step", "Texts", "numbers_in", "zh_number"]

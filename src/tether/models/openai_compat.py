@@ -1,9 +1,15 @@
 """A client for OpenAI-compatible chat completions (OpenAI, DeepSeek, Qwen, Ollama, vLLM, llama.cpp,
 LM Studio, …) on the official ``openai`` SDK, with the SDK's own retries off in favour of ours.
 
-``parallel_tool_calls=false`` is always sent with tools. Replies stream, assembling tool-call deltas,
-except for reasoning models (o1/o3/o4, gpt-5, deepseek-reasoner, qwq, …); ``TETHER_MODEL_STREAM=0|1``
-forces either way. The ``openai`` package is imported on first use, never at import time.
+What every server accepts, not only the hosted APIs: with tools, ``tool_choice="auto"`` (llama-cpp-python
+drops the tools without it) and ``parallel_tool_calls=false``; an assistant message never carries
+``content: null`` (llama-cpp-python answers HTTP 500), it carries ``""``. Replies stream, assembling
+tool-call deltas, except for reasoning models (o1/o3/o4, gpt-5, deepseek-reasoner, qwq, …);
+``TETHER_MODEL_STREAM=0|1`` forces either way. A stream that ends without a finish reason (cut
+connection, a server error after HTTP 200) is a connection error, retried like one, never a complete
+answer; an answer with neither text nor a call is an error too. Calls a small model writes as text
+(``<tool_call>…</tool_call>`` or a bare JSON call) are taken as calls when they name an offered tool with
+fitting arguments (``textcalls``). The ``openai`` package is imported on first use, never at import time.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import json
 import os
 import re
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tether.errors import ModelConnectionError, ModelError, ModelHTTPError, ModelOutputError, ModelRefused
@@ -25,10 +32,33 @@ from tether.models.base import (
     check_request_allowed,
 )
 from tether.models.refusals import is_refusal
+from tether.models.textcalls import calls_in_text
 from tether.resilience import ResilienceRegistry
 
 STREAM_ENV = "TETHER_MODEL_STREAM"
 DEFAULT_TIMEOUT_S = 120.0
+# A model served on this machine or the local network: a cold CPU turn takes minutes, not seconds.
+LOCAL_TIMEOUT_S = 600.0
+
+
+def is_local_url(base_url: str) -> bool:
+    import ipaddress
+    from urllib.parse import urlparse
+
+    host = urlparse(base_url).hostname or ""
+    if host in ("localhost", "host.docker.internal") or host.endswith(".local"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+def default_timeout(base_url: str) -> float:
+    return LOCAL_TIMEOUT_S if is_local_url(base_url) else DEFAULT_TIMEOUT_S
+
+
 REASONING_MODEL = re.compile(
     r"(^|[/:_-])(o1|o3|o4|gpt-5|deepseek-reasoner|qwq|qvq|r1)([.:_-]|$)", re.IGNORECASE
 )
@@ -81,7 +111,7 @@ class OpenAICompatModel:
         api_key: str | None = None,
         resilience: ResilienceRegistry | None = None,
         stream: bool | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
+        timeout_s: float | None = None,
         http_client: Any = None,
         supports_tools: bool = True,
     ) -> None:
@@ -92,7 +122,7 @@ class OpenAICompatModel:
         # Pass the runtime's registry so every session talking to this service shares one breaker.
         self._resilience = (resilience or ResilienceRegistry()).for_url(base_url)
         self._stream = stream
-        self._timeout_s = timeout_s
+        self._timeout_s = timeout_s if timeout_s is not None else default_timeout(base_url)
         self._http_client = http_client
         self._client: Any = None
 
@@ -121,11 +151,17 @@ class OpenAICompatModel:
     ) -> ModelResponse:
         """``context`` is already in the messages (the session's system prompt) for a remote model."""
         check_request_allowed(self.base_url)
-        kwargs: dict[str, Any] = {"model": self.name, "messages": list(messages)}
+        kwargs: dict[str, Any] = {"model": self.name, "messages": wire_messages(messages)}
         if tools:
             kwargs["tools"] = [tool.openai() for tool in tools]
+            kwargs["tool_choice"] = "auto"
             kwargs["parallel_tool_calls"] = False
-        return await self._resilience.call(lambda: self._attempt(kwargs))
+        response = await self._resilience.call(lambda: self._attempt(kwargs))
+        if tools and not response.tool_calls and response.text:
+            found = calls_in_text(response.text, tools)
+            if found:
+                response = replace(response, text="", tool_calls=found)
+        return response
 
     async def _attempt(self, kwargs: dict[str, Any]) -> ModelResponse:
         try:
@@ -134,6 +170,7 @@ class OpenAICompatModel:
             raise redacted(exc, self._api_key) from None
 
     async def _exchange(self, kwargs: dict[str, Any]) -> ModelResponse:
+        import httpx
         import openai
 
         client = self._sdk()
@@ -148,7 +185,14 @@ class OpenAICompatModel:
                 response = from_completion(completion.model_dump())
         except openai.APIStatusError as exc:
             raise self._translate_status(exc) from None
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+        except openai.APITimeoutError:
+            raise ModelConnectionError(
+                f"the model service at {self.base_url} did not answer within {self._timeout_s:g} s "
+                "(a model on a CPU can need minutes for a cold turn: raise [model].timeout_s)",
+                timeout_s=self._timeout_s,
+            ) from None
+        except (openai.APIConnectionError, httpx.TransportError) as exc:
+            # Before the answer (refused, reset) or in the middle of a stream (the connection was cut).
             raise ModelConnectionError(
                 _redact(
                     f"cannot reach the model service at {self.base_url}: {type(exc).__name__}", self._api_key
@@ -169,6 +213,12 @@ class OpenAICompatModel:
         if is_refusal(finish_reason=response.finish_reason):
             raise ModelRefused(
                 f"the model service refused on content-policy grounds ({response.finish_reason})",
+                finish_reason=response.finish_reason,
+            )
+        if not response.tool_calls and not response.text.strip():
+            why = " (it hit its token limit)" if response.finish_reason == "length" else ""
+            raise ModelOutputError(
+                f"the model answered with nothing: no text and no tool call{why}",
                 finish_reason=response.finish_reason,
             )
         return response
@@ -229,6 +279,14 @@ def parse_retry_after(headers: Any) -> float | None:
     import time
 
     return max(0.0, when.timestamp() - time.time())
+
+
+def wire_messages(messages: Sequence[Message]) -> list[Message]:
+    """The messages as every server takes them: ``content`` is never null (``""`` instead)."""
+    return [
+        {**message, "content": ""} if message.get("content", "") is None else dict(message)
+        for message in messages
+    ]
 
 
 def _tool_call(index: int, call_id: str | None, name: str, raw: str) -> ToolCall:
@@ -303,6 +361,14 @@ async def assemble_stream(chunks: AsyncIterator[dict[str, Any]], *, model: str =
                     slot["arguments"].append(function["arguments"])
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
+    if finish is None:
+        # No finish reason: the stream was cut (a server error after HTTP 200, a dropped connection),
+        # whether or not a [DONE] followed. What arrived is not an answer.
+        raise ModelConnectionError(
+            "the model's answer was cut off: the stream ended without a finish reason "
+            f"after {sum(map(len, text))} characters",
+            truncated=True,
+        )
     return ModelResponse(
         text="".join(text),
         tool_calls=tuple(

@@ -11,6 +11,7 @@ import enum
 import importlib
 import re
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,7 @@ class TaskSpec:
     background: bool = False
     danger: Danger = Danger.SAFE
     idempotent: bool = False
-    exposed_to: frozenset[str] = frozenset()
+    exposed_to: AbstractSet[str] = frozenset()  # stored as a frozenset
     timeout_s: float | None = None
     isolation: Isolation = Isolation.PROCESS
 

@@ -15,12 +15,20 @@ CLI_ONLY = frozenset({CLI})
 H = "tether.toolkits.demo.handlers:"
 
 InstanceType = Annotated[
-    str, InCatalog(catalog=INSTANCE_TYPES), Field(description="canonical instance type, e.g. 拟造花萼（金）")
+    str,
+    InCatalog(catalog=INSTANCE_TYPES),
+    Field(
+        description="canonical instance type, e.g. 拟造花萼（金）",
+        json_schema_extra={"labels": {"en": "instance type", "zh": "副本类型"}},
+    ),
 ]
 InstanceName = Annotated[
     str,
     InCatalog(catalog=INSTANCE_NAMES, depends_on="instance_type"),
-    Field(description="canonical instance name within the type, e.g. 藏珍之蕾"),
+    Field(
+        description="canonical instance name within the type, e.g. 藏珍之蕾",
+        json_schema_extra={"labels": {"en": "instance", "zh": "副本"}},
+    ),
 ]
 
 
@@ -29,7 +37,12 @@ class FarmParams(BaseModel):
 
     instance_type: InstanceType
     instance_name: InstanceName
-    attempts: Annotated[int, Field(ge=1, le=99, description="how many runs, 1 to 99")] = 1
+    attempts: Annotated[
+        int,
+        Field(
+            ge=1, le=99, description="how many runs, 1 to 99", json_schema_extra={"labels": {"zh": "次数"}}
+        ),
+    ] = 1
 
 
 class LoopFarmParams(BaseModel):
@@ -46,7 +59,11 @@ class SalvageParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     rarity: Annotated[
-        Literal[2, 3, 4], Field(description="relic rarity in stars; five-star relics are never salvaged")
+        Literal[2, 3, 4],
+        Field(
+            description="relic rarity in stars; five-star relics are never salvaged",
+            json_schema_extra={"labels": {"en": "rarity (stars)", "zh": "遗器星级"}},
+        ),
     ]
 
 
@@ -60,7 +77,16 @@ registry.add(
         exposed_to=PUBLIC,
         idempotent=True,
         description="Start the game (does nothing if it is already running).",
-        aliases=("启动游戏", "打开游戏", "开游戏", "start the game", "launch the game", "open the game"),
+        aliases=(
+            "启动游戏",
+            "打开游戏",
+            "开游戏",
+            "开始游戏",
+            "进游戏",
+            "start the game",
+            "launch the game",
+            "open the game",
+        ),
     )
 )
 registry.add(
@@ -71,7 +97,16 @@ registry.add(
         idempotent=True,
         danger=Danger.CAUTION,
         description="Close the game. Only when the person asks for it.",
-        aliases=("退出游戏", "关闭游戏", "关游戏", "exit the game", "close the game", "quit the game"),
+        aliases=(
+            "退出游戏",
+            "关闭游戏",
+            "关游戏",
+            "退出",
+            "exit the game",
+            "close the game",
+            "quit the game",
+            "exit",
+        ),
     )
 )
 registry.add(
