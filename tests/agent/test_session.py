@@ -264,12 +264,17 @@ def test_ephemeral_memory_keeps_nothing_on_disk(running_game: Executor, home: Pa
     assert running_game.runtime.threads.load("eph") is None
 
 
-def test_open_jobs_and_the_summary_ride_in_the_system_prompt(running_game: Executor) -> None:
-    job = running_game.execute_sync("demo.loop_farm", caller="agent", origin="thread:t")
-    model = ScriptedModel([say("ok")])
-    session(running_game, model).send_sync("t", "what runs?")
-    system = model.requests[0][0][0]
-    assert system["role"] == "system" and f"execution_id={job.execution_id}" in system["content"]
+def test_open_jobs_ride_at_the_end_so_the_stable_prompt_stays_a_prefix(running_game: Executor) -> None:
+    model = ScriptedModel([calls(call("demo__loop_farm", {})), say("ok")])
+    session(running_game, model).send_sync("t", "loop")
+    first, second = (messages for messages, _ in model.requests)
+    assert first[0]["role"] == "system" and "execution_id=" not in first[0]["content"]
+    job = second[-1]
+    assert (
+        job["role"] == "system" and "execution_id=" in job["content"] and "demo.loop_farm" in job["content"]
+    )
+    # Everything the first step sent is, unchanged, the start of what the second sends.
+    assert second[: len(first)] == first
     assert json.dumps(model.requests[0][1][0].openai())  # tools are serializable for a real API
 
 
@@ -284,8 +289,8 @@ def test_the_agent_sees_and_controls_only_its_own_threads_jobs(running_game: Exe
     result = session(running_game, model).send_sync("mine", "stop it")
     model.assert_consumed()
     assert tool_steps(result) == [("get_task_status", "not_found"), ("stop_task", "not_found")]
-    system = model.requests[0][0][0]["content"]
-    assert other.execution_id not in system  # not in its context either
+    context = json.dumps(model.requests[0][0], ensure_ascii=False)
+    assert other.execution_id not in context  # not in its context either
     assert running_game.jobs.status(other.execution_id).status is TaskStatus.RUNNING
     asyncio.run(running_game.control(other.execution_id, "stop", caller="cli"))  # a person may
 

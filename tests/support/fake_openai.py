@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -59,10 +60,16 @@ def error(
 
 
 class FakeOpenAI:
-    def __init__(self) -> None:
+    """``strict=True`` behaves like llama-cpp-python's server where it differs from the hosted APIs:
+    a message with ``"content": null`` is answered HTTP 500, and tools offered without ``tool_choice``
+    are dropped (the request is answered as if no tools were there: the scripted step is skipped for
+    a refusal)."""
+
+    def __init__(self, *, strict: bool = False) -> None:
         self.script: deque[dict[str, Any]] = deque()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.strict = strict
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -76,14 +83,24 @@ class FakeOpenAI:
                 step = (
                     fake.script.popleft() if fake.script else error(500, "unscripted", "no scripted answer")
                 )
+                request = fake.requests[-1]
+                if fake.strict and any(m.get("content", "") is None for m in request.get("messages", [])):
+                    step = error(500, None, "Internal Server Error: content must be a string")
+                elif fake.strict and request.get("tools") and "tool_choice" not in request:
+                    step = {"status": 200, "body": completion("I cannot call tools.")}
+                if step.get("delay"):
+                    time.sleep(step["delay"])
                 if "sse" in step:
                     self.send_response(200)
                     self.send_header("content-type", "text/event-stream")
+                    if step.get("cut"):
+                        self.send_header("content-length", "100000")  # promised, never sent
                     self.end_headers()
                     for event in step["sse"]:
                         self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
                         self.wfile.flush()
-                    self.wfile.write(b"data: [DONE]\n\n")
+                    if step.get("done", True) and not step.get("cut"):
+                        self.wfile.write(b"data: [DONE]\n\n")
                     return
                 payload = json.dumps(step.get("body", {})).encode()
                 self.send_response(step.get("status", 200))
@@ -110,8 +127,13 @@ class FakeOpenAI:
     def fail(self, step: dict[str, Any]) -> None:
         self.script.append(step)
 
-    def stream(self, events: list[dict[str, Any]]) -> None:
-        self.script.append({"sse": events})
+    def stream(self, events: list[dict[str, Any]], *, done: bool = True, cut: bool = False) -> None:
+        """Server-sent events; ``done=False`` ends without ``[DONE]``, ``cut=True`` drops the
+        connection in the middle of the body."""
+        self.script.append({"sse": events, "done": done, "cut": cut})
+
+    def slow(self, seconds: float, body: dict[str, Any]) -> None:
+        self.script.append({"status": 200, "body": body, "delay": seconds})
 
     def close(self) -> None:
         self.server.shutdown()

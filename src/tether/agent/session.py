@@ -552,18 +552,24 @@ class ConversationSession:
         )
 
     def _messages(self, state: ThreadState, context: TurnContext) -> list[Message]:
-        open_jobs = "\n".join(
-            f"- execution_id={job.execution_id} task={job.task_id} status={job.status}"
-            + (f" progress={job.progress}" if job.progress else "")
-            for job in context.open_jobs or ()
-        )
-        system = self._prompt.replace("{{memory}}", state.summary or "(nothing yet)").replace(
-            "{{open_jobs}}", open_jobs or "(none)"
-        )
-        return [
+        """What the model reads, stable part first: the system prompt (instructions, then the memory
+        summary, which changes only when the thread is folded), the conversation, and last the open
+        jobs, which change between steps. A server's prompt cache then reuses everything before them."""
+        system = self._prompt.replace("{{memory}}", state.summary or "(nothing yet)")
+        messages: list[Message] = [
             {"role": "system", "content": system},
             *self.threads.messages(state.thread_id, from_seq=state.folded),
         ]
+        if context.open_jobs:
+            zh = self.settings.language == "zh"
+            lines = "\n".join(
+                f"- execution_id={job.execution_id} task={job.task_id} status={job.status}"
+                + (f" progress={job.progress}" if job.progress else "")
+                for job in context.open_jobs
+            )
+            head = "正在运行的任务：" if zh else "Open jobs (yours, right now):"
+            messages.append({"role": "system", "content": f"{head}\n{lines}"})
+        return messages
 
     def _compress(self, state: ThreadState) -> None:
         current = self.threads.load(state.thread_id) or state

@@ -64,10 +64,17 @@ class JsonDecisionModel:
     ) -> ModelResponse:
         if not tools:
             return await self.inner.complete(messages, (), context=context)
-        prompt: list[Message] = [
-            *_plain(messages),
-            {"role": "system", "content": INSTRUCTIONS.format(tools=describe_tools(tools))},
-        ]
+        # The tool block never changes between steps: it goes first, merged into the first system
+        # message, so that a server's prompt cache reuses it (after the conversation it never could).
+        plain = _plain(messages)
+        block = INSTRUCTIONS.format(tools=describe_tools(tools))
+        if plain and plain[0].get("role") == "system":
+            prompt: list[Message] = [
+                {"role": "system", "content": f"{block}\n\n{plain[0]['content']}"},
+                *plain[1:],
+            ]
+        else:
+            prompt = [{"role": "system", "content": block}, *plain]
         names = {t.name for t in tools}
         first = await self.inner.complete(prompt, (), context=context)
         self._calls += 1

@@ -1,0 +1,245 @@
+"""The client against local OpenAI-compatible servers (llama.cpp's llama-server, llama-cpp-python):
+what they need that the hosted APIs forgive, replayed from cassettes of their exchanges and run live
+against a server that behaves like them."""
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.fake_openai import FakeOpenAI, chunk, completion
+from tests.support.llama import llama_chunk, llama_completion
+from tether.errors import ModelConnectionError, ModelOutputError
+from tether.models.base import ModelResponse, ToolCall, ToolDef
+from tether.models.openai_compat import LOCAL_TIMEOUT_S, OpenAICompatModel, default_timeout
+from tether.models.textcalls import calls_in_text
+from tether.resilience import ResilienceRegistry, RetryPolicy
+from tether.testing import Cassette
+
+CASSETTES = Path(__file__).parent / "cassettes"
+START = ToolDef(
+    name="demo__start_game",
+    description="Start the game.",
+    parameters={"type": "object", "properties": {}, "additionalProperties": False},
+)
+FARM = ToolDef(
+    name="demo__farm_instance",
+    description="Farm.",
+    parameters={
+        "type": "object",
+        "properties": {"instance_name": {"type": "string"}, "attempts": {"type": "integer"}},
+        "required": ["instance_name"],
+        "additionalProperties": False,
+    },
+)
+MESSAGES = [
+    {"role": "system", "content": "You are tether's assistant."},
+    {"role": "user", "content": "start the game"},
+]
+
+
+def client(url: str, *, attempts: int = 3, stream: bool = False, **kwargs: Any) -> OpenAICompatModel:
+    return OpenAICompatModel(
+        model="qwen2.5-coder-1.5b",
+        base_url=url,
+        stream=stream,
+        resilience=ResilienceRegistry(
+            RetryPolicy(max_attempts=attempts, base_delay_s=0.01, max_delay_s=0.02)
+        ),
+        **kwargs,
+    )
+
+
+def replaying(name: str, *, stream: bool) -> tuple[OpenAICompatModel, Cassette]:
+    cassette = Cassette(CASSETTES / f"{name}.json", mode="replay")
+    model = client(
+        "http://127.0.0.1:8080/v1",
+        stream=stream,
+        http_client=httpx.AsyncClient(transport=cassette.transport()),
+    )
+    return model, cassette
+
+
+# -- 1. tool_choice is sent whenever tools are offered ---------------------------------------------
+
+
+def test_tools_go_with_tool_choice_auto_or_a_strict_server_drops_them() -> None:
+    fake = FakeOpenAI(strict=True)
+    try:
+        fake.reply(completion(tool_calls=[("c1", "demo__start_game", "{}")]))
+        fake.reply(completion("hello"))
+        response = asyncio.run(client(fake.url).complete(MESSAGES, [START]))
+        assert [c.name for c in response.tool_calls] == ["demo__start_game"]
+        assert fake.requests[0]["tool_choice"] == "auto"
+        asyncio.run(client(fake.url).complete(MESSAGES, []))
+        assert "tool_choice" not in fake.requests[1] and "tools" not in fake.requests[1]
+    finally:
+        fake.close()
+
+
+# -- 2. an assistant message never carries content: null ------------------------------------------
+
+
+def test_history_with_tool_calls_is_sent_without_null_content() -> None:
+    fake = FakeOpenAI(strict=True)
+    try:
+        call = ToolCall(id="call_0", name="demo__start_game", arguments={})
+        assistant = ModelResponse(tool_calls=(call,)).to_message()
+        assert assistant["content"] == ""  # what the session stores
+        legacy = {**assistant, "content": None}  # what an older thread may hold
+        history = [*MESSAGES, legacy, {"role": "tool", "tool_call_id": "call_0", "content": "{}"}]
+        fake.reply(llama_completion("The game is running."))
+        response = asyncio.run(client(fake.url, attempts=1).complete(history, [START]))
+        assert response.text == "The game is running."
+        assert all(m.get("content") is not None for m in fake.requests[0]["messages"])
+    finally:
+        fake.close()
+
+
+def test_replay_llama_cpp_python_history_with_tool_calls() -> None:
+    """The recorded request has content "" and tool_choice: sending null or no tool_choice differs from
+    the recording and fails the replay (the server answered HTTP 500 to null)."""
+    model, cassette = replaying("llama_cpp_python_history_with_tool_calls", stream=False)
+    history = [
+        *MESSAGES,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_0",
+                    "type": "function",
+                    "function": {"name": "demo__start_game", "arguments": "{}"},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_0",
+            "name": "demo__start_game",
+            "content": '{"status": "completed", "message": "the game is running"}',
+        },
+    ]
+    response = asyncio.run(model.complete(history, [START]))
+    assert response.text == "The game is running." and response.usage.prompt_tokens == 812
+    cassette.assert_consumed()
+
+
+# -- 4. a stream that ends without a finish reason is not an answer --------------------------------
+
+
+@pytest.mark.parametrize("done", [False, True])
+def test_a_stream_without_a_finish_reason_is_an_error_and_is_retried(done: bool) -> None:
+    fake = FakeOpenAI()
+    try:
+        fake.stream([llama_chunk("The game")], done=done)
+        fake.stream([llama_chunk("The game is on."), llama_chunk(None, "stop")])
+        response = asyncio.run(client(fake.url, stream=True).complete(MESSAGES, []))
+        assert response.text == "The game is on." and len(fake.requests) == 2
+        fake.stream([llama_chunk("The ga")], done=done)
+        with pytest.raises(ModelConnectionError, match="cut off"):
+            asyncio.run(client(fake.url, stream=True, attempts=1).complete(MESSAGES, []))
+    finally:
+        fake.close()
+
+
+def test_a_connection_dropped_mid_stream_is_a_connection_error() -> None:
+    fake = FakeOpenAI()
+    try:
+        fake.stream([chunk({"role": "assistant", "content": "Hel"})], cut=True)
+        with pytest.raises(ModelConnectionError):
+            asyncio.run(client(fake.url, stream=True, attempts=1).complete(MESSAGES, []))
+    finally:
+        fake.close()
+
+
+def test_replay_llama_server_cut_stream_then_retry() -> None:
+    model, cassette = replaying("llama_server_cut_stream_then_retry", stream=True)
+    response = asyncio.run(model.complete(MESSAGES, []))
+    assert response.text == "The game is starting."
+    cassette.assert_consumed()
+
+
+def test_an_empty_answer_is_not_a_success() -> None:
+    fake = FakeOpenAI()
+    try:
+        fake.reply(completion(""))
+        with pytest.raises(ModelOutputError, match="nothing"):
+            asyncio.run(client(fake.url, attempts=1).complete(MESSAGES, [START]))
+        fake.reply(completion("", finish_reason="length"))
+        with pytest.raises(ModelOutputError, match="token limit"):
+            asyncio.run(client(fake.url, attempts=1).complete(MESSAGES, [START]))
+    finally:
+        fake.close()
+
+
+# -- tool calls written as text ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>\n{"name": "demo__farm_instance", "arguments": {"instance_name": "藏珍之蕾"}}\n</tool_call>',
+        '{"name": "demo__farm_instance", "parameters": {"instance_name": "藏珍之蕾"}}',
+        '```json\n{"name": "demo__farm_instance", "arguments": {"instance_name": "藏珍之蕾"}}\n```',
+        '{"function": {"name": "demo__farm_instance", "arguments": "{\\"instance_name\\": \\"藏珍之蕾\\"}"}}',
+        '[{"name": "demo__farm_instance", "arguments": {"instance_name": "藏珍之蕾"}}]',
+    ],
+)
+def test_a_tool_call_written_as_text_is_a_call(text: str) -> None:
+    calls = calls_in_text(text, [START, FARM])
+    assert [(c.name, c.arguments) for c in calls] == [("demo__farm_instance", {"instance_name": "藏珍之蕾"})]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'I would call {"name": "demo__farm_instance", "arguments": {"instance_name": "x"}} next.',
+        '{"name": "rm_rf", "arguments": {}}',  # not a tool that was offered
+        '{"name": "demo__farm_instance", "arguments": {}}',  # a required argument is missing
+        '{"name": "demo__farm_instance", "arguments": {"instance_name": "x", "sudo": true}}',  # unknown key
+        '<tool_call>{"name": "demo__start_game", "arguments": {}}</tool_call> and then I will farm',
+        "The game is running.",
+        "{not json}",
+    ],
+)
+def test_text_that_is_not_entirely_a_valid_call_stays_text(text: str) -> None:
+    assert calls_in_text(text, [START, FARM]) == ()
+
+
+def test_replay_llama_server_text_tool_call_in_a_stream_without_done() -> None:
+    model, cassette = replaying("llama_server_text_tool_call", stream=True)
+    response = asyncio.run(model.complete(MESSAGES, [START]))
+    assert [c.name for c in response.tool_calls] == ["demo__start_game"] and response.text == ""
+    cassette.assert_consumed()
+
+
+# -- timeouts that suit a slow local server --------------------------------------------------------
+
+
+def test_a_local_server_gets_minutes_and_a_timeout_says_what_to_raise() -> None:
+    assert default_timeout("http://127.0.0.1:8080/v1") == LOCAL_TIMEOUT_S >= 300
+    assert default_timeout("http://192.168.1.20:11434/v1") == LOCAL_TIMEOUT_S
+    assert default_timeout("https://api.deepseek.com/v1") == 120
+    fake = FakeOpenAI()
+    try:
+        fake.slow(2.0, completion("late"))
+        with pytest.raises(ModelConnectionError, match=r"timeout_s") as caught:
+            asyncio.run(client(fake.url, attempts=1, timeout_s=0.3).complete(MESSAGES, []))
+        assert "0.3 s" in caught.value.message
+    finally:
+        fake.close()
+
+
+def test_cassettes_hold_no_key_and_pin_the_wire_format() -> None:
+    for path in CASSETTES.glob("*.json"):
+        tape = json.loads(path.read_text(encoding="utf-8"))
+        for entry in tape:
+            body = entry["request"]["body"]
+            assert all(m.get("content") is not None for m in body["messages"]), path.name
+            if body.get("tools"):
+                assert body["tool_choice"] == "auto", path.name
+        assert "authorization" not in path.read_text(encoding="utf-8").lower()
