@@ -182,7 +182,8 @@ def test_an_empty_answer_is_not_a_success() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        '<tool_call>\n{"name": "demo__farm_instance", "arguments": {"instance_name": "藏珍之蕾"}}\n</tool_call>',
+        '<tool_call>\n{"name": "demo__farm_instance", "arguments": {"instance_name": "藏珍之蕾"}}\n'
+        "</tool_call>",
         '{"name": "demo__farm_instance", "parameters": {"instance_name": "藏珍之蕾"}}',
         '```json\n{"name": "demo__farm_instance", "arguments": {"instance_name": "藏珍之蕾"}}\n```',
         '{"function": {"name": "demo__farm_instance", "arguments": "{\\"instance_name\\": \\"藏珍之蕾\\"}"}}',
