@@ -99,8 +99,10 @@ def backend_problem() -> str | None:
         names = list(chained) or [backend]
     for item in names[:1]:
         qualified = f"{type(item).__module__}.{type(item).__qualname__}"
+        if qualified.startswith(("keyring.backends.fail.", "keyring.backends.null.")):
+            return "no OS keyring is available here (no Secret Service, KWallet or macOS Keychain)"
         if qualified.startswith(UNSAFE_BACKENDS) or getattr(item, "priority", 1) <= 0:
-            return f"the keyring backend here is {qualified}, which does not keep a key safe"
+            return f"the keyring backend here is {qualified}, which keeps keys in a file anyone can read"
     return None
 
 

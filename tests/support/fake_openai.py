@@ -70,11 +70,25 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.strict = strict
+        self.models_answer: tuple[int, dict[str, Any]] = (
+            200,
+            {"object": "list", "data": [{"id": "gpt-4o-mini", "object": "model"}]},
+        )
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, format: str, *args: Any) -> None:
                 pass
+
+            def do_GET(self) -> None:  # GET /v1/models, what `tether doctor` asks
+                fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+                status, body = fake.models_answer
+                payload = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)

@@ -15,6 +15,7 @@ interrupted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -81,6 +82,12 @@ def _options(
         raise ConfigError(f"{HOME_ENV} is set but empty: give the tether home as a folder path, or unset it")
     state.home = home
     state.registry_ref = registry or os.environ.get(REGISTRY_ENV) or DEFAULT_REGISTRY
+    # Your own registry lives next to you: the folder a command runs from is importable, as with
+    # uvicorn or celery (a console script does not put it on sys.path by itself).
+    with contextlib.suppress(OSError):
+        here = os.getcwd()
+        if here not in sys.path:
+            sys.path.insert(0, here)
 
 
 def _registry() -> Registry:
@@ -390,6 +397,29 @@ def job_stop(
             )
         print(result.model_dump_json()) if as_json else print_result(result)
         return 0 if result.status is not TaskStatus.NOT_FOUND else 2
+
+    _guard(as_json, body)
+
+
+@app.command("doctor")
+def doctor_command(as_json: JsonFlag = False) -> None:
+    """Check the setup (home, settings, store, keyring, model) and say what to fix."""
+
+    def body() -> int:
+        from tether.interfaces.doctor import FAIL, OK, run_checks
+
+        checks = run_checks(state.home)
+        if as_json:
+            print(json.dumps([c.to_dict() for c in checks], ensure_ascii=False))
+        else:
+            marks = {OK: "[green]ok  [/]", "warn": "[yellow]warn[/]", FAIL: "[red]fail[/]"}
+            from rich.markup import escape
+
+            for c in checks:
+                out.print(f"{marks[c.status]} {c.name:<9} {escape(c.detail)}", soft_wrap=True)
+                if c.fix:
+                    out.print(f"     {'':<9} [bold]→ {escape(c.fix)}[/]", soft_wrap=True)
+        return 1 if any(c.status == FAIL for c in checks) else 0
 
     _guard(as_json, body)
 

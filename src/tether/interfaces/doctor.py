@@ -1,0 +1,185 @@
+"""``tether doctor``: check the setup and say what to fix.
+
+Each check is one line: what was checked, ok / warn / fail, and for anything not ok the one thing to
+do about it. The model check makes one cheap request (``GET {base_url}/models``) when a model is
+configured; the offline model needs nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"check": self.name, "status": self.status, "detail": self.detail, "fix": self.fix}
+
+
+def check_home(home: str | None) -> tuple[Check, Path | None]:
+    from tether.config import resolve_home
+    from tether.errors import ConfigError
+
+    try:
+        path = resolve_home(home)
+    except ConfigError as exc:
+        return Check(name="home", status=FAIL, detail=exc.message, fix="give --home a folder you own"), None
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if not os.access(path, os.W_OK):
+        return Check(
+            name="home", status=FAIL, detail=f"{path} is not writable", fix="make it yours (chown)"
+        ), path
+    if mode & 0o077:
+        return (
+            Check(
+                name="home",
+                status=WARN,
+                detail=f"{path} is readable by others (mode {mode:o})",
+                fix=f"chmod 700 {path}",
+            ),
+            path,
+        )
+    return Check(name="home", status=OK, detail=f"{path} (private)"), path
+
+
+def check_settings(home: Path) -> Check:
+    from tether.config import SECTIONS, SETTINGS_FILE
+    from tether.errors import ConfigError
+
+    try:
+        for section in SECTIONS.values():
+            section.load(home)
+    except ConfigError as exc:
+        return Check(name="settings", status=FAIL, detail=exc.message, fix=f"edit {home / SETTINGS_FILE}")
+    exists = (home / SETTINGS_FILE).exists()
+    return Check(
+        name="settings", status=OK, detail=SETTINGS_FILE if exists else "defaults (no settings.toml)"
+    )
+
+
+def check_store(home: Path) -> Check:
+    from tether.errors import TetherError
+    from tether.runtime import Runtime
+
+    try:
+        runtime = Runtime.open(home)
+        try:
+            runtime.jobs.list(limit=1)
+            url = f"{runtime.db.dialect} {runtime.db.where}"
+        finally:
+            runtime.close()
+    except TetherError as exc:
+        return Check(name="store", status=FAIL, detail=exc.message, fix="see `[store].database_url`")
+    return Check(name="store", status=OK, detail=url)
+
+
+def check_keyring() -> Check:
+    from tether.credentials import backend_name, backend_problem
+
+    problem = backend_problem()
+    if problem is not None:
+        return Check(
+            name="keyring",
+            status=WARN,
+            detail=problem,
+            fix="keys can come from TETHER_API_KEY_<PROVIDER> in the environment instead",
+        )
+    return Check(name="keyring", status=OK, detail=backend_name())
+
+
+def check_model(home: Path) -> Check:
+    from tether.config import ModelSettings
+    from tether.credentials import env_names, get_key
+    from tether.errors import TetherError
+    from tether.models.factory import resolve
+
+    try:
+        settings = ModelSettings.load(home)
+        choice = resolve(home, settings)
+    except TetherError as exc:
+        return Check(name="model", status=FAIL, detail=exc.message, fix="fix [model] in settings.toml")
+    if not choice.model:
+        return Check(name="model", status=OK, detail="offline planner (no key, no network)")
+    key = get_key(settings.provider)
+    if key is None and choice.needs_key:
+        return Check(
+            name="model",
+            status=FAIL,
+            detail=f"{choice.label} at {choice.base_url}: no key",
+            fix=f"run `tether auth set {settings.provider}` or set {env_names(settings.provider)[0]}",
+        )
+    return _reach(choice, key)
+
+
+def _reach(choice: Any, key: str | None) -> Check:
+    import httpx
+
+    from tether.errors import ModelRequestsForbidden
+    from tether.models.base import check_request_allowed
+
+    label = f"{choice.label} at {choice.base_url}"
+    try:
+        check_request_allowed(choice.base_url)
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        response = httpx.get(f"{choice.base_url.rstrip('/')}/models", headers=headers, timeout=10.0)
+    except ModelRequestsForbidden as exc:
+        return Check(name="model", status=WARN, detail=f"{label}: not tried ({exc.message})")
+    except httpx.HTTPError as exc:
+        return Check(
+            name="model",
+            status=FAIL,
+            detail=f"{label}: cannot be reached ({type(exc).__name__})",
+            fix="start the server, or check base_url and your network",
+        )
+    if response.status_code in (401, 403):
+        return Check(
+            name="model",
+            status=FAIL,
+            detail=f"{label}: the key was refused (HTTP {response.status_code})",
+            fix=f"store the right key: tether auth set {choice.provider}",
+        )
+    if response.status_code >= 400:
+        return Check(
+            name="model",
+            status=WARN,
+            detail=f"{label}: reachable, but GET /models answered HTTP {response.status_code}",
+        )
+    try:
+        ids = [str(m.get("id")) for m in response.json().get("data", []) if isinstance(m, dict)]
+    except ValueError:
+        ids = []
+    if ids and choice.model not in ids and not any(choice.model in i for i in ids):
+        shown = ", ".join(ids[:5])
+        return Check(
+            name="model",
+            status=WARN,
+            detail=f"{label}: reachable, but it does not list {choice.model!r} (it has: {shown})",
+            fix="check [model].model",
+        )
+    return Check(name="model", status=OK, detail=f"{label}: reachable")
+
+
+def run_checks(home: str | None) -> list[Check]:
+    checks: list[Check] = []
+    first, path = check_home(home)
+    checks.append(first)
+    if path is None:
+        return checks
+    settings = check_settings(path)
+    checks.append(settings)
+    checks.append(check_store(path))
+    checks.append(check_keyring())
+    if settings.status != FAIL or "[model]" in settings.detail:
+        checks.append(check_model(path))
+    return checks
