@@ -134,7 +134,7 @@ def test_a_plaintext_backend_is_refused(monkeypatch: pytest.MonkeyPatch) -> None
     PlaintextKeyring.__module__ = "keyrings.alt.file"
     monkeypatch.setattr(keyring, "get_keyring", lambda: PlaintextKeyring())
     assert "anyone can read" in (credentials.backend_problem() or "")
-    with pytest.raises(CredentialError, match="not stored.*TETHER_API_KEY_OPENAI"):
+    with pytest.raises(CredentialError, match=r"not stored.*TETHER_API_KEY_OPENAI"):
         credentials.set_key("openai", "sk-plain-text-would-be-bad")
 
 
