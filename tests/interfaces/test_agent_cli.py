@@ -8,10 +8,13 @@ from tests.support.helpers import ROOT, tether_cli
 
 
 def test_run_json_is_one_document_with_steps(home: Path) -> None:
-    code, out, err = tether_cli("run", "启动游戏，然后刷 3 次金币副本", "--thread", "t1", "--json", home=home)
+    code, out, err = tether_cli(
+        "run", "启动游戏，然后刷 3 次金币副本", "--new-thread", "t1", "--json", home=home
+    )
     assert code == 0, err
     document = json.loads(out)
-    assert set(document) >= {"thread_id", "status", "final", "steps"} and document["status"] == "completed"
+    assert set(document) >= {"thread_id", "status", "final", "steps", "model"}
+    assert document["status"] == "completed" and document["model"] == "offline"
     tools = [s for s in document["steps"] if s["kind"] == "tool"]
     assert [s["tool"] for s in tools] == ["demo.start_game", "demo.farm_instance"]
     assert tools[1]["args"] == {"instance_type": "拟造花萼（金）", "instance_name": "藏珍之蕾", "attempts": 3}
@@ -21,14 +24,19 @@ def test_run_json_is_one_document_with_steps(home: Path) -> None:
 
 def test_run_waits_for_confirmation_and_executes_nothing(home: Path) -> None:
     tether_cli("run", "启动游戏", home=home)
-    code, out, _ = tether_cli("run", "分解四星遗器", "--thread", "s1", "--json", home=home)
+    code, out, _ = tether_cli("run", "分解四星遗器", "--new-thread", "s1", "--json", home=home)
     document = json.loads(out)
-    assert code == 0 and document["status"] == "needs_confirmation"
+    assert code == 3 and document["status"] == "needs_confirmation"  # a distinct exit code
+    code, out, err = tether_cli("run", "分解四星遗器", "--new-thread", "s0", home=home)
+    assert code == 3 and "tether run --thread s0 --confirm" in err and 'tether run --thread s0 "是"' in err
     code, out, _ = tether_cli("task", "run", "demo.status", "--json", home=home)
     assert json.loads(out)["data"]["salvaged_total"] == 0
     # --confirm answers the one call the thread waits on; it is not a blanket for a new turn.
     code, out, _ = tether_cli("run", "分解四星遗器", "--confirm", "--json", home=home)
     assert code == 2 and "--thread ID --confirm" in json.loads(out)["error"]["message"]
+    code, out, _ = tether_cli("run", "--thread", "other", "--confirm", "--json", home=home)
+    assert code == 2 and "no thread 'other'" in json.loads(out)["error"]["message"]
+    tether_cli("run", "游戏状态", "--new-thread", "other", home=home)
     code, out, _ = tether_cli("run", "--thread", "other", "--confirm", "--json", home=home)
     assert code == 2 and "not waiting" in json.loads(out)["error"]["message"]
     code, out, _ = tether_cli("run", "--thread", "s1", "--confirm", "--json", home=home)
@@ -42,7 +50,7 @@ def test_run_waits_for_confirmation_and_executes_nothing(home: Path) -> None:
 
 
 def test_threads_and_trace(home: Path) -> None:
-    tether_cli("run", "查看游戏状态", "--thread", "th-x", home=home)
+    tether_cli("run", "查看游戏状态", "--new-thread", "th-x", home=home)
     code, out, _ = tether_cli("threads", "--json", home=home)
     assert code == 0 and json.loads(out)[0]["thread_id"] == "th-x"
     code, out, _ = tether_cli("trace", "th-x", "--json", home=home)
@@ -50,6 +58,14 @@ def test_threads_and_trace(home: Path) -> None:
     assert [s["step_id"] for s in steps][:2] == ["th-x:1:0", "th-x:1:1"]
     code, out, _ = tether_cli("trace", "th-x", home=home)
     assert code == 0 and "demo.status" in out
+    code, out, _ = tether_cli("trace", "th-", home=home)  # a unique prefix is enough
+    assert code == 0 and "demo.status" in out
+    code, out, err = tether_cli("run", "查看游戏状态", "--thread", "th-", home=home)
+    assert code == 0 and "thread th-x" in out, err
+    code, out, err = tether_cli("run", "查看游戏状态", "--thread", "th-y", home=home)  # a typo
+    assert code == 2 and "no thread 'th-y'" in err and "th-x" in err
+    code, _, _ = tether_cli("threads", "--json", home=home)
+    assert len(json.loads(tether_cli("threads", "--json", home=home)[1])) == 1  # nothing new was made
     code, out, _ = tether_cli("trace", "nope", "--json", home=home)
     assert code == 2 and json.loads(out)["error"]["code"] == "not_found"
 
@@ -57,12 +73,12 @@ def test_threads_and_trace(home: Path) -> None:
 def test_chat_keeps_working_while_a_background_job_runs_and_asks_inline(home: Path) -> None:
     lines = ["启动游戏", "后台一直刷金币", "进度怎么样", "停下", "分解四星遗器", "y", "退出游戏", "y", "exit"]
     proc = subprocess.run(
-        [sys.executable, "-m", "tether.interfaces.cli", "chat", "--thread", "c1"],
+        [sys.executable, "-m", "tether.interfaces.cli", "chat", "--new-thread", "c1"],
         input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, cwd=ROOT,
         env={**os.environ, "TETHER_HOME": str(home), "TETHER_STOP_GRACE_COOPERATIVE_S": "0.5"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "正在后台运行" in proc.stdout
+    assert "已在后台运行" in proc.stdout
     assert "running" in proc.stdout  # the status query answered while the loop held the lock
     assert "salvaged 2 4-star relics" in proc.stdout
     assert "stopped" in proc.stdout and "the game has exited" in proc.stdout
@@ -71,7 +87,7 @@ def test_chat_keeps_working_while_a_background_job_runs_and_asks_inline(home: Pa
 def test_two_answers_to_one_question_run_the_call_once(home: Path) -> None:
     """Review: two `--confirm` at once (a double click, two terminals) both ran the salvage."""
     tether_cli("task", "run", "demo.start_game", home=home)
-    _, out, _ = tether_cli("run", "分解三星遗器", "--thread", "s2", "--json", home=home)
+    _, out, _ = tether_cli("run", "分解三星遗器", "--new-thread", "s2", "--json", home=home)
     assert json.loads(out)["status"] == "needs_confirmation"
     env = {**os.environ, "TETHER_HOME": str(home)}
     answers = [
@@ -95,7 +111,7 @@ def test_two_answers_to_one_question_run_the_call_once(home: Path) -> None:
 
 
 def test_a_thread_id_that_cannot_be_one_is_refused_before_anything_is_recorded(home: Path) -> None:
-    code, out, _ = tether_cli("run", "查看游戏状态", "--thread", "a" * 300, "--json", home=home)
+    code, out, _ = tether_cli("run", "查看游戏状态", "--new-thread", "a" * 300, "--json", home=home)
     assert code == 2 and "thread id" in json.loads(out)["error"]["message"]
     code, out, _ = tether_cli("threads", "--json", home=home)
     assert json.loads(out) == []

@@ -29,7 +29,7 @@ from tether.execution.protocol import ExecutionPaths, read_exit, read_request
 TETHER = Path(sys.executable).with_name("tether")
 SUPPORT = "tests.support.registry:registry"
 IDS = re.compile(rb"\b[0-9a-f]{19}\b")
-DURATION = re.compile(rb'"duration_seconds":\s*[0-9.e-]+|\b[0-9]+\.[0-9]+s\b')
+DURATION = re.compile(rb'"duration_seconds":\s*[0-9.e-]+|\b[0-9]+\.[0-9]+ s\b')
 
 
 class Served:

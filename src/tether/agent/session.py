@@ -131,6 +131,7 @@ class ConversationSession:
         self.executor = executor
         self.detach = detach  # background jobs outlive this session's process
         self.model = model
+        self.model_label = model.name  # what people are told answered (e.g. "deepseek/deepseek-chat")
         self.manager = manager or model
         self.settings = settings or executor.runtime.agent_settings
         if threads is None:

@@ -777,6 +777,15 @@ class Executor:
             origin is None or record.origin == origin
         )
 
+    MIN_PREFIX = 4
+
+    def _by_prefix(self, prefix: object, caller: str, origin: str | None) -> str | list[str]:
+        """The one visible job whose id starts with ``prefix``, else the visible ones that do."""
+        if not isinstance(prefix, str) or len(prefix) < self.MIN_PREFIX or len(prefix) >= 19:
+            return []
+        visible = [i for i in self.store.ids_with_prefix(prefix, 5) if self._visible(i, caller, origin)]
+        return visible[0] if len(visible) == 1 else visible
+
     async def control(
         self,
         execution_id: str,
@@ -796,12 +805,17 @@ class Executor:
             raise ConfigError(f"caller must be a name such as 'agent', 'cli' or 'mcp', got {caller!r}")
         if not await _io(self._visible, execution_id, caller, origin):
             shown = clip(str(execution_id), 80)
-            return TaskResult(
-                task_id="unknown",
-                execution_id=shown,
-                status=TaskStatus.NOT_FOUND,
-                message=f"no job {shown!r} is visible to {caller}",
-            )
+            found = await _io(self._by_prefix, execution_id, caller, origin)
+            if isinstance(found, str):
+                execution_id = found  # a unique prefix of a job this caller sees
+            else:
+                more = f"; it starts {len(found)} jobs: {', '.join(found)}" if found else ""
+                return TaskResult(
+                    task_id="unknown",
+                    execution_id=shown,
+                    status=TaskStatus.NOT_FOUND,
+                    message=f"no job {shown!r} is visible to {caller}{more}",
+                )
         if action == "status":
             return await _io(self.jobs.status, execution_id)
         if action == "wait":

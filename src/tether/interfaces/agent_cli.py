@@ -1,5 +1,10 @@
 """The conversation commands of the CLI: ``tether run``, ``tether chat``, ``tether threads``,
-``tether trace`` and ``tether auth``. Registered on the main app by ``cli.py``."""
+``tether trace`` and ``tether auth``. Registered on the main app by ``cli.py``.
+
+``tether run`` exits 0 when the turn completed, 1 when it failed (or ran out of steps), 3 when it waits
+for your confirmation (it says how to answer), 2 on a usage error such as an unknown ``--thread``.
+A thread id, like an execution id, may be given by a unique prefix.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ auth_app = typer.Typer(
 
 CONTROL = ("get_task_status", "stop_task")
 STEP_ICONS = {"model": "🤔", "tool": "⚙", "confirmation": "❓", "budget": "⏳", "final": "💬"}
+EXIT_NEEDS_CONFIRMATION = 3
+EXIT_WORDS = frozenset({"exit", "quit", ":q", "/exit", "/quit", "退出聊天", "再见", "拜拜"})
 
 
 def new_thread_id() -> str:
@@ -32,14 +39,49 @@ def new_thread_id() -> str:
 def _session(home: str | None, registry_ref: str, *, detach: bool = False) -> Any:
     from tether.agent.session import ConversationSession
     from tether.execution.executor import Executor
-    from tether.models.factory import model_from_settings
+    from tether.models.factory import model_from_settings, resolve
     from tether.tasks.spec import Registry
 
     executor = Executor(Registry.load(registry_ref), home=home)
-    executor.maintain()
-    runtime = executor.runtime
-    model = model_from_settings(runtime.home, runtime.model_settings, resilience=runtime.resilience)
-    return ConversationSession(executor, model, detach=detach)
+    try:
+        executor.maintain()
+        runtime = executor.runtime
+        model = model_from_settings(runtime.home, runtime.model_settings, resilience=runtime.resilience)
+        session = ConversationSession(executor, model, detach=detach)
+        session.model_label = resolve(runtime.home, runtime.model_settings).label
+    except BaseException:
+        executor.close()
+        raise
+    return session
+
+
+def resolve_thread(session: Any, given: str) -> str:
+    """The thread ``given`` names (exactly, or by a unique prefix); an unknown one is an error, never a
+    silently new thread."""
+    threads = session.threads
+    if threads.load(given) is not None:
+        return given
+    found = threads.ids_with_prefix(given, 5) if len(given) >= 3 else []
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise ConfigError(f"--thread {given!r} could be any of {', '.join(found)}: give more of it")
+    recent = [t.thread_id for t in threads.threads(limit=3)]
+    hint = f" (recent: {', '.join(recent)})" if recent else ""
+    raise ConfigError(
+        f"no thread {given[:80]!r}{hint}; leave out --thread to start a new one, or name a new one "
+        "with --new-thread NAME"
+    )
+
+
+def _start_thread(session: Any, thread: str | None, new_thread: str | None) -> str:
+    if thread is not None and new_thread is not None:
+        raise ConfigError("give --thread (an existing thread) or --new-thread (a new one), not both")
+    if new_thread is not None:
+        if session.threads.load(new_thread) is not None:
+            raise ConfigError(f"thread {new_thread!r} exists already: continue it with --thread {new_thread}")
+        return new_thread
+    return resolve_thread(session, thread) if thread is not None else new_thread_id()
 
 
 def render_event(event: Event) -> None:
@@ -55,8 +97,10 @@ def render_event(event: Event) -> None:
             style = STATUS_STYLE[TaskStatus(status)]
         except ValueError:
             style = "yellow"
-        tool, said = escape(event.tool), escape(str(event.result.get("message", "")))
-        err.print(f"  [dim]{STEP_ICONS['tool']}[/] {tool} → [{style}]{escape(status)}[/] {said}")
+        message = str(event.result.get("message", ""))
+        said = "" if message.strip().lower() == status else escape(message)
+        tool = escape(event.tool)
+        err.print(f"  [dim]{STEP_ICONS['tool']}[/] {tool} → [{style}]{escape(status)}[/] {said}".rstrip())
     elif isinstance(event, BudgetReviewed):
         err.print(f"  [dim]{STEP_ICONS['budget']} budget: {escape(event.reason)}[/]")
 
@@ -78,7 +122,12 @@ def register(app: typer.Typer, state: Any) -> None:
         goal: Annotated[
             str | None, typer.Argument(help="What you want done, in plain words (中文 or English)")
         ] = None,
-        thread: Annotated[str | None, typer.Option(help="Continue this thread (default: a new one)")] = None,
+        thread: Annotated[
+            str | None, typer.Option(help="Continue this thread (its id or a unique prefix)")
+        ] = None,
+        new_thread: Annotated[
+            str | None, typer.Option("--new-thread", help="Start a new thread with this name")
+        ] = None,
         confirm: Annotated[
             bool,
             typer.Option(
@@ -92,8 +141,9 @@ def register(app: typer.Typer, state: Any) -> None:
     ) -> None:
         """One turn: the agent plans, calls tools through the executor, and reports.
 
-        A turn that needs your consent ends asking for it; answer with
-        `tether run --thread ID --confirm` (exactly that call runs) or `tether run --thread ID "no"`."""
+        A turn that needs your consent ends asking for it (exit code 3); answer with
+        `tether run --thread ID --confirm` (exactly that call runs), `tether run --thread ID "是"`,
+        or `tether run --thread ID "no"`."""
 
         def body() -> int:
             if confirm and (thread is None or goal is not None):
@@ -107,54 +157,44 @@ def register(app: typer.Typer, state: Any) -> None:
             if not as_json:
                 session.events.subscribe(render_event)
             try:
+                thread_id = _start_thread(session, thread, new_thread)
                 if confirm:
-                    assert thread is not None
-                    if session.pending(thread) is None:
-                        raise ConfigError(f"thread {thread!r} is not waiting for a confirmation")
-                    result = asyncio.run(session.confirm(thread, approve=True, source="person:cli"))
+                    if session.pending(thread_id) is None:
+                        raise ConfigError(f"thread {thread_id!r} is not waiting for a confirmation")
+                    result = asyncio.run(session.confirm(thread_id, approve=True, source="person:cli"))
                 else:
                     assert goal is not None
-                    result = asyncio.run(session.send(thread or new_thread_id(), goal))
+                    result = asyncio.run(session.send(thread_id, goal))
             finally:
                 session.executor.close()
-            _print_turn(result, as_json=as_json, detach=detach)
-            return 0 if result.status in ("completed", "needs_confirmation") else 1
+            _print_turn(result, as_json=as_json, detach=detach, model=session.model_label)
+            if result.status == "needs_confirmation":
+                return EXIT_NEEDS_CONFIRMATION
+            return 0 if result.status == "completed" else 1
 
         _guarded(as_json, body)
 
     @app.command("chat")
     def chat_command(
-        thread: Annotated[str | None, typer.Option(help="Continue this thread (default: a new one)")] = None,
+        thread: Annotated[
+            str | None, typer.Option(help="Continue this thread (its id or a unique prefix)")
+        ] = None,
+        new_thread: Annotated[
+            str | None, typer.Option("--new-thread", help="Start a new thread with this name")
+        ] = None,
     ) -> None:
-        """A conversation. Background jobs keep running between your messages; Ctrl-D or 'exit' leaves."""
+        """A conversation. ↑/↓ recall what you typed; Ctrl-C cancels the turn in progress (the
+        conversation goes on); 'exit' or Ctrl-D leaves, asking first what to do with background jobs."""
 
         def body() -> int:
-            session = _session(state.home, state.registry_ref)
-            session.events.subscribe(render_event)
-            thread_id = thread or new_thread_id()
-            out.print(
-                f"[bold]tether chat[/] · thread {thread_id} · model {session.model.name} · 'exit' to leave"
-            )
+            from tether.interfaces.chat import Chat
+
+            session = _session(state.home, state.registry_ref, detach=True)
             try:
-                while True:
-                    try:
-                        message = input("you> ").strip()
-                    except (EOFError, KeyboardInterrupt):
-                        out.print()
-                        break
-                    if not message:
-                        continue
-                    if message.lower() in ("exit", "quit", "退出聊天", "再见"):
-                        break
-                    result = asyncio.run(session.send(thread_id, message))
-                    out.print(f"[bold cyan]tether>[/] {escape(result.final)}")
-                    if result.status == "needs_confirmation":
-                        answer = typer.confirm("confirm / 确认?", default=False)
-                        result = asyncio.run(session.confirm(thread_id, approve=answer, source="person:chat"))
-                        out.print(f"[bold cyan]tether>[/] {escape(result.final)}")
+                thread_id = _start_thread(session, thread, new_thread)
+                return Chat(session, thread_id).run()
             finally:
                 session.executor.close()
-            return 0
 
         _guarded(False, body)
 
@@ -171,9 +211,15 @@ def register(app: typer.Typer, state: Any) -> None:
             if as_json:
                 print(json.dumps(rows, ensure_ascii=False))
                 return 0
+            from tether.interfaces.render import human_time
+
             for row in rows:
                 out.print(
-                    f"{row['thread_id']}  {row['turns']:>3} turns  {row['updated_at'][:19]}  {row['title']}"
+                    f"{row['thread_id']}  {row['turns']:>3} turns  {human_time(row['updated_at']):>11}  "
+                    f"{row['title']}",
+                    markup=False,
+                    overflow="ellipsis",
+                    no_wrap=True,
                 )
             return 0
 
@@ -189,13 +235,19 @@ def register(app: typer.Typer, state: Any) -> None:
         def body() -> int:
             from tether.interfaces.cli import print_error
 
+            given = thread_id
             store = _thread_store(state.home)
-            if store.load(thread_id) is None:
-                print_error(f"no thread {thread_id[:80]!r}", as_json=as_json, code="not_found")
+            found = given if store.load(given) is not None else None
+            if found is None and len(given) >= 3:
+                matches = store.ids_with_prefix(given, 2)
+                found = matches[0] if len(matches) == 1 else None
+            if found is None:
+                print_error(f"no thread {given[:80]!r}", as_json=as_json, code="not_found")
                 return 2
-            steps = [s.to_dict() for s in store.steps(thread_id)]
+            thread = found
+            steps = [s.to_dict() for s in store.steps(thread)]
             if as_json:
-                print(json.dumps({"thread_id": thread_id, "steps": steps}, ensure_ascii=False))
+                print(json.dumps({"thread_id": thread, "steps": steps}, ensure_ascii=False))
                 return 0
             for s in steps:
                 head = f"{s['turn']}:{s['index']:<2} {STEP_ICONS.get(s['kind'], '·')} {s['kind']:<12}"
@@ -214,21 +266,26 @@ def register(app: typer.Typer, state: Any) -> None:
         _guarded(as_json, body)
 
 
-def _print_turn(result: Any, *, as_json: bool, detach: bool) -> None:
+def _print_turn(result: Any, *, as_json: bool, detach: bool, model: str) -> None:
     if as_json:
         document = result.to_dict()
+        document["model"] = model
         document["steps"] = [
             {k: s[k] for k in ("index", "kind", "tool", "args", "result")} for s in document["steps"]
         ]
         print(json.dumps(document, ensure_ascii=False))
         return
     out.print(result.final, markup=False)
-    out.print(f"[dim]thread {result.thread_id} · {result.status}[/]")
+    status = str(getattr(result.status, "value", result.status)).replace("_", " ")
+    out.print(f"[dim]thread {escape(result.thread_id)} · {escape(status)} · model {escape(model)}[/]")
     if result.status == "needs_confirmation":
+        t = result.thread_id
+        err.print("waiting for your confirmation. To run exactly that call:", soft_wrap=True)
         err.print(
-            f"answer with [bold]tether run --thread {result.thread_id} --confirm[/] "
-            f'(or [bold]tether run --thread {result.thread_id} "no"[/])'
+            f'  [bold]tether run --thread {t} --confirm[/]   (or: tether run --thread {t} "是")',
+            soft_wrap=True,
         )
+        err.print(f'To decline: [bold]tether run --thread {t} "no"[/]', soft_wrap=True)
     started = [
         s
         for s in result.steps

@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from rich import box
+from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 
 from tether.errors import ConfigError, TetherError, ToolError
@@ -65,8 +68,20 @@ class State:
 state = State()
 
 
+def _version(value: bool) -> None:
+    if value:
+        from tether import __version__
+
+        print(f"tether {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
     home: Annotated[
         str | None, typer.Option(help="The tether home (default: $TETHER_HOME or ~/.tether).")
     ] = None,
@@ -164,18 +179,51 @@ def tasks_command(
         if as_json:
             print(json.dumps([_spec_row(spec) for spec in specs], ensure_ascii=False))
             return 0
-        table = Table(title=f"tasks for {caller}", show_lines=False)
-        for column in ("task", "danger", "mode", "locks", "description"):
-            table.add_column(column)
+        out.print(f"[bold]tasks for {caller}[/]  [dim]({len(specs)}; --json for the schemas)[/]")
         for spec in specs:
             mode = "background" if spec.background else spec.isolation.value
-            table.add_row(
-                spec.task_id, spec.danger.value, mode, ",".join(spec.resources) or "-", spec.description
+            locks = ",".join(spec.resources) or "no lock"
+            danger = {"safe": "[green]safe[/]", "caution": "[yellow]caution[/]"}.get(
+                spec.danger.value, "[red]destructive[/]"
             )
-        out.print(table)
+            out.print(f"\n[bold]{escape(spec.task_id)}[/]  {danger} · {mode} · {escape(locks)}")
+            if spec.description:
+                out.print(Padding(escape(spec.description), (0, 0, 0, 2), expand=False))
+            for line in _param_lines(spec):
+                style = "dim" if line.startswith("(") else None
+                out.print(Padding(escape(line), (0, 0, 0, 2), expand=False), style=style)
         return 0
 
     _guard(as_json, body)
+
+
+def _param_lines(spec: TaskSpec) -> list[str]:
+    """One line per parameter: its name, whether it is needed, and what it may be."""
+    if spec.params is None:
+        return ["(no parameters)"]
+    from tether.tasks.catalog import Catalog, InCatalog
+
+    schema = spec.params.model_json_schema()
+    required = set(schema.get("required", []))
+    lines = []
+    for name, info in spec.params.model_fields.items():
+        prop = schema.get("properties", {}).get(name, {})
+        marker = next((m for m in info.metadata if isinstance(m, InCatalog)), None)
+        if marker is not None and marker.depends_on is None and isinstance(marker.catalog, Catalog):
+            allowed = ", ".join(marker.catalog.values)
+        elif marker is not None:
+            allowed = f"depends on {marker.depends_on}: see `tether tasks --json`"
+        elif prop.get("enum") or any("enum" in o for o in prop.get("anyOf", [])):
+            values = prop.get("enum") or next(o["enum"] for o in prop["anyOf"] if "enum" in o)
+            allowed = ", ".join(map(str, values))
+        else:
+            kind = prop.get("type") or "/".join(str(o.get("type")) for o in prop.get("anyOf", []))
+            low, high = prop.get("minimum"), prop.get("maximum")
+            span = f" {low}–{high}" if low is not None and high is not None else ""
+            allowed = f"{kind}{span}"
+        need = "required" if name in required else f"default {info.get_default()!r}"
+        lines.append(f"{name} ({need}): {allowed}")
+    return lines
 
 
 def parse_params(pairs: list[str], raw_json: str | None) -> dict[str, Any]:
@@ -313,18 +361,23 @@ def job_list(
         if as_json:
             print(json.dumps([r.model_dump(mode="json") for r in results], ensure_ascii=False))
             return 0
-        table = Table(title="jobs")
-        for column in ("execution", "task", "status", "caller", "started", "message"):
-            table.add_column(column)
+        from tether.interfaces.render import human_time, progress_text
+
+        table = Table(title="jobs", box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+        table.add_column("execution", no_wrap=True, min_width=19)  # never cut: people copy it
+        table.add_column("task", overflow="fold", max_width=22)
+        table.add_column("status", no_wrap=True)
+        table.add_column("started", no_wrap=True)
+        table.add_column("message", overflow="fold", ratio=1)
         for r in results:
             style = STATUS_STYLE.get(r.status, "white")
+            said = progress_text(r.data.get("progress")) if r.status is TaskStatus.RUNNING else r.message
             table.add_row(
                 r.execution_id,
-                r.task_id,
+                escape(r.task_id),
                 f"[{style}]{r.status.value}[/]",
-                str(r.data.get("caller", "")),
-                str(r.data.get("created_at", ""))[:19].replace("T", " "),
-                r.message[:60],
+                human_time(r.data.get("created_at", "")),
+                escape(said[:120]),
             )
         out.print(table)
         return 0

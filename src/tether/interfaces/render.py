@@ -58,6 +58,49 @@ STATUS_STYLE = {
 }
 
 
+def human_duration(seconds: float | None) -> str:
+    """0.42 s, 12.3 s, 2 min 5 s, 1 h 4 min: what a person reads at a glance."""
+    if seconds is None:
+        return ""
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
+def human_time(value: object) -> str:
+    """An ISO time or an epoch as local time: 14:03:12 today, 12-01 14:03 otherwise."""
+    from datetime import datetime
+
+    try:
+        if isinstance(value, int | float):
+            when = datetime.fromtimestamp(float(value)).astimezone()
+        else:
+            when = datetime.fromisoformat(str(value)).astimezone()
+    except (ValueError, OverflowError, OSError):
+        return str(value)[:19]
+    now = datetime.now().astimezone()
+    return when.strftime("%H:%M:%S") if when.date() == now.date() else when.strftime("%m-%d %H:%M")
+
+
+def progress_text(progress: object) -> str:
+    """A job's latest progress in words: "42% · round 3 of 10"."""
+    if not isinstance(progress, dict):
+        return ""
+    parts = []
+    fraction = progress.get("fraction")
+    if isinstance(fraction, int | float):
+        parts.append(f"{fraction:.0%}")
+    if progress.get("message"):
+        parts.append(str(progress["message"]))
+    return " · ".join(parts)
+
+
 # Shown by --json, left out of the human view to keep it readable.
 HIDDEN = frozenset(
     {"errors", "log_tail", "created_at", "updated_at", "ended_at", "detached", "caller", "origin", "digest"}
@@ -72,14 +115,19 @@ def print_result(result: TaskResult, console: Any = out) -> None:
         console.print(f"  {escape(result.message)}")
     shown = {k: v for k, v in result.data.items() if k not in HIDDEN and v is not None}
     for key, value in shown.items():
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if key == "progress":
+            text = progress_text(value)
+        elif key.endswith("_at") or key in ("started", "ended", "heartbeat"):
+            text = human_time(value)
+        else:
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         console.print(f"  [dim]{escape(key)}:[/] {escape(text)}")
     if result.data.get("log_tail"):
         console.print("  [dim]log tail:[/]")
         for line in str(result.data["log_tail"]).splitlines():
             console.print(f"    [dim]{escape(line)}[/]")
     if result.duration_seconds:
-        console.print(f"  [dim]{result.duration_seconds:.2f}s[/]")
+        console.print(f"  [dim]{human_duration(result.duration_seconds)}[/]")
 
 
 async def show_progress(executor: Any, execution_id: str) -> None:

@@ -277,7 +277,23 @@ class Texts:
             return f"{task} is running in the background (job {eid})."
         if status == "completed":
             return f"{task}：{message}" if self.zh else f"{task}: {message}"
-        return f"{task}{self.status(status)}：{message}" if self.zh else f"{task} {status}: {message}"
+        if self.zh:
+            return f"{task} {self.status(status)}：{self._zh_reason(result, message)}"
+        return f"{task} {status}: {message}"
+
+    def _zh_reason(self, result: dict[str, Any], message: str) -> str:
+        """The executor's own refusals, said in Chinese (a task's own words stay as it wrote them)."""
+        data = result.get("data") or {}
+        if data.get("blocked_by"):
+            blocker = f"{data['blocked_by']}（{data.get('blocking_task') or '?'}）"
+            return f"资源 {data.get('resource', '?')} 正被任务 {blocker} 占用，先停止它或等它结束"
+        if data.get("resource") and "in use" in message:
+            return f"资源 {data['resource']} 正被一个你看不到的任务占用"
+        if data.get("unmet"):
+            return f"条件不满足：{message}"
+        if data.get("allowed"):
+            return f"参数不对，可选值：{'、'.join(map(str, data['allowed']))}（{message}）"
+        return message
 
     def job(self, result: dict[str, Any]) -> str:
         """A control tool's answer: the job's state, in words."""
@@ -302,8 +318,9 @@ class Texts:
         elif isinstance(fraction, int | float):
             text += f", {fraction:.0%} done"
         if status != "running" and result.get("message"):
-            text += f". {result.get('message')}"
-        return text + "."
+            said = str(result.get("message"))
+            text += f": {said.removeprefix(status).lstrip(' :')}" if said.startswith(status) else f": {said}"
+        return text.rstrip(".") + "."
 
     def halted(self) -> str:
         return "因此我没有继续后面的步骤。" if self.zh else "So I did not go on with the remaining steps."
@@ -335,7 +352,9 @@ class OfflineModel:
         if not tools:
             return ModelResponse(text=self._review(context.review), model=self.name)
         if context.answer is False:
-            return ModelResponse(text=Texts(self._zh(request)).cancelled(), model=self.name)
+            # Said in the language of the request that led to the question, not of "no".
+            asked = str(messages[users[-2]].get("content") or "") if len(users) >= 2 else request
+            return ModelResponse(text=Texts(self._zh(asked)).cancelled(), model=self.name)
         if context.answer is True and len(users) >= 2:
             # The person confirmed a call: carry on with the request that led to it.
             anchor = users[-2]

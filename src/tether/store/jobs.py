@@ -176,6 +176,7 @@ class JobStore(Protocol):
         self, result: TaskResult, *, exit_code: int | None = None, process: tuple[int, float] | None = None
     ) -> JobRecord: ...
     def get(self, execution_id: str) -> JobRecord | None: ...
+    def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]: ...
     def list(
         self,
         *,
@@ -299,6 +300,12 @@ class SqlJobStore:
         with self.db.read() as conn:
             row = conn.execute(_BY_ID, {"eid": execution_id}).first()
         return None if row is None else JobRecord.from_row(row)
+
+    def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]:
+        """Execution ids that start with ``prefix`` (what a person types instead of all 19 characters)."""
+        query = select(T.c.execution_id).where(T.c.execution_id.startswith(prefix, autoescape=True))
+        with self.db.read() as conn:
+            return list(conn.execute(query.order_by(T.c.execution_id).limit(limit)).scalars())
 
     def list(
         self,

@@ -113,6 +113,7 @@ class ThreadStore(Protocol):
     ) -> int: ...
     def steps(self, thread_id: str, turn: int | None = None) -> list[StepRecord]: ...
     def threads(self, limit: int = 50) -> list[ThreadState]: ...
+    def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]: ...
     def emit(self, event: Event) -> Event: ...
 
 
@@ -182,6 +183,9 @@ class MemoryThreadStore:
 
     def threads(self, limit: int = 50) -> list[ThreadState]:
         return sorted(self._threads.values(), key=lambda t: t.updated_at, reverse=True)[:limit]
+
+    def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]:
+        return sorted(t for t in self._threads if t.startswith(prefix))[:limit]
 
     def emit(self, event: Event) -> Event:
         return event
@@ -430,6 +434,11 @@ class SqlThreadStore:
         with self.db.read() as conn:
             rows = conn.execute(_RECENT, {"k_limit": limit}).all()
         return [_state(row) for row in rows]
+
+    def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]:
+        query = select(Th.c.thread_id).where(Th.c.thread_id.startswith(prefix, autoescape=True))
+        with self.db.read() as conn:
+            return list(conn.execute(query.order_by(Th.c.thread_id).limit(limit)).scalars())
 
     def emit(self, event: Event) -> Event:
         with self.db.write() as conn:
