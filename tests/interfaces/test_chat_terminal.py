@@ -44,7 +44,7 @@ def chat(home: Path) -> Iterator[pexpect.spawn]:
 
 
 def salvaged(home: Path) -> int:
-    code, out, _ = tether_cli("task", "run", "demo.status", "--json", home=home)
+    _, out, _ = tether_cli("task", "run", "demo.status", "--json", home=home)
     return json.loads(out)["data"]["salvaged_total"]
 
 
