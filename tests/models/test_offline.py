@@ -205,6 +205,38 @@ TABLE: list[tuple[str, Calls]] = [
     ("farm gold for 2 hours", []),
     ("刷三次", []),
     ("fire up the game", []),
+    ("帮我打开游戏然后刷四次金币", [START, farm("藏珍之蕾", 4)]),
+    ("我想刷两次经验", [farm("回忆之蕾", 2)]),
+    ("先做日常，再挂机刷钱", [DAILY, LOOP_GOLD]),
+    ("farm bud of memories 6 times", [farm("回忆之蕾", 6)]),
+    ("farm exp 2x then exit", [farm("回忆之蕾", 2), EXIT]),
+    ("could you do my dailies please", [DAILY]),
+    ("salvage three star relics", [salvage(3)]),
+    ("分解2星遗器", [salvage(2)]),
+    ("刷光锥经验三次然后分解四星遗器", [farm("以太之蕾", 3), salvage(4)]),
+    ("刷五次红花毁灭", [farm("毁灭之蕾", 5, RED)]),
+    ("farm the fire shadow 2 times", [farm("炎华之形", 2, "凝滞虚影")]),
+    ("游戏还开着吗", [STATUS]),
+    ("随便刷点什么", []),
+    ("start the game and don't close it", []),
+    ("开游戏，不要做日常", []),
+    ("shut down the game", []),
+    ("进游戏刷两把经验书", [START, farm("回忆之蕾", 2)]),
+    ("每日任务做完了就退出游戏", [DAILY, EXIT]),
+    ("金币本来三次", [farm("藏珍之蕾", 3)]),
+    ("挂机刷光锥经验", [loop("以太之蕾")]),
+    ("帮我关一下游戏", [EXIT]),
+    ("分解五星遗器", [salvage(5)]),
+    ("游戏开了没", [STATUS]),
+    ("please launch the game and farm credits 5 times", [START, farm("藏珍之蕾", 5)]),
+    ("grind the golden calyx for exp 3 times", [farm("回忆之蕾", 3)]),
+    ("farm erudition 4 times", [farm("智识之蕾", 4, RED)]),
+    ("keep farming exp until I say stop", [loop("回忆之蕾")]),
+    ("salvage 4 star relics and 3 star relics", [salvage(4), salvage(3)]),
+    ("farm", []),
+    ("uninstall the game", []),
+    ("start teh game", []),
+    ("刷金币 然后 卸载游戏", []),
     # -- ambiguous: which one? ----------------------------------------------------------------
     ("刷副本", []),
     ("farm 3 times", []),
@@ -236,6 +268,12 @@ ROBOT_TABLE: list[tuple[str, Calls]] = [
     ("dock", [("robot__dock", {})]),
     ("打掃臥室", [("robot__clean", {"room": "bedroom"})]),
     ("vacum the kitchen", []),
+    ("帮我吸尘客厅", [("robot__clean", {"room": "living room"})]),
+    ("vacuum kitchen x2", [("robot__clean", {"room": "kitchen", "passes": 2})]),
+    ("go home", [("robot__dock", {})]),
+    ("mop the kitchen", []),
+    ("打扫書房", []),
+    ("打扫车库三遍然后回充", [("robot__clean", {"room": "garage", "passes": 3}), ("robot__dock", {})]),
 ]
 
 
@@ -331,6 +369,8 @@ def test_control_tools_use_the_open_job() -> None:
     assert run_plan("进度怎么样", OPEN_JOB)[0] == [("get_task_status", {"execution_id": JOB})]
     assert run_plan("stop it", OPEN_JOB)[0] == [("stop_task", {"execution_id": JOB})]
     assert run_plan("别刷了", OPEN_JOB)[0] == [("stop_task", {"execution_id": JOB})]
+    assert run_plan("cancel the job", OPEN_JOB)[0] == [("stop_task", {"execution_id": JOB})]
+    assert run_plan("stop farming", OPEN_JOB)[0] == [("stop_task", {"execution_id": JOB})]
     made, final = run_plan("停下")
     assert made == [] and "没有正在运行的任务" in final
 
@@ -403,6 +443,7 @@ def test_a_stray_yes_replays_nothing() -> None:
     ("request_text", "words"),
     [
         ("what can you do?", ["start the game", "salvage", "asks you first"]),
+        ("what can the game bot do", ["start the game"]),
         ("你能干啥", ["启动游戏", "分解遗器", "需要你确认"]),
         ("help", ["start the game"]),
     ],
@@ -428,7 +469,13 @@ def test_a_typo_close_to_a_known_word_is_asked_about(request_text: str, guess: s
 
 
 def test_state_questions_with_an_open_job_go_to_the_job() -> None:
-    for question in ("how is it going", "刷得怎么样了", "进度如何？", "is it done yet?"):
+    for question in (
+        "how is it going",
+        "刷得怎么样了",
+        "进度如何？",
+        "is it done yet?",
+        "how's the farming going?",
+    ):
         assert run_plan(question, OPEN_JOB)[0] == [("get_task_status", {"execution_id": JOB})], question
     assert run_plan("is the game running?", OPEN_JOB)[0] == [STATUS]
 

@@ -17,6 +17,7 @@ you do?" with a summary of the tools, and speaks the person's language with loca
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -58,15 +59,18 @@ POLITE_OPENER = re.compile(
 )
 QUESTION_EN = re.compile(r"^(?:is|are|was|were|did|does|has|have|how|what|what's|whats|where|any)\b")
 QUESTION_ZH = re.compile(
-    r"(?:吗|么|没|没有|了没|了吗|怎么样|咋样|如何|情况|是否|多少|几)了?\s*[?？]*$|有没有|是不是|什么|啥|几次|多少"
+    r"(?:吗|(?<![什怎那这多])么|没|没有|了没|了吗|怎么样|咋样|如何|情况|是否|多少|几)了?\s*[?？]*$|有没有|是不是|几次|多少|"
+    r"(?:什么|啥)(?:状态|情况|样|时候)|在干(?:什么|啥|嘛)|第几|几轮|多少轮"
 )
 ABILITY = re.compile(
-    r"what can you do|what do you do|what are you able|what can i ask|^help$|^\?$|"
+    r"what can (?:you|it|this|the [a-z ]{1,30}?) do|what do you do|what are you able|what can i ask|"
+    r"^help$|^\?$|"
     r"你能干|你能做|你会干|你会做|你会什么|你能干嘛|能干嘛|能干啥|有什么功能|有哪些功能|怎么用|^帮助$"
 )
 PROGRESS_WORDS = (
     "进度", "进展", "怎么样", "咋样", "完了没", "好了没", "刷得", "刷到", "progress", "how is it going",
-    "how it's going", "how's it going", "done yet", "finished", "how far",
+    "how it's going", "how's it going", "done yet", "finished", "how far", "going", "刷了多少", "still",
+    "还在", "第几",
 )  # fmt: skip
 ZH_STATUS = {
     "completed": "已完成",
@@ -286,7 +290,7 @@ class Texts:
         data = result.get("data") or {}
         if data.get("blocked_by"):
             blocker = f"{data['blocked_by']}（{data.get('blocking_task') or '?'}）"
-            return f"资源 {data.get('resource', '?')} 正被任务 {blocker} 占用，先停止它或等它结束"
+            return f"资源 {data.get('resource', '?')} 正被任务 {blocker}占用，先停止它或等它结束"
         if data.get("resource") and "in use" in message:
             return f"资源 {data['resource']} 正被一个你看不到的任务占用"
         if data.get("unmet"):
@@ -445,7 +449,7 @@ class OfflineModel:
             return self._answer_question(question, tools, messages, open_jobs, texts)
         parts: list[Part] = []
         carried: Part | None = None
-        raws = _split(text)
+        raws = [piece for raw in _split(text) for piece in _by_tools(raw, tools)]
         for index, raw in enumerate(raws):
             part = self._read(raw, tools)
             if part is None:
@@ -765,6 +769,33 @@ def _state_question(text: str) -> str | None:
     if any(fold(w) == stripped.rstrip("?？ ") for w in PROGRESS_WORDS):
         return stripped
     return None
+
+
+def _by_tools(text: str, tools: Sequence[ToolDef]) -> list[str]:
+    """``text`` cut before each business tool it names after the first ("进游戏刷两把经验书",
+    "每日任务做完了就退出游戏"): two requests written without a connective. A background variant of
+    the same work ("挂机刷钱") and a control word over a task word ("stop farming") stay one request."""
+    reading = Reading(text)
+    found: list[tuple[int, int, int, ToolDef]] = []
+    words = [(w, t) for t in tools if t.kind == "business" for w in _tool_words(t)]
+    for word, tool in sorted(words, key=lambda wt: len(fold(wt[0]).replace(" ", "")), reverse=True):
+        for i, j in reading.find(word):
+            if not any(a < j and i < b for a, b, _, _ in found):
+                found.append((i, j, len(fold(word)), tool))
+    found.sort(key=lambda f: f[0])
+    if any(t.kind == "control" and reading.find(w) for t in tools for w in _tool_words(t)):
+        return [text]
+    cuts: list[int] = []
+    for (_, _, _, before), (start, _, _, tool) in itertools.pairwise(found):
+        if tool.name == before.name or _background_variant(before, tools) is tool:
+            continue
+        if _background_variant(tool, tools) is before:
+            continue
+        cuts.append(reading.tokens[start].start)
+    if not cuts:
+        return [text]
+    bounds = [0, *cuts, len(text)]
+    return [text[a:b].strip() for a, b in itertools.pairwise(bounds) if text[a:b].strip()]
 
 
 def _combine(first: Part, second: Part) -> Part:

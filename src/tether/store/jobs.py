@@ -302,8 +302,10 @@ class SqlJobStore:
         return None if row is None else JobRecord.from_row(row)
 
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]:
-        """Execution ids that start with ``prefix`` (what a person types instead of all 19 characters)."""
-        query = select(T.c.execution_id).where(T.c.execution_id.startswith(prefix, autoescape=True))
+        """Execution ids that start with ``prefix`` — or end with it: ids are time-ordered, so jobs
+        started close together share their first characters and differ in their last ones."""
+        where = T.c.execution_id.startswith(prefix, autoescape=True)
+        query = select(T.c.execution_id).where(where | T.c.execution_id.endswith(prefix, autoescape=True))
         with self.db.read() as conn:
             return list(conn.execute(query.order_by(T.c.execution_id).limit(limit)).scalars())
 
