@@ -97,8 +97,10 @@ def render_event(event: Event) -> None:
             style = STATUS_STYLE[TaskStatus(status)]
         except ValueError:
             style = "yellow"
-        message = str(event.result.get("message", ""))
-        said = "" if message.strip().lower() == status else escape(message)
+        message = str(event.result.get("message", "")).strip()
+        if message.lower().startswith(status):
+            message = message[len(status) :].strip()  # "stopped (asked by …)" after "→ stopped"
+        said = escape(message)
         tool = escape(event.tool)
         err.print(f"  [dim]{STEP_ICONS['tool']}[/] {tool} → [{style}]{escape(status)}[/] {said}".rstrip())
     elif isinstance(event, BudgetReviewed):

@@ -314,7 +314,9 @@ class Texts:
             if isinstance(fraction, int | float):
                 text += f"，进度 {fraction:.0%}"
             if status != "running" and result.get("message"):
-                text += f"：{result.get('message')}"
+                said = _without_status(str(result.get("message")), status)
+                said = re.sub(r"^asked by (?:the )?([\w.-]+)", r"由 \1 要求", said).replace("; ", "；")
+                text += f"：{said}"
             return text + "。"
         text = f"Job {task} ({eid}) is {self.status(status)}"
         if progress.get("message"):
@@ -322,8 +324,7 @@ class Texts:
         elif isinstance(fraction, int | float):
             text += f", {fraction:.0%} done"
         if status != "running" and result.get("message"):
-            said = str(result.get("message"))
-            text += f": {said.removeprefix(status).lstrip(' :')}" if said.startswith(status) else f": {said}"
+            text += f": {_without_status(str(result.get('message')), status)}"
         return text.rstrip(".") + "."
 
     def halted(self) -> str:
@@ -769,6 +770,13 @@ def _state_question(text: str) -> str | None:
     if any(fold(w) == stripped.rstrip("?？ ") for w in PROGRESS_WORDS):
         return stripped
     return None
+
+
+def _without_status(message: str, status: str) -> str:
+    """ "stopped (asked by the agent): stopped after 3 rounds" said after "is stopped": the rest only."""
+    rest = message.removeprefix(status).strip() if message.startswith(status) else message
+    why = re.match(r"^\((.*?)\):\s*(.*)$", rest)
+    return f"{why.group(1)}; {why.group(2)}" if why else rest.lstrip(": ")
 
 
 def _by_tools(text: str, tools: Sequence[ToolDef]) -> list[str]:
