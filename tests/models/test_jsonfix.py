@@ -61,3 +61,28 @@ def test_one_repair_request_then_a_clear_failure() -> None:
     with pytest.raises(ModelOutputError, match="even after one repair"):
         asyncio.run(JsonDecisionModel(broken).complete([{"role": "user", "content": "start"}], TOOLS))
     broken.assert_consumed()
+
+
+def test_an_empty_answer_gets_the_repair_request_too() -> None:
+    def empty(messages: Sequence[Message], tools: Sequence[ToolDef]) -> ModelResponse:
+        raise ModelOutputError(
+            "the model answered with nothing: no text and no tool call", finish_reason="stop"
+        )
+
+    inner = ScriptedModel([empty, say('{"action": "demo__start_game", "args": {}}')])
+    decision = asyncio.run(JsonDecisionModel(inner).complete([{"role": "user", "content": "start"}], TOOLS))
+    assert decision.tool_calls[0].name == "demo__start_game"
+    inner.assert_consumed()
+
+
+def test_the_tool_block_leads_the_prompt_so_a_server_cache_keeps_it() -> None:
+    inner = ScriptedModel([say('{"final": "ok"}'), say('{"final": "ok"}')])
+    model = JsonDecisionModel(inner)
+    system: Message = {"role": "system", "content": "You are tether's assistant."}
+    first: list[Message] = [system, {"role": "user", "content": "hello"}]
+    asyncio.run(model.complete(first, TOOLS))
+    second = [*first, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "again"}]
+    asyncio.run(model.complete(second, TOOLS))
+    sent_first, sent_second = inner.requests[0][0], inner.requests[1][0]
+    assert "demo__start_game" in str(sent_first[0]["content"])  # the tools come first
+    assert sent_second[: len(sent_first)] == sent_first  # and the first request is a prefix of the next

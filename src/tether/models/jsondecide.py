@@ -76,7 +76,7 @@ class JsonDecisionModel:
         else:
             prompt = [{"role": "system", "content": block}, *plain]
         names = {t.name for t in tools}
-        first = await self.inner.complete(prompt, (), context=context)
+        first = await self._ask(prompt, context)
         self._calls += 1
         decision = parse_decision(first.text, names, self._calls)
         if isinstance(decision, ModelResponse):
@@ -90,7 +90,7 @@ class JsonDecisionModel:
                 "Reply again with only one JSON object as described.",
             },
         ]
-        second = await self.inner.complete(repair, (), context=context)
+        second = await self._ask(repair, context)
         decision = parse_decision(second.text, names, self._calls)
         if isinstance(decision, ModelResponse):
             return decision
@@ -98,6 +98,15 @@ class JsonDecisionModel:
             f"the model's answer is not a valid JSON decision, even after one repair request: {decision}",
             answer=second.text[:500],
         )
+
+    async def _ask(self, prompt: list[Message], context: TurnContext | None) -> ModelResponse:
+        """The inner model's text; an empty answer is one more thing the repair request fixes."""
+        try:
+            return await self.inner.complete(prompt, (), context=context)
+        except ModelOutputError as exc:
+            if exc.data.get("finish_reason") is None and "nothing" not in exc.message:
+                raise
+            return ModelResponse(text="")
 
 
 def _plain(messages: Sequence[Message]) -> list[Message]:
