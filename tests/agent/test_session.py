@@ -359,3 +359,22 @@ def test_a_result_too_large_to_carry_is_kept_whole_beside_the_job(support: Execu
     spilled = json.loads(Path(result.data["data_file"]).read_text())
     assert len(spilled["blob"]) == 600_000  # nothing lost
     assert len(support.jobs.status(result.execution_id).model_dump_json()) < 10_000
+
+
+def test_the_person_is_asked_only_about_a_call_that_would_otherwise_run(executor: Executor) -> None:
+    """A "yes" is never followed by "rejected": a destructive call that the game's state or a busy lock
+    refuses is refused at once, naming why, and nobody is asked."""
+    from tether.models.offline import OfflineModel
+
+    chat = session(executor, OfflineModel())
+    result = chat.send_sync("q1", "分解四星遗器")  # the game is not running
+    assert result.status == "completed" and chat.pending("q1") is None
+    assert tool_results(result)[0]["status"] == "rejected" and "start it first" in result.final
+    executor.execute_sync("demo.start_game", caller="cli")
+    loop = executor.execute_sync("demo.loop_farm", caller="cli")  # holds the game's lock
+    result = chat.send_sync("q2", "分解四星遗器")
+    assert result.status == "completed" and chat.pending("q2") is None
+    assert loop.execution_id in result.final and "占用" in result.final
+    asyncio.run(executor.control(loop.execution_id, "stop", caller="cli"))
+    result = chat.send_sync("q3", "分解四星遗器")  # now only the person's word is missing
+    assert result.status == "needs_confirmation" and chat.pending("q3") is not None
