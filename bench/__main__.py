@@ -121,19 +121,29 @@ def _ok(result: object) -> None:
     assert getattr(result, "status", None) is TaskStatus.COMPLETED, result
 
 
-def main() -> int:
-    home = Path(tempfile.mkdtemp(prefix="tether-bench-"))
-    print(f"tether bench · {os.cpu_count()} cores · home {home}")
-    print("(each row: median of ours, median of its floor, and the median of the paired ratios)")
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench`` runs every section; ``python -m bench cli warm`` only those named."""
     from bench.agent import loop_overhead, prompt_sizes
     from bench.cli import cli_startup
     from bench.turns import per_turn
 
-    cli_startup(home / "cli")
-    warm_executor(home / "warm")
-    per_turn(home / "turns")
-    prompt_sizes(home / "prompts")
-    loop_overhead(home / "loop")
+    sections = {
+        "cli": cli_startup,
+        "warm": warm_executor,
+        "turns": per_turn,
+        "prompts": prompt_sizes,
+        "loop": loop_overhead,
+    }
+    chosen = (sys.argv[1:] if argv is None else argv) or list(sections)
+    unknown = [name for name in chosen if name not in sections]
+    if unknown:
+        print(f"unknown section(s) {', '.join(unknown)}; sections: {', '.join(sections)}", file=sys.stderr)
+        return 2
+    home = Path(tempfile.mkdtemp(prefix="tether-bench-"))
+    print(f"tether bench · {os.cpu_count()} cores · home {home}")
+    print("(each row: median of ours, median of its floor, and the median of the paired ratios)")
+    for name in chosen:
+        sections[name](home / name)
     return 0
 
 
