@@ -4,7 +4,8 @@ Every error has a stable ``code`` that survives serialization across processes::
 
     TetherError                      code
     ├── ConfigError                  config        misuse: bad settings, bad registration
-    │   └── RegistryError            registry      duplicate task id, bad handler path, unknown catalog
+    │   ├── RegistryError            registry      duplicate task id, bad handler path, unknown catalog
+    │   └── PlanError                plan          a plan or flow file that cannot run (data: problems)
     ├── ToolError                    tool          something about one task call
     │   ├── ToolNotFound             not_found     unknown, or not exposed to this caller
     │   └── ToolRejected             rejected      invalid params, unconfirmed danger, busy resource
@@ -61,6 +62,12 @@ class ConfigError(TetherError):
 
 class RegistryError(ConfigError):
     code = "registry"
+
+
+class PlanError(ConfigError):
+    """``data["problems"]``: ``[{"task": id or None, "problem": text}]``, every one found, not the first."""
+
+    code = "plan"
 
 
 class ToolError(TetherError):

@@ -531,6 +531,10 @@ from tether.interfaces import agent_cli  # noqa: E402 - registers run, chat, thr
 
 agent_cli.register(app, state)
 
+from tether.interfaces import flow_cli  # noqa: E402 - registers flow validate, flow plan
+
+flow_cli.register(app, state)
+
 
 if __name__ == "__main__":
     main()

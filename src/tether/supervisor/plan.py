@@ -1,0 +1,127 @@
+"""A plan: the DAG of tasks a goal or a flow file becomes.
+
+A task either calls one registry task directly (``call``: no model at all) or hands a description to an
+executor profile (a model with a system prompt and a tool whitelist = a caller name in the registry). It
+declares what it needs and what it produces as context keys in namespaces (``design.api``,
+``data.prices``), depends on earlier tasks, may run only ``when`` an earlier task ended a certain way,
+may ``loop`` until a condition (with a required ``max_iterations``), and carries its own timeout, retry
+policy and ``review`` point (pause for a person before or after it).
+
+These are data: ``validate.py`` checks a plan against a registry (unknown tasks and executors, invalid
+arguments through the executor's own validation, missing inputs, cycles) and names every problem.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+TaskId = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$", description="unique within the plan")]
+ContextKey = Annotated[
+    str,
+    Field(
+        pattern=r"^(design|code|data|decisions|artifacts|inputs)\.[A-Za-z0-9_.-]{1,100}$",
+        description="a context key in a namespace: "
+        "design.*, code.*, data.*, decisions.*, artifacts.*, inputs.*",
+    ),
+]
+Outcome = Literal["completed", "failed", "stopped", "rejected", "skipped", "unknown"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Call(_Strict):
+    """One registry task with its arguments: run through the executor like any other call."""
+
+    task: Annotated[str, Field(min_length=1, max_length=200, description="a task id, e.g. demo.start_game")]
+    args: dict[str, Any] = Field(
+        default_factory=dict, description="arguments, validated by the task's params"
+    )
+
+
+class When(_Strict):
+    """Run only if ``task`` ended with one of ``status`` (and, if given, its output ``key`` equals
+    ``equals``); otherwise the task is ``skipped``."""
+
+    task: TaskId
+    status: list[Outcome] = Field(default_factory=lambda: ["completed"], min_length=1)
+    key: ContextKey | None = None
+    equals: Any = None
+
+
+class Loop(_Strict):
+    """Run again until ``until`` holds, at most ``max_iterations`` times (then the failure policy)."""
+
+    until: When
+    max_iterations: Annotated[int, Field(ge=1, le=1000)]
+
+
+class Retry(_Strict):
+    """The failure policy chain, as data: at once → later with backoff → another executor → a simpler
+    description → a person."""
+
+    at_once: Annotated[int, Field(ge=0, le=10)] = 1
+    later: Annotated[int, Field(ge=0, le=20)] = 0
+    backoff_s: Annotated[float, Field(gt=0, le=86_400)] = 30.0
+    fallback_executor: str | None = None
+    simplified: str | None = Field(default=None, max_length=2000)
+    then_ask_person: bool = True
+
+
+class Task(_Strict):
+    id: TaskId
+    description: str = Field(default="", max_length=4000)
+    executor: str | None = Field(default=None, description="an executor profile; not with call")
+    call: Call | None = None
+    depends_on: list[TaskId] = Field(default_factory=list)
+    inputs: list[ContextKey] = Field(default_factory=list)
+    outputs: list[ContextKey] = Field(default_factory=list)
+    when: When | None = None
+    loop: Loop | None = None
+    timeout_s: Annotated[float, Field(gt=0, le=7 * 86_400)] | None = None
+    retry: Retry = Field(default_factory=Retry)
+    review: Literal["none", "before", "after"] = "none"
+
+    @model_validator(mode="after")
+    def _one_way_to_run(self) -> Task:
+        if (self.call is None) == (self.executor is None):
+            raise ValueError(f"task {self.id!r} needs exactly one of `call` (a registry task) or `executor`")
+        if self.call is None and not self.description.strip():
+            raise ValueError(f"task {self.id!r} runs on an executor and needs a description of the work")
+        return self
+
+
+class Profile(_Strict):
+    """An executor profile: who does a task that is not a direct call."""
+
+    caller: str = Field(description="the tool whitelist: the registry's tasks exposed to this caller")
+    model: str | None = Field(default=None, description="a model name; none = the home's [model]")
+    system_prompt: str = Field(default="", max_length=20_000)
+
+
+class Plan(_Strict):
+    """A goal's DAG. ``context`` seeds ``inputs.*`` keys (what the person gave)."""
+
+    goal: str = Field(default="", max_length=4000)
+    caller: str = Field(
+        default="agent", pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$", description="who direct calls run as"
+    )
+    tasks: list[Task] = Field(min_length=1, max_length=2000)
+    context: dict[str, Any] = Field(default_factory=dict)
+    profiles: dict[str, Profile] = Field(default_factory=dict)
+    max_parallel: Annotated[int, Field(ge=1, le=64)] = 4
+    timeout_s: Annotated[float, Field(gt=0, le=30 * 86_400)] | None = None
+
+    def task(self, task_id: str) -> Task | None:
+        return next((t for t in self.tasks if t.id == task_id), None)
+
+
+def schema() -> dict[str, Any]:
+    """The JSON schema of a flow file (``flow.schema.json`` ships with tether, for editors)."""
+    document = Plan.model_json_schema()
+    document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    document["title"] = "tether flow"
+    return document
