@@ -220,3 +220,42 @@ def test_fuzzed_calls_never_raise_and_never_reach_a_handler_with_invalid_values(
     assert result.status in (TaskStatus.COMPLETED, TaskStatus.REJECTED, TaskStatus.NOT_FOUND), result
     if result.status is TaskStatus.COMPLETED:
         assert task_id == "t.checks_params"
+
+
+def test_a_result_reads_the_same_however_the_worker_ending_is_seen(
+    support: Executor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review (CI): when the worker published and exited between the executor's two looks, the answer
+    carried the job record's bookkeeping (pid, times) — a different document for the same outcome. The
+    executor is held right before its liveness look until the worker has published and exited."""
+    import json
+    import threading
+
+    from tests.support.helpers import exited, wait_for
+    from tether.execution import faults
+
+    normal = support.execute_sync("t.quick", caller="cli")
+    go = tmp_path / "go"
+    monkeypatch.setenv(faults.FAULTS_ENV, f"executor.before_liveness=wait:{go}")
+    faults.reload()
+    started: list[str] = []
+
+    def release() -> None:
+        eid = wait_for(lambda: started[0] if started else None, what="the start")
+        paths = support.jobs.paths(eid)
+        worker = wait_for(
+            lambda: json.loads(paths.claim.read_text())["pid"] if paths.claim.exists() else None
+        )
+        wait_for(lambda: paths.result.exists() and exited(worker), what="the worker's end")
+        go.touch()
+
+    helper = threading.Thread(target=release, daemon=True)
+    helper.start()
+    try:
+        raced = asyncio.run(support.execute("t.quick", caller="cli", on_start=started.append))
+    finally:
+        monkeypatch.delenv(faults.FAULTS_ENV)
+        faults.reload()
+    helper.join(timeout=30)
+    assert raced.status is TaskStatus.COMPLETED
+    assert raced.model_dump().keys() == normal.model_dump().keys() and raced.data == normal.data

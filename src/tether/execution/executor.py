@@ -725,12 +725,20 @@ class Executor:
                         run_deadline = time.monotonic() + spec.timeout_s
                     if run_deadline is None:
                         run_deadline = float("inf")
+            faults.point("executor.before_liveness")
             if not process.is_alive(ref):
                 claim = _claim(paths)
                 if claim is not None and claim.worker and claim.pid != ref.pid:
                     ref = process.ProcessRef(pid=claim.pid, create_time=claim.create_time)
                     wake.watch_exit(ref)
                     continue  # the worker that claimed the execution is the one to follow
+                try:  # it may have published and exited between the look above and this one
+                    published = read_result(paths)
+                except ProtocolError:
+                    published = None
+                if published is not None and published.status.terminal:
+                    await self._record_final(published, ref)
+                    return published  # the same answer as when the publication is seen first
                 await self.jobs.await_exit_code(paths, wake)
                 record = await _io(self.jobs.reconcile, execution_id)
                 return await _io(self.jobs.describe, record)
