@@ -40,6 +40,9 @@ COMMANDS: dict[str, list[Arg]] = {
     "trace": ["trace", "th-none", "--json"],
     "auth show": ["auth", "show", "openai", "--json"],
     "chat": ["chat"],
+    "doctor": ["doctor", "--json"],
+    "flow plan": ["flow", "plan", "启动游戏，然后刷 3 次金币副本", "--json"],
+    "flow validate": ["flow", "validate", "no-such-plan.yaml", "--json"],
 }
 
 

@@ -145,7 +145,7 @@ def test_doctor_on_a_fresh_home_is_all_ok(tmp_path: Path) -> None:
     run = tether(tmp_path / "home", "doctor", "--json")
     checks = {c["check"]: c for c in json.loads(run.stdout)}
     assert run.returncode == 0, run.stdout
-    assert set(checks) == {"home", "settings", "store", "keyring", "model"}
+    assert set(checks) == {"home", "settings", "store", "registry", "keyring", "model"}
     assert checks["model"]["status"] == "ok" and "offline" in checks["model"]["detail"]
 
 

@@ -456,12 +456,12 @@ def job_stop(
 
 @app.command("doctor")
 def doctor_command(as_json: JsonFlag = False) -> None:
-    """Check the setup (home, settings, store, keyring, model) and say what to fix."""
+    """Check the setup (home, settings, store, registry, keyring, model) and say what to fix."""
 
     def body() -> int:
         from tether.interfaces.doctor import FAIL, OK, run_checks
 
-        checks = run_checks(state.home)
+        checks = run_checks(state.home, state.registry_ref)
         if as_json:
             print(json.dumps([c.to_dict() for c in checks], ensure_ascii=False))
         else:

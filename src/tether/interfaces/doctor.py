@@ -84,6 +84,24 @@ def check_store(home: Path) -> Check:
     return Check(name="store", status=OK, detail=url)
 
 
+def check_registry(ref: str) -> Check:
+    from tether.errors import TetherError
+    from tether.tasks.spec import Registry
+
+    try:
+        registry = Registry.load(ref)
+    except TetherError as exc:
+        return Check(
+            name="registry",
+            status=FAIL,
+            detail=exc.message,
+            fix="check --registry / TETHER_REGISTRY (module:attribute, importable from this folder)",
+        )
+    return Check(
+        name="registry", status=OK, detail=f"{ref} ({len(registry.for_caller('cli'))} tasks for cli)"
+    )
+
+
 def check_keyring() -> Check:
     from tether.credentials import backend_name, backend_problem
 
@@ -170,7 +188,7 @@ def _reach(choice: Any, key: str | None) -> Check:
     return Check(name="model", status=OK, detail=f"{label}: reachable")
 
 
-def run_checks(home: str | None) -> list[Check]:
+def run_checks(home: str | None, registry_ref: str) -> list[Check]:
     checks: list[Check] = []
     first, path = check_home(home)
     checks.append(first)
@@ -179,6 +197,7 @@ def run_checks(home: str | None) -> list[Check]:
     settings = check_settings(path)
     checks.append(settings)
     checks.append(check_store(path))
+    checks.append(check_registry(registry_ref))
     checks.append(check_keyring())
     if settings.status != FAIL or "[model]" in settings.detail:
         checks.append(check_model(path))
