@@ -237,6 +237,15 @@ TABLE: list[tuple[str, Calls]] = [
     ("uninstall the game", []),
     ("start teh game", []),
     ("刷金币 然后 卸载游戏", []),
+    # -- asking about an action, or a count that cannot be one: nothing runs ---------------------
+    ("can I salvage 5-star relics?", []),
+    ("what happens if I salvage 4-star relics?", []),
+    ("我可以分解四星遗器吗", []),
+    ("分解四星遗器两次", []),  # 两次 says how often; a rarity is not a count
+    ("salvage 4-star relics twice", []),
+    ("farm gold -3 times", [farm("藏珍之蕾", -3)]),  # said as negative: the executor refuses it, naming 1–99
+    ("刷负三次金币", [farm("藏珍之蕾", -3)]),
+    ("开游戏关游戏开游戏", [START, EXIT, START]),
     # -- ambiguous: which one? ----------------------------------------------------------------
     ("刷副本", []),
     ("farm 3 times", []),

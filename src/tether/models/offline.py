@@ -67,6 +67,11 @@ ABILITY = re.compile(
     r"^help$|^\?$|"
     r"你能干|你能做|你会干|你会做|你会什么|你能干嘛|能干嘛|能干啥|有什么功能|有哪些功能|怎么用|^帮助$"
 )
+# "can I salvage …?", "what happens if …", "我可以刷金币吗": asking about an action is not asking for it.
+HYPOTHETICAL = re.compile(
+    r"^(?:can|could|may|should|shall|would) i\b|\bwhat (?:happens|would happen|if)\b|^what if\b|"
+    r"^(?:我|咱)(?:可以|能不能|能|该不该|应该|该)|会怎样|会怎么样|会发生什么"
+)
 PROGRESS_WORDS = (
     "进度", "进展", "怎么样", "咋样", "完了没", "好了没", "刷得", "刷到", "progress", "how is it going",
     "how it's going", "how's it going", "done yet", "finished", "how far", "going", "刷了多少", "still",
@@ -104,6 +109,7 @@ class Part:
     values: dict[str, list[str]] = field(default_factory=dict)  # param → canonical values, in order
     scoped: list[tuple[str, str, str, int]] = field(default_factory=list)  # (param, parent, value, len)
     numbers: list[int] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)  # per number: "times" (a count) or ""
     background: bool = False
     execution_id: str | None = None
     residue: list[str] = field(default_factory=list)  # words not understood
@@ -258,6 +264,16 @@ class Texts:
         if self.zh:
             return f"我能做的有：{'、'.join(items)}；也能查询或停止后台任务。"
         return f"I can: {', '.join(items)}; and check on or stop background jobs."
+
+    def hypothetical(self, tools: Sequence[ToolDef]) -> str:
+        example = next(
+            (a for t in tools if t.kind == "business" for a in t.aliases if has_cjk(a) == self.zh), ""
+        )
+        if self.zh:
+            return f"这听起来是在问问题，所以我什么都没有执行。要我去做，请直接说，比如“{example}”。"
+        return (
+            f"That sounds like a question, so I ran nothing. To have it done, just say so, e.g. “{example}”."
+        )
 
     def no_job(self) -> str:
         return "现在没有正在运行的任务。" if self.zh else "There is no running job to do that to."
@@ -445,6 +461,8 @@ class OfflineModel:
             return [Step(say=texts.nothing())]
         if ABILITY.search(text):
             return [Step(say=texts.abilities(tools))]
+        if HYPOTHETICAL.search(text):
+            return [Step(say=texts.hypothetical(tools))]
         question = _state_question(text)
         if question is not None:
             return self._answer_question(question, tools, messages, open_jobs, texts)
@@ -519,6 +537,7 @@ class OfflineModel:
         for count in counts(text):
             reading.take_chars(count.start, count.end)
             part.numbers.append(count.value)
+            part.kinds.append(count.kind)
         part.reading = reading
         part.candidates = candidates
         return part
@@ -671,17 +690,23 @@ class OfflineModel:
                 base[name] = ordered[0][1]
             else:
                 variants.append((f"{parent}\x00{name}", list(ordered)))
-        numbers = list(part.numbers)
         int_params = [n for n, p in props.items() if _is_int(p) and n not in base]
         enum_ints = [n for n in int_params if props[n].get("enum") or _enum_of(props[n])]
-        if len(numbers) > 1 and len(int_params) == 1 and enum_ints:
-            variants.append((enum_ints[0], numbers))  # "三星和四星": one call per value
-            numbers = []
-        for name in int_params:
-            if numbers:
-                base[name] = numbers.pop(0)
-        if numbers:
-            return [Step(say=texts.unsure([str(n) for n in numbers], part.text))]
+        counts_of = [n for n in int_params if n not in enum_ints]  # how many times: attempts, rounds
+        # "两次" says how often: only a count takes it, never a choice such as a rarity.
+        times = [v for v, kind in zip(part.numbers, part.kinds, strict=True) if kind == "times"]
+        others = [v for v, kind in zip(part.numbers, part.kinds, strict=True) if kind != "times"]
+        if len(others) > 1 and len(enum_ints) == 1:
+            variants.append((enum_ints[0], others))  # "三星和四星": one call per value
+            enum_ints, others = [], []
+        for name in counts_of:
+            if times:
+                base[name] = times.pop(0)
+        for name in [*enum_ints, *(n for n in counts_of if n not in base)]:
+            if others:
+                base[name] = others.pop(0)
+        if times or others:
+            return [Step(say=texts.unsure([str(n) for n in (*times, *others)], part.text))]
         if len(variants) > 1:
             return [Step(say=texts.unsure([v for _, vs in variants for v in map(str, vs)], part.text))]
         args = {**{k: v for k, v in inherited.items() if k in props}, **base}
@@ -821,6 +846,7 @@ def _combine(first: Part, second: Part) -> Part:
         values=values,
         scoped=[*first.scoped, *(s for s in second.scoped if s not in first.scoped)],
         numbers=[*first.numbers, *second.numbers],
+        kinds=[*first.kinds, *second.kinds],
         background=first.background or second.background,
         execution_id=second.execution_id or first.execution_id,
         reading=reading,

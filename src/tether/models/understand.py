@@ -149,6 +149,12 @@ class Count:
     start: int
     end: int
     value: int
+    # "times" when a measure says how often (3 次, x3, twice, 5 rounds): it can only be a count, never a
+    # choice such as a rarity; "" otherwise (a bare number, 4 星, 4-star).
+    kind: str = ""
+
+
+TIMES = re.compile(r"(?:[次遍轮回把趟局场盘]|times?|rounds?|runs?|passes?|x|×|\*|once|twice|thrice)", re.I)
 
 
 def counts(text: str) -> list[Count]:
@@ -162,7 +168,15 @@ def counts(text: str) -> list[Count]:
                 continue
             if any(c.start < m.end() and m.start() < c.end for c in found):
                 continue
-            found.append(Count(m.start(), m.end(), value))
+            before = text[max(0, m.start() - 2) : m.start()]
+            if index == 1 and re.search(r"(?:^|[^a-z0-9])[-−]$|负$", before):
+                value = -value  # "-3 times", "负三": said as negative, refused as such by the task
+            start = m.start()
+            if index == 2 and before.endswith("负"):
+                value, start = -value, start - 1
+            measure = m.group(0)[m.group(0).find(raw) + len(raw) :] if index else m.group(0)
+            said_times = raw.lower() in ("once", "twice", "thrice") or TIMES.search(measure) is not None
+            found.append(Count(start, m.end(), value, "times" if said_times else ""))
     return sorted(found, key=lambda c: c.start)
 
 
