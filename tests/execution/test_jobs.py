@@ -182,3 +182,30 @@ def test_a_stop_before_the_handshake_means_the_handler_never_runs(support: Execu
     assert stopped.status is TaskStatus.STOPPED  # type: ignore[attr-defined]
     assert returned.status is TaskStatus.STOPPED  # type: ignore[attr-defined]
     assert not (home / "handler-ran").exists()
+
+
+def test_a_wait_cancelled_as_it_is_woken_stays_cancelled() -> None:
+    """Review (flaky CI): ``asyncio.wait_for`` on 3.11 lost a cancellation that arrived in the same
+    loop turn as the wake-up, so a cancelled call followed its worker to the end instead of stopping it.
+    Here the wake and the cancel are made to coincide every time."""
+    from tether.execution.wake import Wake
+
+    async def scenario() -> int:
+        lost = 0
+        wake = Wake()
+        for _ in range(200):
+            wake._event.clear()  # nothing pending from the round before
+            waiting = asyncio.ensure_future(wake.wait(10.0))
+            await asyncio.sleep(0)  # the wait is parked on the event
+            wake._event.set()  # the doorbell rings …
+            await asyncio.sleep(0)  # … the event's waiter is woken, the outer wait not yet resumed
+            waiting.cancel()  # … and the caller gives up in that same turn
+            try:
+                await waiting
+                lost += 1
+            except asyncio.CancelledError:
+                pass
+        wake.close()
+        return lost
+
+    assert asyncio.run(scenario()) == 0

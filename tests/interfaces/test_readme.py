@@ -1,5 +1,6 @@
 """The README's "Register your own tasks" runs exactly as written: its files, its script, its commands."""
 
+import json
 import os
 import re
 import shlex
@@ -42,6 +43,18 @@ def test_register_your_own_tasks_runs_as_written(tmp_path: Path, served: bool) -
         "TETHER_CLI_SERVER": "1" if served else "0",
         "PYTHONPATH": str(ROOT),  # tether itself (installed in CI); never the app's folder
     }
+    if served:  # the commands below run in the CLI server, and their workers are forked by it
+        from tests.support.helpers import wait_for
+
+        subprocess.run([TETHER, "--help"], cwd=tmp_path, env=env, capture_output=True, timeout=60)
+
+        def serving() -> bool:
+            status = subprocess.run(
+                [TETHER, "server", "status", "--json"], cwd=tmp_path, env=env, capture_output=True, timeout=60
+            )
+            return status.returncode == 0 and json.loads(status.stdout)["pid"] is not None
+
+        wait_for(serving, what="the CLI server")
     script = subprocess.run(
         [sys.executable, "run.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )
@@ -56,3 +69,38 @@ def test_register_your_own_tasks_runs_as_written(tmp_path: Path, served: bool) -
         assert "completed" in run.stdout and "Traceback" not in run.stderr, run.stdout + run.stderr
     if served:
         subprocess.run([TETHER, "server", "stop"], cwd=tmp_path, env=env, capture_output=True, timeout=30)
+
+
+def tour_lines() -> list[tuple[list[str], str]]:
+    """The 30-second tour's commands, with the comment each carries."""
+    start = README.index("## A 30-second tour")
+    block = re.search(r"```sh\n(.*?)```", README[start:], re.S)
+    assert block is not None
+    lines = []
+    for raw in block.group(1).splitlines():
+        command, _, comment = raw.partition("  #")
+        if command.strip().startswith("tether"):
+            lines.append((shlex.split(command), comment.strip()))
+    return lines
+
+
+def test_the_tour_runs_as_the_readme_says(tmp_path: Path) -> None:
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home"), "TETHER_DEMO_STEP_S": "0.05"}
+    expected_exit = {"exits 3": 3}
+    ran = 0
+    for argv, comment in tour_lines():
+        if argv[1] in ("chat",) or any("<" in a for a in argv) or "&&" in argv:
+            continue  # interactive, or a placeholder the person fills in
+        run = subprocess.run([TETHER, *argv[1:]], env=env, capture_output=True, text=True, timeout=120)
+        want = next((code for words, code in expected_exit.items() if words in comment), 0)
+        assert run.returncode == want, f"{argv}: {run.stdout}{run.stderr}"
+        assert "Traceback" not in run.stderr
+        if "get_task_status" in comment:
+            assert "get_task_status" in run.stderr and "demo.loop_farm" in run.stdout
+        ran += 1
+    assert ran >= 7
+    jobs = subprocess.run(
+        [TETHER, "job", "list", "--active", "--json"], env=env, capture_output=True, text=True
+    )
+    assert jobs.returncode == 0 and json.loads(jobs.stdout) == []  # "stop it" stopped the loop
+    subprocess.run([TETHER, "task", "run", "demo.exit_game"], env=env, capture_output=True, timeout=60)

@@ -33,10 +33,12 @@ import logging
 import os
 import re
 import secrets
+import sys
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from tether.config import Settings
@@ -134,6 +136,7 @@ class Executor:
         self._spawner = spawner
         self.jobs = JobManager(self.home, self.store, self.settings, spawner)
         self._me = process.current()
+        self._import_path = import_root(registry.ref) if registry.ref else None
         # One thread writes the records that follow a spawn, so they land in the order they happened.
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tether-records")
         self._settled: set[str] = set()
@@ -548,6 +551,7 @@ class Executor:
             if consent is None
             else RequestConfirmation(digest=consent.digest, source=consent.source, nonce=consent.nonce),
             env=worker_env((*self.registry.env, *self.settings.worker_env)),
+            import_path=self._import_path,
             home=str(self.home),
             background=spec.background,
             detach=detach,
@@ -862,6 +866,21 @@ class _Where:
 async def _io(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run blocking work (a store transaction, a file fsync, a flock) off the event loop."""
     return await asyncio.to_thread(function, *args, **kwargs)
+
+
+def import_root(ref: str) -> str | None:
+    """The sys.path entry the registry's module was imported from (``/work`` for ``/work/myapp/tasks.py``
+    as ``myapp.tasks``), or None when it is not a file of its own."""
+    module = sys.modules.get(ref.partition(":")[0])
+    where = getattr(module, "__file__", None)
+    if not where:
+        return None
+    path = Path(where).resolve()
+    levels = ref.partition(":")[0].count(".") + (1 if path.name == "__init__.py" else 0)
+    try:
+        return str(path.parents[levels])
+    except IndexError:
+        return None
 
 
 def _claim(paths: ExecutionPaths) -> Claim | None:

@@ -128,6 +128,9 @@ class Request(BaseModel):
     params: dict[str, Any]
     confirmation: Confirmation | None = None
     env: dict[str, str] = {}  # the worker's whole environment (allowlisted by the executor)
+    # Where the caller imported the registry from (e.g. the folder holding ``myapp/``): the worker can
+    # import it too, whoever forked it (appended to sys.path, so it never shadows an installed module).
+    import_path: str | None = None
     home: str
     background: bool
     detach: bool

@@ -94,8 +94,14 @@ class Wake:
     async def wait(self, within: float) -> None:
         """Until something woke this (since the last wait returned) or ``within`` seconds passed."""
         if not self._event.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._event.wait(), within)
+            # Not asyncio.wait_for: on Python 3.11 it loses a cancellation that arrives as the event is
+            # set (gh-86296), and a doorbell that rings on every progress event makes that common: a
+            # cancelled call then followed its worker to the end instead of stopping it.
+            waiter = asyncio.ensure_future(self._event.wait())
+            try:
+                await asyncio.wait({waiter}, timeout=within)
+            finally:
+                waiter.cancel()
         self._event.clear()
 
     async def until(self, condition: Callable[[], bool], seconds: float, *, every: float) -> bool:

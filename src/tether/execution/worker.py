@@ -272,6 +272,8 @@ def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
             stopped_status(reason), f"stopped before it started ({reason})", {"stop_reason": reason}
         )
         return 0
+    if request.import_path and request.import_path not in sys.path:
+        sys.path.append(request.import_path)
     try:
         registry = Registry.load(request.registry_ref)
     except TetherError as exc:

@@ -39,10 +39,10 @@ def new_thread_id() -> str:
 def _session(home: str | None, registry_ref: str, *, detach: bool = False) -> Any:
     from tether.agent.session import ConversationSession
     from tether.execution.executor import Executor
+    from tether.interfaces.cli import load_registry
     from tether.models.factory import model_from_settings, resolve
-    from tether.tasks.spec import Registry
 
-    executor = Executor(Registry.load(registry_ref), home=home)
+    executor = Executor(load_registry(registry_ref), home=home)
     try:
         executor.maintain()
         runtime = executor.runtime

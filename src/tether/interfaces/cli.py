@@ -97,16 +97,24 @@ def _options(
         raise ConfigError(f"{HOME_ENV} is set but empty: give the tether home as a folder path, or unset it")
     state.home = home
     state.registry_ref = registry or os.environ.get(REGISTRY_ENV) or DEFAULT_REGISTRY
-    # Your own registry lives next to you: the folder a command runs from is importable, as with
-    # uvicorn or celery (a console script does not put it on sys.path by itself).
-    with contextlib.suppress(OSError):
+
+
+def load_registry(ref: str) -> Registry:
+    """``Registry.load``, where your own registry lives next to you: when its package is importable
+    from nowhere else, the folder the command runs from is (as with uvicorn or celery; a console
+    script does not put it on sys.path). Appended, so it never shadows an installed module."""
+    import importlib.util
+
+    top = ref.partition(":")[0].split(".")[0]
+    with contextlib.suppress(OSError, ValueError, ImportError):
         here = os.getcwd()
-        if here not in sys.path:
-            sys.path.insert(0, here)
+        if top and here not in sys.path and importlib.util.find_spec(top) is None:
+            sys.path.append(here)
+    return Registry.load(ref)
 
 
 def _registry() -> Registry:
-    return Registry.load(state.registry_ref)
+    return load_registry(state.registry_ref)
 
 
 def _executor() -> Any:

@@ -86,10 +86,10 @@ def check_store(home: Path) -> Check:
 
 def check_registry(ref: str) -> Check:
     from tether.errors import TetherError
-    from tether.tasks.spec import Registry
+    from tether.interfaces.cli import load_registry
 
     try:
-        registry = Registry.load(ref)
+        registry = load_registry(ref)
     except TetherError as exc:
         return Check(
             name="registry",

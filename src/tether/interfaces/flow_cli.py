@@ -31,9 +31,9 @@ def register(app: typer.Typer, state: Any) -> None:
         _guard(as_json, body)
 
     def registry() -> Any:
-        from tether.tasks.spec import Registry
+        from tether.interfaces.cli import load_registry
 
-        return Registry.load(state.registry_ref)
+        return load_registry(state.registry_ref)
 
     @flow_app.command("validate")
     def validate_command(
