@@ -29,7 +29,6 @@ auth_app = typer.Typer(
 CONTROL = ("get_task_status", "stop_task")
 STEP_ICONS = {"model": "🤔", "tool": "⚙", "confirmation": "❓", "budget": "⏳", "final": "💬"}
 EXIT_NEEDS_CONFIRMATION = 3
-EXIT_WORDS = frozenset({"exit", "quit", ":q", "/exit", "/quit", "退出聊天", "再见", "拜拜"})
 
 
 def new_thread_id() -> str:
