@@ -101,6 +101,7 @@ def test_ctrl_c_cancels_the_turn_and_keeps_the_conversation(home: Path) -> None:
         child.expect("you> ")
         child.sendline("刷 5 次金币")
         child.expect("decides")  # the farm is under way
+        child.expect(r"demo\.farm_instance · \d+% · attempt \d/5")  # its progress, live, in the spinner line
         wait_for(lambda: any(j["task_id"] == "demo.farm_instance" for j in active_jobs(home)))
         child.sendintr()
         child.expect("已取消本轮，对话继续")

@@ -82,8 +82,8 @@ class Chat:
     def _turn(self, make: Callable[[], Awaitable[Any]]) -> Any:
         text = "思考中…" if self.zh else "working…"
         try:
-            with err.status(text, spinner="dots"):
-                result = asyncio.run(make())  # type: ignore[arg-type]
+            with err.status(text, spinner="dots") as status:
+                result = asyncio.run(self._with_progress(make, status, text))
         except KeyboardInterrupt:
             out.print(
                 "[yellow]已取消本轮，对话继续。[/]"
@@ -93,6 +93,36 @@ class Chat:
             return None
         out.print(f"[bold cyan]tether>[/] {escape(result.final)}")
         return result
+
+    async def _with_progress(self, make: Callable[[], Awaitable[Any]], status: Any, idle: str) -> Any:
+        """The turn, with the running task's latest progress in the spinner's line."""
+        from tether.events import ToolFinished, ToolStarted
+        from tether.execution.protocol import last_progress
+
+        current: dict[str, str] = {}
+
+        def follow(event: Any) -> None:
+            if isinstance(event, ToolStarted) and event.execution_id:
+                current.update(eid=event.execution_id, tool=event.tool)
+            elif isinstance(event, ToolFinished):
+                current.clear()
+
+        async def watch() -> None:
+            paths = self.session.executor.jobs.paths
+            while True:
+                eid = current.get("eid")
+                progress = await asyncio.to_thread(last_progress, paths(eid)) if eid else None
+                said = progress_text(progress) if progress else ""
+                status.update(f"{current['tool']} · {said}" if eid and said else current.get("tool") or idle)
+                await asyncio.sleep(0.2)
+
+        unsubscribe = self.session.events.subscribe(follow)
+        watcher = asyncio.ensure_future(watch())
+        try:
+            return await make()
+        finally:
+            watcher.cancel()
+            unsubscribe()
 
     def _yes_or_no(self) -> bool | None:
         prompt = "确认执行吗？（是/否）" if self.zh else "Run it? (yes/no) "
