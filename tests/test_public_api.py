@@ -186,18 +186,6 @@ ALLOWED: dict[str, set[str]] = {
         "tether.resilience",
     },
     "tether.testing": {"tether.models"},
-    "tether.supervisor": {
-        "tether.supervisor",
-        "tether.agent",
-        "tether.models",
-        "tether.execution",
-        "tether.tasks",
-        "tether.store",
-        "tether.config",
-        "tether.events",
-        "tether.errors",
-        "tether.runtime",
-    },
     "tether.agent": {
         "tether.agent",
         "tether.models",
@@ -211,6 +199,8 @@ ALLOWED: dict[str, set[str]] = {
         "tether.resilience",
     },
 }
+# The supervisor stands on the agent: it may use everything the agent may, and the agent itself.
+ALLOWED["tether.supervisor"] = {*ALLOWED["tether.agent"], "tether.supervisor"}
 ANYTHING = ("tether.interfaces", "tether.__init__")
 
 

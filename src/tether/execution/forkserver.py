@@ -20,7 +20,7 @@ import signal
 import sys
 from pathlib import Path
 
-from tether.execution import worker
+from tether.execution import process, worker
 from tether.execution.protocol import ExecutionPaths, write_exit
 from tether.tasks.spec import Registry
 
@@ -29,8 +29,8 @@ READY = "ready"
 
 def _child(exec_dir: Path, keep_closed: list[int]) -> None:
     """Runs in the forked child; never returns."""
-    code = 70
-    try:
+
+    def run() -> int:
         os.setsid()
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
@@ -46,18 +46,9 @@ def _child(exec_dir: Path, keep_closed: list[int]) -> None:
         os.dup2(log, 2)
         os.close(null)
         os.close(log)
-        code = worker.main([str(exec_dir)])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        import traceback
+        return worker.main([str(exec_dir)])
 
-        traceback.print_exc()
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+    process.run_as_forked_child(run)
 
 
 def serve(registry_ref: str) -> int:

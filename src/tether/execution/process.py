@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 # Start times from two readers of the same process agree to far better than this.
 START_TIME_TOLERANCE_S = 0.05
@@ -200,3 +202,25 @@ def descendants(pid: int) -> list[ProcessRef]:
                     if ref is not None:
                         result.append(ref)
     return result
+
+
+def run_as_forked_child(body: Callable[[], int | None], *, code: int = 70) -> NoReturn:
+    """Run ``body`` in a process just forked from a preloaded server and leave with its exit code:
+    ``SystemExit`` keeps its code, anything else is printed; streams are flushed and the process ends
+    with ``os._exit`` (a fork must never run its parent's cleanup)."""
+    try:
+        result = body()
+        code = result if isinstance(result, int) else 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
+        os._exit(code)

@@ -107,6 +107,10 @@ def render_event(event: Event) -> None:
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
+ThreadOption = Annotated[str | None, typer.Option(help="Continue this thread (its id or a unique prefix)")]
+NewThreadOption = Annotated[
+    str | None, typer.Option("--new-thread", help="Start a new thread with this name")
+]
 
 
 def _guarded(as_json: bool, body: Callable[[], int]) -> None:
@@ -123,12 +127,8 @@ def register(app: typer.Typer, state: Any) -> None:
         goal: Annotated[
             str | None, typer.Argument(help="What you want done, in plain words (中文 or English)")
         ] = None,
-        thread: Annotated[
-            str | None, typer.Option(help="Continue this thread (its id or a unique prefix)")
-        ] = None,
-        new_thread: Annotated[
-            str | None, typer.Option("--new-thread", help="Start a new thread with this name")
-        ] = None,
+        thread: ThreadOption = None,
+        new_thread: NewThreadOption = None,
         confirm: Annotated[
             bool,
             typer.Option(
@@ -177,12 +177,8 @@ def register(app: typer.Typer, state: Any) -> None:
 
     @app.command("chat")
     def chat_command(
-        thread: Annotated[
-            str | None, typer.Option(help="Continue this thread (its id or a unique prefix)")
-        ] = None,
-        new_thread: Annotated[
-            str | None, typer.Option("--new-thread", help="Start a new thread with this name")
-        ] = None,
+        thread: ThreadOption = None,
+        new_thread: NewThreadOption = None,
     ) -> None:
         """A conversation. ↑/↓ recall what you typed; Ctrl-C cancels the turn in progress (the
         conversation goes on); 'exit' or Ctrl-D leaves, asking first what to do with background jobs."""

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tether.execution import process
+
 IDLE_EXIT_S = 600.0
 REQUEST_LIMIT = 4 * 1024 * 1024  # an environment and argv fit easily; anything larger is refused
 
@@ -428,8 +430,8 @@ def _command(
     lifeline: int, message: dict[str, Any], fds: list[int], inherited: list[int], socket_path: Path
 ) -> None:
     """Runs in the forked child: become the client's command, run it, never return."""
-    code = 70
-    try:
+
+    def run() -> int:
         os.setsid()
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
@@ -456,18 +458,9 @@ def _command(
         from tether.interfaces import guard
         from tether.interfaces.cli import app
 
-        code = guard.run(app, argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        import traceback
+        return guard.run(app, argv)
 
-        traceback.print_exc()
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+    process.run_as_forked_child(run)
 
 
 def _fresh_stdio() -> None:
