@@ -19,15 +19,12 @@ from rich.markup import escape
 
 from tether.agent.replies import is_no, is_yes
 from tether.interfaces.render import err, out, progress_text
+from tether.models.understand import has_cjk
 
 HISTORY_FILE = "chat_history"
 KEEP = frozenset({"k", "keep", "keep them", "保留", "留着", "继续", "继续运行", "不停", "不要停"})
 STOP = frozenset({"s", "stop", "stop them", "停", "停止", "停掉", "关掉", "全部停止"})
 EXIT_WORDS = frozenset({"exit", "quit", ":q", "/exit", "/quit", "退出聊天", "再见", "拜拜"})
-
-
-def _has_cjk(text: str) -> bool:
-    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
 
 
 class Chat:
@@ -63,7 +60,7 @@ class Chat:
                     continue
                 if message.lower() in EXIT_WORDS:
                     break
-                self.zh = _has_cjk(message)  # answer in the language just used
+                self.zh = has_cjk(message)  # answer in the language just used
                 result = self._turn(lambda text=message: self.session.send(self.thread_id, text))
                 while result is not None and result.status == "needs_confirmation":
                     answer = self._yes_or_no()
