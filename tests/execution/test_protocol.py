@@ -70,3 +70,27 @@ def test_last_progress_reads_the_newest_event(tmp_path: Path) -> None:
     append_event(paths, "log", message="not progress")
     event = last_progress(paths)
     assert event is not None and event["message"] == "step 1999"
+
+
+def test_parallel_first_calls_on_a_fresh_home_all_sign_with_the_one_key(tmp_path: Path) -> None:
+    """Found by the supervisor's first parallel wave: two threads that both found no key each made one,
+    and the second replaced the key the first had already signed with — its worker refused."""
+    from tether.execution.protocol import request_key
+
+    for round_ in range(30):
+        home = tmp_path / f"home{round_}"
+        home.mkdir()
+        barrier = threading.Barrier(8)
+        keys: list[bytes | None] = []
+
+        def first_use(home: Path = home, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            keys.append(request_key(home))
+
+        threads = [threading.Thread(target=first_use) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        on_disk = request_key(home, create=False)
+        assert on_disk is not None and keys == [on_disk] * 8, f"round {round_}: {len(set(keys))} keys"

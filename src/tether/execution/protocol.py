@@ -275,19 +275,22 @@ def request_key(home: Path, *, create: bool = True) -> bytes | None:
     if len(key) >= 32 or not create:
         return key if len(key) >= 32 else None
     private_mkdir(path.parent)
-    tmp = _tmp_name(path)
-    _write_private(tmp, secrets.token_bytes(32), durable=True)
-    try:
-        if path.exists():
-            # A damaged key (cut short) would make every worker refuse: replace it with a new one.
-            os.replace(tmp, path)
-        else:
-            os.link(tmp, path)  # the first process to create the key wins; everyone reads that one
-    except FileExistsError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    from tether.execution.lock import exclusive
+
+    # One creator at a time: a process that found no key (or a damaged one) must not replace the key
+    # another has just created and already signed with.
+    with exclusive(path.parent / f"{REQUEST_KEY}.lock"):
+        with contextlib.suppress(FileNotFoundError):
+            key = path.read_bytes()
+            if len(key) >= 32:
+                return key
+        tmp = _tmp_name(path)
+        _write_private(tmp, secrets.token_bytes(32), durable=True)
+        try:
+            os.replace(tmp, path)  # a damaged key (cut short) would make every worker refuse
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
     return path.read_bytes()
 
 
