@@ -7,7 +7,8 @@ same events out to live subscribers (the CLI's live view) once they are on recor
 raises is logged and skipped, never allowed to break a turn.
 
 ``topic`` says what an event belongs to: ``thread:<id>`` for a conversation (and the jobs it started),
-``job:<execution_id>`` for a job started outside any conversation.
+``job:<execution_id>`` for a job started outside any conversation, ``run:<id>`` for a supervisor run
+(and the jobs its tasks started).
 """
 
 from __future__ import annotations
@@ -112,6 +113,27 @@ class JobStateChanged(_Event):
     step_id: str | None = None
 
 
+class RunChanged(_Event):
+    """A supervisor run changed state (``topic`` is ``run:<id>``)."""
+
+    kind: Literal["run_changed"] = "run_changed"
+    run_id: str
+    status: str
+    message: str = ""
+
+
+class RunTaskChanged(_Event):
+    """A task of a run changed state: started an attempt, ended one, paused for a person, skipped."""
+
+    kind: Literal["run_task_changed"] = "run_task_changed"
+    run_id: str
+    task_id: str
+    status: str
+    attempt: int = 0
+    message: str = ""
+    execution_id: str | None = None
+
+
 Event = Annotated[
     TurnStarted
     | ModelDecided
@@ -122,7 +144,9 @@ Event = Annotated[
     | ConfirmationAnswered
     | BudgetReviewed
     | TurnFinished
-    | JobStateChanged,
+    | JobStateChanged
+    | RunChanged
+    | RunTaskChanged,
     Field(discriminator="kind"),
 ]
 EVENT: TypeAdapter[Event] = TypeAdapter(Event)

@@ -31,6 +31,7 @@ from tether.resilience import ResilienceRegistry
 from tether.store.database import Database, default_url
 from tether.store.events import EventLog
 from tether.store.jobs import SqlJobStore
+from tether.store.runs import SqlRunStore
 from tether.store.threads import SqlThreadStore
 
 DATABASE_CREDENTIAL = "database"
@@ -83,6 +84,7 @@ class Runtime:
         self.jobs = SqlJobStore(db)
         self.threads = SqlThreadStore(db)
         self.events = EventLog(db)
+        self.runs = SqlRunStore(db)
         self.bus = EventBus()
         self.resilience = ResilienceRegistry(model_settings.retry_policy(), model_settings.breaker_policy())
 

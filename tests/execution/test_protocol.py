@@ -83,7 +83,9 @@ def test_parallel_first_calls_on_a_fresh_home_all_sign_with_the_one_key(tmp_path
         barrier = threading.Barrier(8)
         keys: list[bytes | None] = []
 
-        def first_use(home: Path = home, barrier: threading.Barrier = barrier) -> None:
+        def first_use(
+            home: Path = home, barrier: threading.Barrier = barrier, keys: list[bytes | None] = keys
+        ) -> None:
             barrier.wait()
             keys.append(request_key(home))
 

@@ -145,6 +145,16 @@ class LockSet:
             lock.release()
 
 
+def try_hold(path: Path) -> IO[bytes] | None:
+    """Take the lock file ``path`` now and keep it until the handle is closed (or the process ends);
+    None if another process holds it. For locks that name a live process (an executor slot)."""
+    handle = _open_private(path)
+    if _try_lock(handle):
+        return handle
+    handle.close()
+    return None
+
+
 @contextlib.contextmanager
 def exclusive(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` for a short critical section (blocks until it is free)."""

@@ -9,17 +9,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tether.interfaces.render import out
+
+if TYPE_CHECKING:
+    from tether.supervisor.service import Verb
 
 flow_app = typer.Typer(
     help="Plans as DAGs of tasks: check flow files, turn goals into plans.", no_args_is_help=True
 )
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
+DetachFlag = Annotated[
+    bool, typer.Option("--detach", help="Print the run id and return; an executor runs it in the background.")
+]
+RunArg = Annotated[str, typer.Argument(help="A run id (or a unique prefix)")]
+TaskArg = Annotated[str, typer.Argument(help="The task that waits for you")]
 
 
 def register(app: typer.Typer, state: Any) -> None:
@@ -108,3 +116,293 @@ def register(app: typer.Typer, state: Any) -> None:
             return 0
 
         guarded(as_json, body)
+
+    # -- runs ---------------------------------------------------------------------------------------
+
+    def runtime() -> Any:
+        from tether.runtime import Runtime
+
+        return Runtime.open(state.home)
+
+    def drive_and_report(rt: Any, reg: Any, record: Any, as_json: bool, detach: bool) -> int:
+        import asyncio
+
+        from tether.interfaces.runview import LinePrinter, exit_code_of
+        from tether.supervisor.runner import drive
+        from tether.supervisor.service import run_document
+
+        if not as_json:
+            out.print(f"run {record.run_id}: {len(record.tasks)} task(s)", markup=False)
+        printer = None if (as_json or detach) else LinePrinter()
+        try:
+            final = asyncio.run(
+                drive(rt, reg, record.run_id, printer, detach=detach, registry_ref=state.registry_ref)
+            )
+        except KeyboardInterrupt:
+            if not as_json:
+                out.print(
+                    f"left run {record.run_id} where it is: `tether worker` (or `tether flow resume "
+                    f"{record.run_id}`) drives it on; `tether flow cancel {record.run_id}` stops it",
+                    markup=False,
+                )
+            raise
+        if as_json:
+            print(json.dumps(run_document(final), ensure_ascii=False))
+        elif detach:
+            out.print(f"started in the background: tether flow show {final.run_id} --follow", markup=False)
+        else:
+            from tether.interfaces.runview import summary
+
+            out.print(summary(final), markup=False, soft_wrap=True)
+        return 0 if detach else exit_code_of(final)
+
+    @flow_app.command("run")
+    def run_command(
+        path: Annotated[Path, typer.Argument(help="A flow file (YAML or JSON)")],
+        detach: DetachFlag = False,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """Run a flow file to its end (or until a person must decide). Exit 0 completed, 3 waiting
+        for a person, 1 failed or cancelled."""
+
+        def body() -> int:
+            from tether.supervisor import flowfile, service
+
+            reg = registry()
+            plan = flowfile.load(path, reg)
+            with runtime() as rt:
+                record = service.start(rt, reg, plan)
+                return drive_and_report(rt, reg, record, as_json, detach)
+
+        guarded(as_json, body)
+
+    @flow_app.command("show")
+    def show_command(
+        run_id: Annotated[str, typer.Argument(help="A run id (or a unique prefix)")],
+        follow: Annotated[
+            bool, typer.Option("--follow", "-f", help="Keep showing it until it stops.")
+        ] = False,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """A run as a tree: each task's state, attempts, durations and diagnostics."""
+
+        def body() -> int:
+            import asyncio
+
+            from tether.interfaces.runview import exit_code_of, tree
+            from tether.supervisor import service
+            from tether.supervisor.runner import follow as follow_run
+
+            with runtime() as rt:
+                record = service.find(rt, run_id)
+                if follow and not as_json and record.status == "running":
+                    from rich.live import Live
+
+                    with Live(tree(record), console=out, refresh_per_second=8) as live:
+                        record = asyncio.run(follow_run(rt, record.run_id, lambda r: live.update(tree(r))))
+                elif follow:
+                    record = asyncio.run(follow_run(rt, record.run_id))
+                if as_json:
+                    print(json.dumps(service.run_document(record), ensure_ascii=False))
+                elif not follow:
+                    out.print(tree(record))
+                return exit_code_of(record) if follow else 0
+
+        guarded(as_json, body)
+
+    @flow_app.command("list")
+    def list_command(
+        limit: Annotated[
+            int, typer.Option("--limit", min=1, max=1000, help="At most this many, newest first.")
+        ] = 20,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """The runs of this home, newest first."""
+
+        def body() -> int:
+            with runtime() as rt:
+                runs = rt.runs.list(limit=limit)
+            if as_json:
+                print(
+                    json.dumps(
+                        [{"run_id": r.run_id, "status": r.status, "goal": r.goal} for r in runs],
+                        ensure_ascii=False,
+                    )
+                )
+                return 0
+            if not runs:
+                out.print('no runs yet: tether goal "…" or tether flow run FILE', markup=False)
+                return 0
+            from rich.table import Table
+
+            table = Table(box=None, pad_edge=False)
+            for name in ("run", "status", "started", "goal"):
+                table.add_column(
+                    name, overflow="fold" if name == "goal" else "ellipsis", no_wrap=name != "goal"
+                )
+            for r in runs:
+                table.add_row(
+                    r.run_id, r.status, r.created_at[5:16].replace("T", " "), r.goal or "(flow file)"
+                )
+            out.print(table)
+            return 0
+
+        guarded(as_json, body)
+
+    def answer_command(verb: Verb, run_id: str, task_id: str, as_json: bool, **extra: Any) -> None:
+        def body() -> int:
+            from tether.supervisor import durable, service
+
+            with runtime() as rt:
+                record = service.answer(rt, registry(), run_id, task_id, verb, **extra)
+                live = bool(durable.live_executors(rt.home))
+            if as_json:
+                print(json.dumps(service.run_document(record), ensure_ascii=False))
+                return 0
+            state_now = record.task(task_id)
+            out.print(
+                f"{task_id}: {verb} recorded ({state_now.status if state_now else '?'}); run "
+                f"{record.run_id} is {record.status}",
+                markup=False,
+            )
+            if record.status == "running" and not live:
+                out.print(
+                    f"no executor runs now: `tether worker` or `tether flow resume {record.run_id}` "
+                    "drives it on",
+                    markup=False,
+                )
+            return 0
+
+        guarded(as_json, body)
+
+    @flow_app.command("approve")
+    def approve_command(run_id: RunArg, task_id: TaskArg, as_json: JsonFlag = False) -> None:
+        """Approve what a task waits for: run it, accept its result, or try it again."""
+        answer_command("approve", run_id, task_id, as_json)
+
+    @flow_app.command("reject")
+    def reject_command(
+        run_id: RunArg,
+        task_id: TaskArg,
+        reason: Annotated[str, typer.Option("--reason", help="Why (kept with the run)")] = "",
+        as_json: JsonFlag = False,
+    ) -> None:
+        """Reject it: the task does not run; tasks that needed it are skipped."""
+        answer_command("reject", run_id, task_id, as_json, reason=reason)
+
+    @flow_app.command("edit")
+    def edit_command(
+        run_id: RunArg,
+        task_id: TaskArg,
+        args: Annotated[str | None, typer.Option("--args", help="New arguments, a JSON object")] = None,
+        description: Annotated[str | None, typer.Option("--description", help="A new description")] = None,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """Change a waiting task's arguments (or description) and run it."""
+        parsed: Any = None
+        if args is not None:
+            try:
+                parsed = json.loads(args)
+            except ValueError as exc:
+                from tether.interfaces.cli import _fail
+
+                _fail(f"--args is not JSON: {exc}", as_json=as_json)
+        answer_command("edit", run_id, task_id, as_json, args=parsed, description=description)
+
+    @flow_app.command("resume")
+    def resume_command(run_id: RunArg, detach: DetachFlag = False, as_json: JsonFlag = False) -> None:
+        """Drive a run on: a failed or cancelled one runs its unfinished tasks again."""
+
+        def body() -> int:
+            from tether.supervisor import service
+
+            reg = registry()
+            with runtime() as rt:
+                record, done = service.resume(rt, run_id)
+                if not as_json:
+                    out.print(f"run {record.run_id}: {done}", markup=False)
+                if record.status != "running":
+                    if as_json:
+                        print(json.dumps(service.run_document(record), ensure_ascii=False))
+                    return 0
+                return drive_and_report(rt, reg, record, as_json, detach)
+
+        guarded(as_json, body)
+
+    @flow_app.command("cancel")
+    def cancel_command(run_id: RunArg, as_json: JsonFlag = False) -> None:
+        """Cancel a run and stop its jobs."""
+
+        def body() -> int:
+            from tether.execution.executor import Executor
+            from tether.supervisor import service
+
+            with runtime() as rt, Executor(registry(), runtime=rt) as executor:
+                record = service.cancel(rt, executor, run_id)
+            if as_json:
+                print(json.dumps(service.run_document(record), ensure_ascii=False))
+            else:
+                out.print(f"run {record.run_id}: cancelled", markup=False)
+            return 0
+
+        guarded(as_json, body)
+
+    @app.command("goal")
+    def goal_command(
+        goal: Annotated[str, typer.Argument(help="What you want done, in plain words (中文 or English)")],
+        detach: DetachFlag = False,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """Plan a goal and run it to the end (exit 0 completed, 3 waiting for you, 1 failed)."""
+
+        def body() -> int:
+            from tether.supervisor import service
+            from tether.supervisor.goals import plan_offline
+
+            reg = registry()
+            plan = plan_offline(goal, reg)
+            if not as_json:
+                out.print("plan:", markup=False)
+                for task in plan.tasks:
+                    extra = " (asks you first)" if task.review == "before" else ""
+                    out.print(
+                        f"  {task.id}: {task.call.task if task.call else task.description}"
+                        f" {json.dumps(task.call.args, ensure_ascii=False) if task.call else ''}{extra}",
+                        markup=False,
+                    )
+            with runtime() as rt:
+                record = service.start(rt, reg, plan)
+                return drive_and_report(rt, reg, record, as_json, detach)
+
+        guarded(as_json, body)
+
+    @app.command("worker")
+    def worker_command(
+        until_idle: Annotated[
+            bool, typer.Option("--until-idle", help="Exit once no run is left running.")
+        ] = False,
+    ) -> None:
+        """Be this home's executor: run goal and flow runs until stopped (Ctrl-C)."""
+
+        def body() -> int:
+            import asyncio
+
+            from tether.supervisor.runner import serve
+
+            with runtime() as rt:
+                try:
+                    asyncio.run(
+                        serve(
+                            rt,
+                            registry(),
+                            until_idle=until_idle,
+                            on_start=lambda eid: out.print(
+                                f"executor {eid} runs flows of {rt.home}", markup=False
+                            ),
+                        )
+                    )
+                except KeyboardInterrupt:
+                    out.print("executor stopped", markup=False)
+            return 0
+
+        guarded(False, body)

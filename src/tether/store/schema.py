@@ -112,6 +112,55 @@ events = Table(
     Column("payload", Text, nullable=False),
 )
 
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", String, primary_key=True),
+    Column("goal", Text, nullable=False),
+    Column("status", String, nullable=False),
+    Column("plan", Text, nullable=False),
+    Column("caller", String, nullable=False),
+    Column("segment", Integer, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("created_at", String, nullable=False),
+    Column("updated_at", String, nullable=False),
+    Column("ended_at", String),
+)
+
+run_tasks = Table(
+    "run_tasks",
+    metadata,
+    Column("run_id", String, primary_key=True),
+    Column("task_id", String, primary_key=True),
+    Column("position", Integer, nullable=False),
+    Column("status", String, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("iterations", Integer, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("diagnostics", Text, nullable=False),
+    Column("outputs", Text, nullable=False),
+    Column("review", Text),
+    Column("overrides", Text, nullable=False),
+    Column("started_at", String),
+    Column("ended_at", String),
+    Column("updated_at", String, nullable=False),
+)
+
+run_attempts = Table(
+    "run_attempts",
+    metadata,
+    Column("run_id", String, primary_key=True),
+    Column("task_id", String, primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("execution_id", String, nullable=False),
+    Column("status", String, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("how", Text, nullable=False),
+    Column("started_at", String, nullable=False),
+    Column("ended_at", String),
+    Column("duration_seconds", Float, nullable=False),
+)
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs — one row per execution, sync or background, from any interface.
     """
@@ -231,6 +280,55 @@ MIGRATIONS: tuple[str, ...] = (
         payload  TEXT NOT NULL
     );
     CREATE INDEX events_topic ON events(topic, id);
+    """,
+    # 5: supervisor runs — the readable record of a goal or flow run: its plan, its tasks with their
+    # state, attempts (each one execution), pending reviews and outputs. DBOS keeps the recovery log.
+    """
+    CREATE TABLE runs (
+        run_id      TEXT PRIMARY KEY,
+        goal        TEXT NOT NULL DEFAULT '',
+        status      TEXT NOT NULL,
+        plan        TEXT NOT NULL,
+        caller      TEXT NOT NULL,
+        segment     INTEGER NOT NULL DEFAULT 0,
+        message     TEXT NOT NULL DEFAULT '',
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL,
+        ended_at    TEXT
+    );
+    CREATE INDEX runs_created ON runs(created_at);
+    CREATE INDEX runs_status ON runs(status);
+    CREATE TABLE run_tasks (
+        run_id      TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+        task_id     TEXT NOT NULL,
+        position    INTEGER NOT NULL,
+        status      TEXT NOT NULL,
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        iterations  INTEGER NOT NULL DEFAULT 0,
+        message     TEXT NOT NULL DEFAULT '',
+        diagnostics TEXT NOT NULL DEFAULT '{}',
+        outputs     TEXT NOT NULL DEFAULT '{}',
+        review      TEXT,
+        overrides   TEXT NOT NULL DEFAULT '{}',
+        started_at  TEXT,
+        ended_at    TEXT,
+        updated_at  TEXT NOT NULL,
+        PRIMARY KEY (run_id, task_id)
+    );
+    CREATE TABLE run_attempts (
+        run_id           TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+        task_id          TEXT NOT NULL,
+        attempt          INTEGER NOT NULL,
+        execution_id     TEXT NOT NULL,
+        status           TEXT NOT NULL,
+        message          TEXT NOT NULL DEFAULT '',
+        how              TEXT NOT NULL DEFAULT '{}',
+        started_at       TEXT NOT NULL,
+        ended_at         TEXT,
+        duration_seconds REAL NOT NULL DEFAULT 0,
+        PRIMARY KEY (run_id, task_id, attempt)
+    );
+    CREATE UNIQUE INDEX run_attempts_execution ON run_attempts(execution_id);
     """,
 )
 

@@ -1,0 +1,466 @@
+"""The readable record of supervisor runs: a run, its tasks and every attempt of each task.
+
+DBOS keeps the recovery log (which step of which workflow segment finished); this is what people and
+the engine read: a run's plan and status, each task's state, attempts (one execution each), outputs,
+diagnostics and the review a person is asked for. Every change is appended to the event log (topic
+``run:<id>``) in the transaction that made it.
+
+Writes that the engine may repeat after a crash are idempotent (an attempt is keyed by run, task and
+number; its execution id is unique), and the answers of people are compare-and-set: a review is
+answered once, so the continuation it enqueues is enqueued once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sqlalchemy import and_, bindparam, delete, insert, select, update
+
+from tether.errors import StoreError
+from tether.events import RunChanged, RunTaskChanged
+from tether.store import schema
+from tether.store.database import Database
+from tether.store.events import append_event
+from tether.store.jobs import now
+
+R = schema.runs
+RT = schema.run_tasks
+RA = schema.run_attempts
+
+RUN_STATUSES = ("running", "waiting_for_human", "completed", "failed", "cancelled")
+RUN_TERMINAL = frozenset({"completed", "failed", "cancelled"})
+# A task: pending → running → completed | failed | skipped | rejected | waiting_for_human (→ running …)
+TASK_DONE = frozenset({"completed", "skipped"})
+TASK_ENDED = frozenset({"completed", "skipped", "failed", "rejected", "cancelled"})
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptRecord:
+    task_id: str
+    attempt: int
+    execution_id: str
+    status: str
+    message: str
+    how: dict[str, Any]
+    started_at: str
+    ended_at: str | None
+    duration_seconds: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskState:
+    task_id: str
+    position: int
+    status: str
+    attempts: int
+    iterations: int
+    message: str
+    diagnostics: dict[str, Any]
+    outputs: dict[str, Any]
+    review: dict[str, Any] | None
+    overrides: dict[str, Any]
+    started_at: str | None
+    ended_at: str | None
+    updated_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.task_id,
+            "status": self.status,
+            "attempts": self.attempts,
+            "iterations": self.iterations,
+            "message": self.message,
+            "diagnostics": self.diagnostics,
+            "outputs": self.outputs,
+            "review": self.review,
+            "overrides": self.overrides,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecord:
+    run_id: str
+    goal: str
+    status: str
+    plan: dict[str, Any]
+    caller: str
+    segment: int
+    message: str
+    created_at: str
+    updated_at: str
+    ended_at: str | None
+    tasks: tuple[TaskState, ...] = ()
+    attempts: tuple[AttemptRecord, ...] = field(default=())
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in RUN_TERMINAL
+
+    def task(self, task_id: str) -> TaskState | None:
+        return next((t for t in self.tasks if t.task_id == task_id), None)
+
+    def attempts_of(self, task_id: str) -> list[AttemptRecord]:
+        return [a for a in self.attempts if a.task_id == task_id]
+
+
+class RunStore(Protocol):
+    def create(self, run_id: str, *, goal: str, plan: dict[str, Any], caller: str) -> RunRecord: ...
+    def get(self, run_id: str) -> RunRecord | None: ...
+    def list(self, *, limit: int = 50, status: str | None = None) -> list[RunRecord]: ...
+    def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]: ...
+
+
+def _run(row: Any, tasks: tuple[TaskState, ...] = (), attempts: tuple[AttemptRecord, ...] = ()) -> RunRecord:
+    m = row._mapping
+    return RunRecord(
+        run_id=m["run_id"],
+        goal=m["goal"],
+        status=m["status"],
+        plan=json.loads(m["plan"]),
+        caller=m["caller"],
+        segment=int(m["segment"]),
+        message=m["message"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        ended_at=m["ended_at"],
+        tasks=tasks,
+        attempts=attempts,
+    )
+
+
+def _task(row: Any) -> TaskState:
+    m = row._mapping
+    return TaskState(
+        task_id=m["task_id"],
+        position=int(m["position"]),
+        status=m["status"],
+        attempts=int(m["attempts"]),
+        iterations=int(m["iterations"]),
+        message=m["message"],
+        diagnostics=json.loads(m["diagnostics"]),
+        outputs=json.loads(m["outputs"]),
+        review=None if m["review"] is None else json.loads(m["review"]),
+        overrides=json.loads(m["overrides"]),
+        started_at=m["started_at"],
+        ended_at=m["ended_at"],
+        updated_at=m["updated_at"],
+    )
+
+
+def _attempt(row: Any) -> AttemptRecord:
+    m = row._mapping
+    return AttemptRecord(
+        task_id=m["task_id"],
+        attempt=int(m["attempt"]),
+        execution_id=m["execution_id"],
+        status=m["status"],
+        message=m["message"],
+        how=json.loads(m["how"]),
+        started_at=m["started_at"],
+        ended_at=m["ended_at"],
+        duration_seconds=float(m["duration_seconds"]),
+    )
+
+
+_RUN = select(R).where(R.c.run_id == bindparam("rid"))
+_TASKS = select(RT).where(RT.c.run_id == bindparam("rid")).order_by(RT.c.position)
+_ATTEMPTS = select(RA).where(RA.c.run_id == bindparam("rid")).order_by(RA.c.started_at, RA.c.attempt)
+
+
+class SqlRunStore:
+    """Runs in the home's database (SQLite or PostgreSQL)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def get(self, run_id: str) -> RunRecord | None:
+        with self.db.read() as conn:
+            row = conn.execute(_RUN, {"rid": run_id}).first()
+            if row is None:
+                return None
+            tasks = tuple(_task(r) for r in conn.execute(_TASKS, {"rid": run_id}))
+            attempts = tuple(_attempt(r) for r in conn.execute(_ATTEMPTS, {"rid": run_id}))
+        return _run(row, tasks, attempts)
+
+    def list(self, *, limit: int = 50, status: str | None = None) -> list[RunRecord]:
+        query = select(R).order_by(R.c.created_at.desc(), R.c.run_id.desc()).limit(limit)
+        if status is not None:
+            query = query.where(R.c.status == status)
+        with self.db.read() as conn:
+            return [_run(row) for row in conn.execute(query)]
+
+    def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]:
+        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        query = select(R.c.run_id).where(R.c.run_id.like(pattern, escape="\\")).limit(limit)
+        with self.db.read() as conn:
+            return [row[0] for row in conn.execute(query)]
+
+    def active(self) -> list[RunRecord]:
+        """Runs that are not over (running, or paused for a person)."""
+        query = select(R).where(R.c.status.in_(("running", "waiting_for_human")))
+        with self.db.read() as conn:
+            return [_run(row) for row in conn.execute(query)]
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def create(self, run_id: str, *, goal: str, plan: dict[str, Any], caller: str) -> RunRecord:
+        at = now()
+        with self.db.write() as conn:
+            if conn.execute(_RUN, {"rid": run_id}).first() is not None:
+                raise StoreError(f"a run {run_id!r} exists already")
+            conn.execute(
+                insert(R),
+                {
+                    "run_id": run_id, "goal": goal, "status": "running", "plan": _dumps(plan),
+                    "caller": caller, "segment": 0, "message": "", "created_at": at, "updated_at": at,
+                },
+            )  # fmt: skip
+            for position, task in enumerate(plan["tasks"]):
+                conn.execute(
+                    insert(RT),
+                    {
+                        "run_id": run_id, "task_id": task["id"], "position": position, "status": "pending",
+                        "attempts": 0, "iterations": 0, "message": "", "diagnostics": "{}", "outputs": "{}",
+                        "overrides": "{}", "updated_at": at,
+                    },
+                )  # fmt: skip
+            append_event(conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status="running"))
+        record = self.get(run_id)
+        assert record is not None
+        return record
+
+    def add_tasks(self, run_id: str, plan: dict[str, Any], new_ids: list[str]) -> None:
+        """Follow-up tasks an executor proposed (already validated against the whole plan)."""
+        at = now()
+        with self.db.write() as conn:
+            known = {r[0] for r in conn.execute(select(RT.c.task_id).where(RT.c.run_id == run_id))}
+            conn.execute(update(R).where(R.c.run_id == run_id).values(plan=_dumps(plan), updated_at=at))
+            for position, task in enumerate(plan["tasks"]):
+                if task["id"] in new_ids and task["id"] not in known:
+                    conn.execute(
+                        insert(RT),
+                        {
+                            "run_id": run_id, "task_id": task["id"], "position": position,
+                            "status": "pending", "attempts": 0, "iterations": 0, "message": "proposed",
+                            "diagnostics": "{}", "outputs": "{}", "overrides": "{}", "updated_at": at,
+                        },
+                    )  # fmt: skip
+                    append_event(
+                        conn,
+                        RunTaskChanged(
+                            topic=f"run:{run_id}", run_id=run_id, task_id=task["id"], status="pending",
+                            message="proposed by an earlier task",
+                        ),
+                    )  # fmt: skip
+
+    def set_status(
+        self, run_id: str, status: str, message: str = "", *, only_from: tuple[str, ...] | None = None
+    ) -> bool:
+        """Move the run to ``status`` unless it is over (or not in ``only_from``); True if it moved."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"unknown run status {status!r}")
+        at = now()
+        allowed = only_from or ("running", "waiting_for_human")
+        with self.db.write() as conn:
+            values: dict[str, Any] = {"status": status, "message": message, "updated_at": at}
+            if status in RUN_TERMINAL:
+                values["ended_at"] = at
+            moved = conn.execute(
+                update(R).where(R.c.run_id == run_id, R.c.status.in_(allowed)).values(**values)
+            ).rowcount
+            if moved:
+                append_event(
+                    conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status=status, message=message)
+                )
+        return bool(moved)
+
+    def next_segment(self, run_id: str, *, expect: int) -> int | None:
+        """Hand the run to its next workflow segment (compare-and-set on ``expect``); the new number, or
+        None when another process did it first."""
+        with self.db.write() as conn:
+            moved = conn.execute(
+                update(R)
+                .where(R.c.run_id == run_id, R.c.segment == expect)
+                .values(segment=expect + 1, updated_at=now())
+            ).rowcount
+        return expect + 1 if moved else None
+
+    def update_task(self, run_id: str, task_id: str, *, event: bool = True, **values: Any) -> None:
+        """Set a task's fields (``status``, ``message``, ``diagnostics``, ``outputs``, ``review``,
+        ``overrides``, ``iterations``); JSON fields are encoded here."""
+        row: dict[str, Any] = {"updated_at": now()}
+        for key, value in values.items():
+            if key in ("diagnostics", "outputs", "overrides"):
+                row[key] = _dumps(value)
+            elif key == "review":
+                row[key] = None if value is None else _dumps(value)
+            else:
+                row[key] = value
+        if values.get("status") in TASK_ENDED:
+            row["ended_at"] = row["updated_at"]
+        with self.db.write() as conn:
+            conn.execute(update(RT).where(RT.c.run_id == run_id, RT.c.task_id == task_id).values(**row))
+            if event and "status" in values:
+                append_event(
+                    conn,
+                    RunTaskChanged(
+                        topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status=values["status"],
+                        message=str(values.get("message", "")),
+                    ),
+                )  # fmt: skip
+
+    def begin_attempt(
+        self, run_id: str, task_id: str, attempt: int, execution_id: str, how: dict[str, Any]
+    ) -> None:
+        """Record attempt ``attempt`` as started (a repeat after a crash is a no-op)."""
+        at = now()
+        with self.db.write() as conn:
+            key = and_(RA.c.run_id == run_id, RA.c.task_id == task_id, RA.c.attempt == attempt)
+            if conn.execute(select(RA.c.attempt).where(key)).first() is not None:
+                return
+            conn.execute(
+                insert(RA),
+                {
+                    "run_id": run_id, "task_id": task_id, "attempt": attempt, "execution_id": execution_id,
+                    "status": "running", "message": "", "how": _dumps(how), "started_at": at,
+                    "duration_seconds": 0.0,
+                },
+            )  # fmt: skip
+            conn.execute(
+                update(RT)
+                .where(RT.c.run_id == run_id, RT.c.task_id == task_id)
+                .values(status="running", attempts=attempt, started_at=at, updated_at=at, message="")
+            )
+            append_event(
+                conn,
+                RunTaskChanged(
+                    topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status="running", attempt=attempt,
+                    execution_id=execution_id,
+                ),
+            )  # fmt: skip
+
+    def end_attempt(
+        self, run_id: str, task_id: str, attempt: int, *, status: str, message: str, duration_s: float
+    ) -> None:
+        at = now()
+        with self.db.write() as conn:
+            conn.execute(
+                update(RA)
+                .where(RA.c.run_id == run_id, RA.c.task_id == task_id, RA.c.attempt == attempt)
+                .values(status=status, message=message, ended_at=at, duration_seconds=duration_s)
+            )
+
+    def answer(
+        self,
+        run_id: str,
+        task_id: str,
+        answer: dict[str, Any],
+        *,
+        status: str,
+        overrides: dict[str, Any] | None = None,
+    ) -> str | None:
+        """Record the person's answer to the review ``task_id`` waits on and move the task to ``status``
+        — once: compare-and-set on a pending review of a run that waits. The run's status afterwards
+        (``running`` when nothing else waits), or None if there was nothing to answer."""
+        with self.db.write() as conn:
+            row = conn.execute(
+                select(RT.c.review, RT.c.status).where(RT.c.run_id == run_id, RT.c.task_id == task_id)
+            ).first()
+            run = conn.execute(_RUN, {"rid": run_id}).first()
+            if row is None or row[0] is None or run is None or row[1] != "waiting_for_human":
+                return None
+            review = json.loads(row[0])
+            if review.get("answer") is not None:
+                return None
+            review.update(answer)
+            at = now()
+            values: dict[str, Any] = {"review": _dumps(review), "status": status, "updated_at": at}
+            if overrides is not None:
+                values["overrides"] = _dumps(overrides)
+            if status in TASK_ENDED:
+                values["ended_at"] = at
+            moved = conn.execute(
+                update(RT)
+                .where(RT.c.run_id == run_id, RT.c.task_id == task_id, RT.c.review == row[0])
+                .values(**values)
+            ).rowcount
+            if not moved:
+                return None
+            append_event(
+                conn,
+                RunTaskChanged(
+                    topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status=status,
+                    message=f"{answer.get('answer')} by {answer.get('by', 'a person')}",
+                ),
+            )  # fmt: skip
+            still_waiting = conn.execute(
+                select(RT.c.task_id).where(RT.c.run_id == run_id, RT.c.status == "waiting_for_human")
+            ).first()
+            run_status = run._mapping["status"]
+            if still_waiting is None and run_status == "waiting_for_human":
+                conn.execute(
+                    update(R).where(R.c.run_id == run_id).values(status="running", message="", updated_at=at)
+                )
+                append_event(conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status="running"))
+                run_status = "running"
+        return str(run_status)
+
+    def reopen(self, run_id: str) -> bool:
+        """A failed or cancelled run runs again: its failed, rejected and cancelled tasks (and those
+        skipped because of them) are pending once more, their retry chains reset."""
+        at = now()
+        with self.db.write() as conn:
+            moved = conn.execute(
+                update(R)
+                .where(R.c.run_id == run_id, R.c.status.in_(("failed", "cancelled")))
+                .values(status="running", message="resumed", ended_at=None, updated_at=at)
+            ).rowcount
+            if not moved:
+                return False
+            for row in conn.execute(select(RT).where(RT.c.run_id == run_id)).fetchall():
+                state = _task(row)
+                again = state.status in (
+                    "failed",
+                    "rejected",
+                    "cancelled",
+                    "running",
+                    "waiting_for_human",
+                ) or (state.status == "skipped" and "did not succeed" in state.message)
+                if again:
+                    overrides = {k: v for k, v in state.overrides.items() if k not in ("stage", "not_before")}
+                    conn.execute(
+                        update(RT)
+                        .where(RT.c.run_id == run_id, RT.c.task_id == state.task_id)
+                        .values(status="pending", review=None, overrides=_dumps(overrides), ended_at=None,
+                                updated_at=at, message="resumed")
+                    )  # fmt: skip
+            append_event(
+                conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status="running", message="resumed")
+            )
+        return True
+
+    def delete_ended(self, before: str) -> list[str]:
+        """Forget runs that ended before ``before`` (ISO time); their ids (for pruning DBOS's log)."""
+        with self.db.write() as conn:
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    select(R.c.run_id).where(R.c.ended_at.is_not(None), R.c.ended_at < before)
+                )
+            ]
+            for chunk in range(0, len(ids), 500):
+                part = ids[chunk : chunk + 500]
+                conn.execute(delete(RA).where(RA.c.run_id.in_(part)))
+                conn.execute(delete(RT).where(RT.c.run_id.in_(part)))
+                conn.execute(delete(R).where(R.c.run_id.in_(part)))
+        return ids

@@ -1,0 +1,241 @@
+"""DBOS Transact behind one small module: where its log lives, who may launch it, and the client.
+
+- **Where**: DBOS keeps its recovery log in its own database — ``<home>/dbos.sqlite`` (WAL) next to
+  tether's store by default, or the ``dbos`` schema of the PostgreSQL database ``[store].database_url``
+  names. tether's own tables stay the readable record.
+- **Who executes**: only executor processes launch DBOS (``tether worker``, ``tether serve``, or a
+  ``tether goal`` / ``flow run`` that finds no executor and becomes one for the duration). Each holds an
+  **executor slot** — an OS lock on ``<home>/executors/slot-N.lock`` from before launch to exit — and
+  runs under the executor id ``<host>/<home hash>/slot-N``: stable (a restarted executor takes a free
+  slot and recovers what a dead holder of any free slot left) and unique among live processes (DBOS's
+  launch re-dispatches every pending workflow of its id; two live processes never share one).
+- **Everyone else** talks to DBOS through ``DBOSClient`` (enqueue, cancel, list): short commands never
+  launch it, so they never run or steal another process's workflow.
+
+``import dbos`` costs about a second, so it happens here, lazily, only where flows are used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from tether.execution.lock import try_hold
+
+if TYPE_CHECKING:
+    from dbos import DBOSClient
+
+    from tether.runtime import Runtime
+
+APP_NAME = "tether"
+# Pinned and bumped deliberately: DBOS recovers only workflows of the running version, so a change to
+# the engine's workflow or step sequence that would replay differently must bump this.
+APP_VERSION = "tether-flows-1"
+QUEUE = "tether-runs"
+WORKFLOW = "tether.run_segment"
+POLL_S = 0.05
+SLOTS = 64
+SLOTS_DIR = "executors"
+DBOS_FILE = "dbos.sqlite"
+
+
+def system_url(runtime: Runtime) -> str:
+    """The URL of DBOS's system database for this home."""
+    url = runtime.db.url
+    if url.startswith("sqlite"):
+        return f"sqlite:///{runtime.home / DBOS_FILE}"
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _serializer() -> Any:
+    from dbos._serialization import DBOSPortableJSONSerializer
+
+    return DBOSPortableJSONSerializer()
+
+
+_PREPARED: set[str] = set()
+
+
+def prepare(url: str) -> None:
+    """Create or migrate DBOS's schema, in WAL mode on SQLite, and register tether's queue with fast
+    polling (so the first executor to launch listens to it at once). Cheap after the first time."""
+    if url in _PREPARED:
+        return
+    from dbos import DBOS
+
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        fresh = not path.exists()
+        if fresh:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch(mode=0o600)
+        with sqlite3.connect(path) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+    DBOS.migrate(url)
+    client = _client(url)
+    try:
+        if client.retrieve_queue(QUEUE) is None:
+            client.register_queue(QUEUE, polling_interval_sec=POLL_S)
+    finally:
+        client.destroy()
+    _PREPARED.add(url)
+
+
+def _client(url: str) -> DBOSClient:
+    from dbos import DBOSClient
+
+    return DBOSClient(system_database_url=url, serializer=_serializer(), application_name=APP_NAME)
+
+
+@contextmanager
+def client(runtime: Runtime) -> Any:
+    """A DBOS client for ``runtime``'s home (the schema prepared first)."""
+    url = system_url(runtime)
+    prepare(url)
+    c = _client(url)
+    try:
+        yield c
+    finally:
+        c.destroy()
+
+
+def segment_id(run_id: str, segment: int) -> str:
+    """The workflow id of one segment of a run: enqueuing it twice enqueues it once."""
+    return f"{run_id}.{segment}"
+
+
+def enqueue_segment(runtime: Runtime, run_id: str, segment: int, delay_s: float = 0.0) -> None:
+    """Enqueue segment ``segment`` of ``run_id`` (a repeat with the same number is a no-op)."""
+    options: dict[str, Any] = {
+        "workflow_name": WORKFLOW,
+        "queue_name": QUEUE,
+        "workflow_id": segment_id(run_id, segment),
+        "app_version": APP_VERSION,
+    }
+    if delay_s > 0:
+        options["delay_seconds"] = delay_s
+    with client(runtime) as c:
+        c.enqueue(options, run_id, segment)
+
+
+def cancel_segment(runtime: Runtime, run_id: str, segment: int) -> None:
+    with client(runtime) as c:
+        found = c.list_workflows(workflow_ids=[segment_id(run_id, segment)])
+        if found and found[0].status in ("ENQUEUED", "PENDING", "DELAYED"):
+            c.cancel_workflow(segment_id(run_id, segment))
+
+
+def segment_status(runtime: Runtime, run_id: str, segment: int) -> str | None:
+    with client(runtime) as c:
+        found = c.list_workflows(workflow_ids=[segment_id(run_id, segment)])
+    return found[0].status if found else None
+
+
+# -- executor slots ------------------------------------------------------------------------------
+
+
+def _home_tag(home: Path) -> str:
+    return hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:8]
+
+
+def executor_id(home: Path, slot: int) -> str:
+    return f"{socket.gethostname()}/{_home_tag(home)}/slot-{slot}"
+
+
+def _slot_path(home: Path, slot: int) -> Path:
+    return home / SLOTS_DIR / f"slot-{slot}.lock"
+
+
+class Slot:
+    """An executor slot held by this process (released on ``close`` or at exit)."""
+
+    def __init__(self, home: Path, number: int, handle: IO[bytes]) -> None:
+        self.home = home
+        self.number = number
+        self.executor_id = executor_id(home, number)
+        self._handle: IO[bytes] | None = handle
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def take_slot(home: Path) -> Slot:
+    """The first free executor slot of ``home``."""
+    for number in range(SLOTS):
+        handle = try_hold(_slot_path(home, number))
+        if handle is not None:
+            return Slot(home, number, handle)
+    from tether.errors import ConfigError
+
+    raise ConfigError(f"all {SLOTS} executor slots of {home} are taken: stop an executor first")
+
+
+def live_executors(home: Path) -> list[int]:
+    """The slots a live process holds (an executor runs there)."""
+    folder = home / SLOTS_DIR
+    if not folder.is_dir():
+        return []
+    live = []
+    for path in sorted(folder.glob("slot-*.lock")):
+        try:
+            number = int(path.stem.removeprefix("slot-"))
+        except ValueError:
+            continue
+        handle = try_hold(path)
+        if handle is None:
+            live.append(number)
+        else:
+            handle.close()
+    return live
+
+
+def recover_free_slots(home: Path, mine: Slot) -> int:
+    """Hand back to the queue what dead executors of this home left running: for every slot no live
+    process holds, take it for a moment and re-enqueue its pending workflows (the launched DBOS
+    recovers ``mine`` itself). The number of workflows re-enqueued."""
+    from dbos._recovery import recover_pending_workflows
+
+    folder = home / SLOTS_DIR
+    count = 0
+    for path in sorted(folder.glob("slot-*.lock")):
+        try:
+            number = int(path.stem.removeprefix("slot-"))
+        except ValueError:
+            continue
+        if number == mine.number:
+            continue
+        handle = try_hold(path)
+        if handle is None:
+            continue  # a live executor holds it: its work is its own
+        try:
+            count += len(recover_pending_workflows(_instance(), [executor_id(home, number)]))
+        finally:
+            handle.close()
+    return count
+
+
+def _instance() -> Any:
+    from dbos import _dbos
+
+    return _dbos._get_dbos_instance()
+
+
+def config(runtime: Runtime, slot: Slot) -> dict[str, Any]:
+    return {
+        "name": APP_NAME,
+        "system_database_url": system_url(runtime),
+        "executor_id": slot.executor_id,
+        "application_version": APP_VERSION,
+        "serializer": _serializer(),
+        "notification_listener_polling_interval_sec": POLL_S,
+        "log_level": "WARNING",
+        "run_migrations": False,
+    }

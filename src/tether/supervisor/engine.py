@@ -1,0 +1,440 @@
+"""The engine: a run is a chain of DBOS workflow segments that drive its plan to the end.
+
+A segment (workflow id ``<run>.<n>``) loops: one ``decide`` step reads the run from tether's store,
+applies ``policies.schedule`` (skips, review requests, the end) and returns the next wave; the wave's
+tasks run in parallel, each attempt one ``attempt`` step. Decisions are checkpointed by DBOS, so a
+segment replayed after a crash takes the same path; an attempt that was in flight is executed again
+under the **same execution id** (derived from run, task and attempt), which the executor resolves:
+the published result is adopted, a live worker is re-attached, a worker that died mid-run is an
+explicit ``unknown`` that the task's failure policy settles. Nothing runs twice silently.
+
+A segment ends when the run is over, when a person must answer (the pending review is in the store;
+no worker, lock, thread or parked workflow is held), or when a retry is due later (the next segment is
+enqueued with a durable delay). A person's answer enqueues the next segment, deduplicated by its
+workflow id, from any process — an executor need not be running.
+
+Only executor processes import this module (it registers the workflows with DBOS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from dbos import DBOS
+
+from tether.execution.executor import Executor, execution_id_for
+from tether.runtime import Runtime
+from tether.store.runs import RunRecord, TaskState
+from tether.supervisor import durable
+from tether.supervisor.plan import Plan, Profile, Task
+from tether.supervisor.policies import (
+    FAILED,
+    Move,
+    after_attempt,
+    context_of,
+    executor_of,
+    schedule,
+)
+from tether.tasks.confirm import Confirmation
+from tether.tasks.result import TaskResult, TaskStatus
+
+log = logging.getLogger("tether.supervisor")
+
+WORKFLOW = durable.WORKFLOW
+segment_id = durable.segment_id
+
+
+@dataclass
+class Host:
+    """What this executor process runs attempts with."""
+
+    runtime: Runtime
+    executor: Executor
+    model_for: Callable[[str | None], Any] | None = None
+    slot: durable.Slot | None = None
+    resources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+_HOST: Host | None = None
+
+
+def host() -> Host:
+    if _HOST is None:
+        raise RuntimeError("this process is not a tether executor (engine.launch was not called)")
+    return _HOST
+
+
+async def _io(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+# -- the workflow -----------------------------------------------------------------------------------
+
+
+@DBOS.workflow(name=WORKFLOW)
+async def run_segment(run_id: str, segment: int) -> str:
+    try:
+        while True:
+            decision = await decide(run_id, segment)
+            if decision["end"] == "later":
+                await continue_later(run_id, segment, decision["delay_s"])
+                return "later"
+            if decision["end"]:
+                return str(decision["end"])
+            await asyncio.gather(*(attempt(run_id, task_id, n) for task_id, n in decision["run"]))
+    except Exception as exc:  # a bug or a broken store: the run must not stay "running"
+        if type(exc).__name__ in ("DBOSWorkflowCancelledError", "DBOSAwaitedWorkflowCancelledError"):
+            raise
+        await give_up(run_id, f"{type(exc).__name__}: {exc}"[:1000])
+        raise
+
+
+@DBOS.step(name="tether.decide", retries_allowed=False)
+async def decide(run_id: str, segment: int) -> dict[str, Any]:
+    h = host()
+    store = h.runtime.runs
+    run: RunRecord | None = await _io(store.get, run_id)
+    if run is None:
+        return {"end": "missing", "run": []}
+    if run.segment != segment:
+        return {"end": "superseded", "run": []}
+    if run.status in ("completed", "failed", "cancelled"):
+        return {"end": run.status, "run": []}
+    plan = Plan.model_validate(run.plan)
+    resources = _resources(h, plan)
+    decision = schedule(plan, run, now=time.time(), started=_epoch(run.created_at), resources=resources)
+    for move in decision.moves:
+        await _io(_apply, store, run_id, move)
+    if decision.moves:
+        return {"end": None, "run": []}  # decide again on the new state
+    if decision.end in ("completed", "failed"):
+        await _io(store.set_status, run_id, decision.end, decision.message)
+    elif decision.end == "waiting_for_human":
+        await _io(store.set_status, run_id, "waiting_for_human", decision.message, only_from=("running",))
+    return {
+        "end": decision.end,
+        "run": [list(pair) for pair in decision.run],
+        "delay_s": decision.delay_s,
+    }
+
+
+@DBOS.step(name="tether.continue_later", retries_allowed=False)
+async def continue_later(run_id: str, segment: int, delay_s: float) -> None:
+    h = host()
+    await _io(h.runtime.runs.next_segment, run_id, expect=segment)
+    await _io(durable.enqueue_segment, h.runtime, run_id, segment + 1, delay_s)
+
+
+@DBOS.step(name="tether.give_up", retries_allowed=False)
+async def give_up(run_id: str, message: str) -> None:
+    await _io(host().runtime.runs.set_status, run_id, "failed", f"the engine failed: {message}")
+
+
+def _resources(h: Host, plan: Plan) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for task in plan.tasks:
+        if task.call is not None and task.call.task not in out:
+            spec = h.executor.registry.get(task.call.task, plan.caller)
+            out[task.call.task] = spec.resources if spec is not None else ()
+    return out
+
+
+def _apply(store: Any, run_id: str, move: Move) -> None:
+    values: dict[str, Any] = {"status": move.status, "message": move.message}
+    for name in ("review", "overrides", "iterations", "diagnostics", "outputs"):
+        value = getattr(move, name)
+        if value is not None:
+            values[name] = value
+    if move.status == "waiting_for_human" and move.review is not None:
+        values["review"] = move.review
+    store.update_task(run_id, move.task_id, **values)
+
+
+# -- one attempt ------------------------------------------------------------------------------------
+
+
+@DBOS.step(name="tether.attempt", retries_allowed=False)
+async def attempt(run_id: str, task_id: str, number: int) -> dict[str, Any]:
+    h = host()
+    store = h.runtime.runs
+    run: RunRecord = await _io(store.get, run_id)
+    plan = Plan.model_validate(run.plan)
+    task = plan.task(task_id)
+    state = run.task(task_id)
+    assert task is not None and state is not None
+    if state.attempts > number or (state.attempts == number and state.status != "running"):
+        return {"status": state.status, "settled": True}  # this attempt's outcome is on record
+    if run.status == "cancelled":
+        return {"status": "cancelled"}
+    execution_id = execution_id_for("run", run_id, task_id, str(number))
+    how = _how(task, state, plan.caller)
+    await _io(store.begin_attempt, run_id, task_id, number, execution_id, how)
+    started = time.monotonic()
+    outcome, message, data = await _perform(h, plan, run, task, state, execution_id, number)
+    duration = time.monotonic() - started
+    await _io(
+        store.end_attempt, run_id, task_id, number, status=outcome, message=message, duration_s=duration
+    )
+    run = await _io(store.get, run_id)
+    state = run.task(task_id)
+    assert state is not None
+    idempotent = False
+    if task.call is not None:
+        spec = h.executor.registry.get(task.call.task, plan.caller)
+        idempotent = bool(spec and spec.idempotent)
+    who = executor_of(task, state, plan.caller)
+    executor_failures = sum(
+        1 for a in run.attempts if a.status in FAILED and (a.how.get("executor") or plan.caller) == who
+    )
+    move = after_attempt(
+        task,
+        state,
+        outcome=outcome,
+        message=message,
+        data=data,
+        idempotent=idempotent,
+        now=time.time(),
+        executor_failures=executor_failures,
+        context=context_of(plan, run),
+        run=run,
+    )
+    if outcome == "completed" and isinstance(data.get("propose"), list):
+        note = await _io(_accept_proposals, h, run_id, plan, task_id, data["propose"])
+        if note:
+            move = replace(move, diagnostics={**(move.diagnostics or {}), "proposals": note})
+    if run.status == "cancelled":
+        move = Move(task_id, "cancelled", f"the run was cancelled ({outcome}: {message})"[:2000])
+    await _io(_apply, store, run_id, move)
+    return {"status": outcome, "next": move.status}
+
+
+def _how(task: Task, state: TaskState, caller: str) -> dict[str, Any]:
+    if task.call is not None:
+        return {
+            "call": task.call.task,
+            "args": state.overrides.get("args", task.call.args),
+            "executor": caller,
+        }
+    return {
+        "executor": executor_of(task, state, caller),
+        "description": state.overrides.get("description", task.description)[:500],
+    }
+
+
+async def _perform(
+    h: Host, plan: Plan, run: RunRecord, task: Task, state: TaskState, execution_id: str, number: int
+) -> tuple[str, str, dict[str, Any]]:
+    """Run one attempt through the executor; (outcome, message, data). Outcome ``unknown`` when its
+    worker died mid-run (it may or may not have taken effect)."""
+    deadline = _deadline(plan, run, task)
+    if task.call is None:
+        return await _perform_agent(h, plan, run, task, state, execution_id, deadline)
+    origin = f"run:{run.run_id}"
+    args = state.overrides.get("args", task.call.args)
+    review = state.review or {}
+    confirmation = None
+    if (
+        review.get("kind") == "before"
+        and review.get("answer") in ("approve", "edit")
+        and review.get("digest")
+    ):
+        confirmation = Confirmation(
+            task_id=task.call.task,
+            digest=review["digest"],
+            source=f"person:review:{review.get('by', 'cli')}",
+            nonce=review["nonce"],
+        )
+    job = asyncio.ensure_future(
+        h.executor.execute(
+            task.call.task,
+            args,
+            caller=plan.caller,
+            origin=origin,
+            step_id=f"{run.run_id}/{task.id}/{number}",
+            execution_id=execution_id,
+            detach=True,
+            confirmation=confirmation,
+        )
+    )
+    result = await _bounded(h, job, execution_id, plan.caller, origin, deadline)
+    if result.status is TaskStatus.RUNNING:  # a background task: follow it to its end
+        wait = asyncio.ensure_future(
+            h.executor.control(execution_id, "wait", caller=plan.caller, origin=origin)
+        )
+        result = await _bounded(h, wait, execution_id, plan.caller, origin, deadline)
+    return _classify(result)
+
+
+async def _bounded(
+    h: Host,
+    job: asyncio.Future[TaskResult],
+    execution_id: str,
+    caller: str,
+    origin: str,
+    deadline: float | None,
+) -> TaskResult:
+    if deadline is None:
+        return await job
+    try:
+        return await asyncio.wait_for(asyncio.shield(job), timeout=max(0.0, deadline - time.time()))
+    except TimeoutError:
+        await h.executor.control(execution_id, "stop", caller=caller, origin=origin, reason="timed out")
+        result = await job
+        if result.status is TaskStatus.STOPPED:
+            return result.model_copy(update={"message": f"timed out; {result.message}"})
+        return result
+
+
+def _deadline(plan: Plan, run: RunRecord, task: Task) -> float | None:
+    ends = []
+    if task.timeout_s is not None:
+        ends.append(time.time() + task.timeout_s)
+    if plan.timeout_s is not None:
+        ends.append(_epoch(run.created_at) + plan.timeout_s)
+    return min(ends) if ends else None
+
+
+def _classify(result: TaskResult) -> tuple[str, str, dict[str, Any]]:
+    data = dict(result.data or {})
+    status = result.status.value
+    if result.status is TaskStatus.FAILED and data.get("interrupted"):
+        status = "unknown"
+    return status, result.message, data
+
+
+async def _perform_agent(
+    h: Host,
+    plan: Plan,
+    run: RunRecord,
+    task: Task,
+    state: TaskState,
+    execution_id: str,
+    deadline: float | None,
+) -> tuple[str, str, dict[str, Any]]:
+    """A task for an executor profile: one conversation turn of an agent restricted to the profile's
+    tool whitelist, on a thread of its own (``run-<execution id>``). The turn's own steps are durable
+    (each tool call has its execution id): re-running this attempt recovers the turn, never repeats it."""
+    from tether.agent.session import ConversationSession
+
+    name = executor_of(task, state, plan.caller)
+    profile = plan.profiles.get(name) or Profile(caller=name)
+    if h.model_for is None:
+        return "rejected", "this executor has no model configured for agent tasks", {}
+    model = h.model_for(profile.model)
+    session = ConversationSession(h.executor, model, caller=profile.caller, detach=True)
+    thread_id = f"run-{execution_id}"
+    existing = await _io(h.runtime.threads.load, thread_id)
+    if existing is not None and existing.turns > 0:
+        turns = await _io(h.runtime.threads.turns_with_status, thread_id, "completed")
+        if turns:
+            return "completed", turns[-1].final, {"thread_id": thread_id, "final": turns[-1].final}
+        return (
+            "unknown",
+            "the agent's turn was interrupted; its steps are on the thread",
+            {"thread_id": thread_id},
+        )
+    description = state.overrides.get("description", task.description)
+    context = context_of(plan, run)
+    given = {k: context[k] for k in task.inputs if k in context}
+    message = description if not given else f"{description}\n\n{json.dumps(given, ensure_ascii=False)[:8000]}"
+    turn = asyncio.ensure_future(session.send(thread_id, message))
+    if deadline is not None:
+        try:
+            result = await asyncio.wait_for(turn, timeout=max(0.0, deadline - time.time()))
+        except TimeoutError:
+            return "stopped", "timed out", {"thread_id": thread_id}
+    else:
+        result = await turn
+    data = {"thread_id": thread_id, "final": result.final, "steps": len(result.steps)}
+    status = result.status.value
+    if status == "completed":
+        return "completed", result.final, data
+    if status == "needs_confirmation":
+        return "rejected", f"the agent asks for a person's confirmation: {result.final}", data
+    return "failed", result.final, data
+
+
+def _accept_proposals(h: Host, run_id: str, plan: Plan, parent: str, proposals: list[Any]) -> str:
+    """Follow-up tasks an executor proposed: added after validation and a cycle check; the note says
+    what was accepted or why not."""
+    from tether.errors import PlanError
+    from tether.supervisor.validate import check
+
+    tasks = []
+    for raw in proposals[:20]:
+        if isinstance(raw, dict):
+            raw = {"depends_on": [parent], **raw}
+        tasks.append(raw)
+    try:
+        document = plan.model_dump(mode="json", exclude_defaults=False)
+        document["tasks"] = [*document["tasks"], *tasks]
+        grown = Plan.model_validate(document)
+        check(grown, h.executor.registry)
+    except PlanError as exc:
+        return f"proposal refused: {exc}"[:1000]
+    except Exception as exc:  # pydantic's ValidationError: a malformed proposal
+        return f"proposal refused: {str(exc).splitlines()[0]}"[:1000]
+    new_ids = [t.id for t in grown.tasks[len(plan.tasks) :]]
+    h.runtime.runs.add_tasks(run_id, grown.model_dump(mode="json"), new_ids)
+    return f"accepted: {', '.join(new_ids)}"
+
+
+# -- launching an executor ----------------------------------------------------------------------------
+
+
+async def launch(
+    runtime: Runtime, executor: Executor, *, model_for: Callable[[str | None], Any] | None = None
+) -> Host:
+    """Make this process a tether executor: hold a slot, launch DBOS in the running loop, recover what
+    dead executors left. Call ``shutdown`` before the loop ends."""
+    global _HOST
+    durable.prepare(durable.system_url(runtime))
+    slot = durable.take_slot(runtime.home)
+    try:
+        DBOS(config=durable.config(runtime, slot))  # type: ignore[arg-type]
+        DBOS.launch()
+        await _io(durable.recover_free_slots, runtime.home, slot)
+    except BaseException:
+        slot.close()
+        raise
+    _HOST = Host(runtime=runtime, executor=executor, model_for=model_for, slot=slot)
+    await _io(reconcile_runs, runtime)
+    return _HOST
+
+
+def shutdown() -> None:
+    global _HOST
+    DBOS.destroy(workflow_completion_timeout_sec=0)
+    if _HOST is not None and _HOST.slot is not None:
+        _HOST.slot.close()
+    _HOST = None
+
+
+def reconcile_runs(runtime: Runtime) -> int:
+    """Runs that are ``running`` with no live segment (a crash between recording a run and enqueuing
+    it, or a segment DBOS gave up on) are enqueued again, or failed with DBOS's reason."""
+    count = 0
+    with durable.client(runtime) as c:
+        for run in runtime.runs.active():
+            if run.status != "running":
+                continue
+            workflow = segment_id(run.run_id, run.segment)
+            found = c.list_workflows(workflow_ids=[workflow])
+            status = found[0].status if found else None
+            if status is None:
+                durable.enqueue_segment(runtime, run.run_id, run.segment)
+                count += 1
+            elif status in ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+                runtime.runs.set_status(run.run_id, "failed", f"its workflow {workflow} ended {status}")
+    return count

@@ -1,0 +1,230 @@
+"""What any process may do to a run — start, answer, cancel, resume — without launching DBOS.
+
+These are the short commands' side (``tether flow approve`` works while no executor runs): each writes
+tether's store with a compare-and-set and, when the run must go on, enqueues its next workflow segment
+through DBOS's client, deduplicated by the segment's workflow id. An executor process (``tether
+worker``, ``tether serve``, or a ``tether flow run`` that found none) runs what is enqueued.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, Literal
+
+from tether.errors import ConfigError, PlanError, ToolRejected
+from tether.runtime import Runtime
+from tether.store.runs import RunRecord
+from tether.supervisor import durable
+from tether.supervisor.plan import Plan
+from tether.supervisor.validate import check
+from tether.tasks.confirm import call_digest
+from tether.tasks.spec import Danger, Registry
+from tether.tasks.validation import validate_params
+
+Verb = Literal["approve", "reject", "edit"]
+
+
+def new_run_id() -> str:
+    return f"run-{secrets.token_hex(5)}"
+
+
+def start(runtime: Runtime, registry: Registry, plan: Plan, *, run_id: str | None = None) -> RunRecord:
+    """Record a run of ``plan`` (checked against ``registry`` first) and enqueue its first segment."""
+    check(plan, registry)
+    run_id = run_id or new_run_id()
+    record = runtime.runs.create(
+        run_id, goal=plan.goal, plan=plan.model_dump(mode="json"), caller=plan.caller
+    )
+    durable.enqueue_segment(runtime, run_id, 0)
+    return record
+
+
+def find(runtime: Runtime, run_id: str) -> RunRecord:
+    """A run by id or unique prefix; ``ConfigError`` naming the candidates otherwise."""
+    if not isinstance(run_id, str) or not run_id or len(run_id) > 128:
+        raise ConfigError("a run id is a short name such as run-1a2b3c4d5e")
+    record = runtime.runs.get(run_id)
+    if record is not None:
+        return record
+    found = runtime.runs.ids_with_prefix(run_id)
+    if len(found) == 1:
+        record = runtime.runs.get(found[0])
+        assert record is not None
+        return record
+    if found:
+        raise ConfigError(f"{run_id!r} starts several runs: {', '.join(found)}; give more of the id")
+    raise ConfigError(f"no run {run_id!r}; `tether flow list` shows the runs")
+
+
+def answer(
+    runtime: Runtime,
+    registry: Registry,
+    run_id: str,
+    task_id: str,
+    verb: Verb,
+    *,
+    args: dict[str, Any] | None = None,
+    description: str | None = None,
+    reason: str = "",
+    by: str = "cli",
+) -> RunRecord:
+    """A person's answer to the review a task waits on: ``approve`` (run it / accept its result / try
+    again), ``reject`` (it does not run; its dependents are skipped), ``edit`` (new arguments or a new
+    description, then run it). Recorded once; the run goes on in its next segment."""
+    run = find(runtime, run_id)
+    plan = Plan.model_validate(run.plan)
+    task = plan.task(task_id)
+    state = run.task(task_id)
+    if task is None or state is None:
+        known = ", ".join(t.id for t in plan.tasks[:20])
+        raise ConfigError(f"run {run.run_id} has no task {task_id!r}; its tasks: {known}")
+    review = state.review or {}
+    if state.status != "waiting_for_human" or review.get("answer") is not None:
+        waiting = [t.task_id for t in run.tasks if t.status == "waiting_for_human"]
+        hint = f"; waiting: {', '.join(waiting)}" if waiting else "; nothing in it waits for a person"
+        raise ConfigError(f"task {task_id} of run {run.run_id} does not wait for an answer{hint}")
+    kind = review.get("kind", "failed")
+    overrides = dict(state.overrides)
+    note: dict[str, Any] = {"answer": verb, "by": f"person:{by}", "reason": reason[:500]}
+    if verb == "edit":
+        if task.call is not None:
+            if args is None:
+                raise ConfigError(
+                    f"{task_id} calls {task.call.task}: give its new arguments with --args JSON"
+                )
+            overrides["args"] = _validated(registry, plan, task.call.task, args)
+        else:
+            if not description:
+                raise ConfigError(f"{task_id} runs on an executor: give a new --description")
+            overrides["description"] = description[:4000]
+    if verb == "reject":
+        status = "rejected"
+    elif kind == "after" or kind == "loop_bound":
+        status = "completed" if verb == "approve" else "pending"
+    else:
+        status = "pending"
+        overrides.pop("stage", None)  # the person's go-ahead restarts the retry chain
+        overrides.pop("not_before", None)
+    if status == "pending" and task.call is not None and kind == "before":
+        spec = registry.get(task.call.task, plan.caller)
+        if spec is not None and spec.danger is not Danger.SAFE:
+            # The approval is the person's consent to exactly this call, usable once.
+            call_args = overrides.get("args", task.call.args)
+            clean = _validated(registry, plan, task.call.task, call_args)
+            note["digest"] = call_digest(task.call.task, clean)
+            note["nonce"] = secrets.token_hex(12)
+    elif status == "pending" and verb in ("approve", "edit") and kind != "before":
+        note["kind"] = kind
+    after = runtime.runs.answer(run.run_id, task_id, note, status=status, overrides=overrides)
+    if after is None:
+        raise ConfigError(f"task {task_id} of run {run.run_id} was answered already")
+    if after == "running":
+        _continue(runtime, run.run_id)
+    record = runtime.runs.get(run.run_id)
+    assert record is not None
+    return record
+
+
+def _validated(registry: Registry, plan: Plan, task_id: str, args: Any) -> dict[str, Any]:
+    spec = registry.get(task_id, plan.caller)
+    if spec is None:
+        raise ConfigError(f"{task_id} is not available to {plan.caller}")
+    if not isinstance(args, dict):
+        raise ConfigError("--args must be a JSON object, e.g. '{\"times\": 2}'")
+    try:
+        validated = validate_params(spec, args)
+    except ToolRejected as exc:
+        raise ConfigError(f"{task_id}: {exc.message}") from None
+    return {} if validated is None else validated.model_dump(mode="json")
+
+
+def _continue(runtime: Runtime, run_id: str) -> None:
+    run = runtime.runs.get(run_id)
+    assert run is not None
+    segment = runtime.runs.next_segment(run_id, expect=run.segment) or run.segment + 1
+    durable.enqueue_segment(runtime, run_id, segment)
+
+
+def cancel(runtime: Runtime, executor: Any, run_id: str, *, by: str = "cli") -> RunRecord:
+    """Cancel a run: it ends ``cancelled``, its segment is cancelled and its jobs are stopped through
+    the executor's control entry point."""
+    import asyncio
+
+    run = find(runtime, run_id)
+    if run.terminal:
+        raise ConfigError(f"run {run.run_id} is {run.status} already")
+    runtime.runs.set_status(run.run_id, "cancelled", f"cancelled by {by}")
+    durable.cancel_segment(runtime, run.run_id, run.segment)
+    origin = f"run:{run.run_id}"
+
+    async def stop_jobs() -> None:
+        for job in executor.jobs_for(by, origin=origin, active=True):
+            await executor.control(job.execution_id, "stop", caller=by, reason="the run was cancelled")
+
+    asyncio.run(stop_jobs())
+    for state in run.tasks:
+        if state.status in ("pending", "running", "waiting_for_human"):
+            runtime.runs.update_task(
+                run.run_id, state.task_id, status="cancelled", message="the run was cancelled"
+            )
+    record = runtime.runs.get(run.run_id)
+    assert record is not None
+    return record
+
+
+def resume(runtime: Runtime, run_id: str) -> tuple[RunRecord, str]:
+    """Make a run go on: a failed or cancelled run runs its unfinished tasks again; a running run with
+    no live segment is enqueued again. (run, what was done)."""
+    run = find(runtime, run_id)
+    if run.status == "completed":
+        return run, "it is completed: nothing to resume"
+    if run.status == "waiting_for_human":
+        waiting = [t.task_id for t in run.tasks if t.status == "waiting_for_human"]
+        task = waiting[0] if waiting else "TASK"
+        return run, f"it waits for a person: tether flow approve|reject|edit {run.run_id} {task}"
+    if run.status in ("failed", "cancelled"):
+        if not runtime.runs.reopen(run.run_id):
+            raise ConfigError(f"run {run.run_id} changed while resuming it; try again")
+        _continue(runtime, run.run_id)
+        done = "its unfinished tasks run again"
+    else:
+        status = durable.segment_status(runtime, run.run_id, run.segment)
+        if status in (None, "CANCELLED", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+            _continue(runtime, run.run_id)
+            done = "its next segment was enqueued"
+        else:
+            done = f"it is {status.lower()} already"
+    record = runtime.runs.get(run.run_id)
+    assert record is not None
+    return record, done
+
+
+def run_document(run: RunRecord) -> dict[str, Any]:
+    """The ``--json`` shape of one run."""
+    return {
+        "run_id": run.run_id,
+        "status": run.status,
+        "goal": run.goal,
+        "message": run.message,
+        "created_at": run.created_at,
+        "ended_at": run.ended_at,
+        "tasks": [
+            {
+                **t.to_dict(),
+                "steps": [
+                    {
+                        "attempt": a.attempt,
+                        "execution_id": a.execution_id,
+                        "status": a.status,
+                        "message": a.message,
+                        "duration_seconds": round(a.duration_seconds, 3),
+                    }
+                    for a in run.attempts_of(t.task_id)
+                ],
+            }
+            for t in run.tasks
+        ],
+    }
+
+
+__all__ = ["PlanError", "answer", "cancel", "find", "new_run_id", "resume", "run_document", "start"]

@@ -1,0 +1,294 @@
+"""The supervisor's engine from the outside: real `tether` processes, a real SQLite home, DBOS's own file.
+
+Every test drives runs through the CLI (`tether flow run`, `tether goal`, `tether worker`, `tether flow
+approve`), reads the run's record (`--json`) and the ledger the tasks write by their own clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.flowkit import ledger
+from tests.support.helpers import ROOT, tether_cli
+from tests.support.helpers import wait_for as eventually
+
+FLOWS = "tests.support.flowkit:flows"
+pytestmark = pytest.mark.timeout(180)
+
+
+def flow_file(tmp_path: Path, tasks: list[dict[str, Any]], **plan: Any) -> Path:
+    path = tmp_path / f"flow-{len(list(tmp_path.glob('flow-*')))}.yaml"
+    path.write_text(yaml.safe_dump({"caller": "cli", **plan, "tasks": tasks}, allow_unicode=True))
+    return path
+
+
+def cli(home: Path, *args: str, timeout: float = 120) -> tuple[int, Any, str]:
+    code, out, err = tether_cli("--registry", FLOWS, *args, home=home, timeout=timeout, TETHER_CLI_SERVER="0")
+    try:
+        document = json.loads(out.strip().splitlines()[-1]) if "--json" in args and out.strip() else out
+    except ValueError:
+        document = out
+    return code, document, err
+
+
+def call(task_id: str, task: str, *, depends_on: tuple[str, ...] = (), **args: Any) -> dict[str, Any]:
+    return {"id": task_id, "call": {"task": task, "args": args}, "depends_on": list(depends_on)}
+
+
+def statuses(run: dict[str, Any]) -> dict[str, str]:
+    return {t["id"]: t["status"] for t in run["tasks"]}
+
+
+def test_a_flow_runs_to_the_end_in_dependency_order_and_reports_one_json_document(
+    home: Path, tmp_path: Path
+) -> None:
+    tasks = [
+        call("a", "f.safe", key="a"),
+        call("b", "f.once", key="b", depends_on=("a",)),
+        call("c", "f.once", key="c", depends_on=("a",)),
+        call("d", "f.safe", key="d", depends_on=("b", "c")),
+    ]
+    code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--json")
+    assert code == 0, (run, err)
+    assert run["status"] == "completed"
+    assert statuses(run) == {"a": "completed", "b": "completed", "c": "completed", "d": "completed"}
+    for task in run["tasks"]:
+        assert task["attempts"] == 1 and len(task["steps"]) == 1 and task["steps"][0]["status"] == "completed"
+    marks = {m["key"]: m for m in ledger(home)}
+    assert sorted(marks) == ["a", "b", "c", "d"]
+    assert marks["a"]["ended"] <= min(marks["b"]["began"], marks["c"]["began"])
+    assert max(marks["b"]["ended"], marks["c"]["ended"]) <= marks["d"]["began"]
+    code, runs, _ = cli(home, "flow", "list", "--json")
+    assert code == 0 and runs == [{"run_id": run["run_id"], "status": "completed", "goal": ""}]
+    # The jobs are the executor's own records, with the run as their origin.
+    code, shown, _ = cli(home, "flow", "show", run["run_id"][:8], "--json")
+    assert code == 0 and shown["run_id"] == run["run_id"]
+
+
+def test_parallel_tasks_that_share_a_resource_never_overlap(home: Path, tmp_path: Path) -> None:
+    tasks = [call(f"arm{i}", "f.arm", key=f"arm{i}", seconds=0.3) for i in range(4)]
+    tasks += [call(f"free{i}", "f.safe", key=f"free{i}", seconds=0.3) for i in range(3)]
+    code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks, max_parallel=4)), "--json")
+    assert code == 0 and run["status"] == "completed", (run, err)
+    marks = ledger(home)
+    arm = sorted((m["began"], m["ended"]) for m in marks if str(m["key"]).startswith("arm"))
+    assert len(arm) == 4
+    for (_, end), (begin, _) in pairwise(arm):
+        assert end <= begin, f"two arm tasks overlapped: {arm}"
+    free = sorted((m["began"], m["ended"]) for m in marks if str(m["key"]).startswith("free"))
+    # Independent tasks did run side by side (with an arm task or each other).
+    everything = sorted((m["began"], m["ended"]) for m in marks)
+    assert any(b < a_end for (_, a_end), (b, _) in pairwise(everything)), (arm, free)
+
+
+def test_the_failure_policy_retries_at_once_then_later_with_a_durable_delay(
+    home: Path, tmp_path: Path
+) -> None:
+    tasks = [
+        {
+            **call("flaky", "f.once", key="flaky", fail_first=2),
+            "retry": {"at_once": 1, "later": 1, "backoff_s": 1},
+        },
+    ]
+    code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--json")
+    assert code == 0 and run["status"] == "completed", (run, err)
+    (task,) = run["tasks"]
+    assert task["attempts"] == 3
+    steps = task["steps"]
+    assert [s["status"] for s in steps] == ["failed", "failed", "completed"]
+    assert "not ready yet" in steps[0]["message"]
+    assert len(ledger(home)) == 1  # the effect happened once
+
+
+def test_a_path_that_keeps_failing_asks_a_person_with_diagnostics_and_an_answer_drives_it_on(
+    home: Path, tmp_path: Path
+) -> None:
+    tasks = [
+        {**call("broken", "f.broken"), "retry": {"at_once": 1}},
+        call("after", "f.safe", key="after", depends_on=("broken",)),
+    ]
+    code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--json")
+    assert code == 3, (run, err)
+    assert run["status"] == "waiting_for_human"
+    broken = run["tasks"][0]
+    assert broken["status"] == "waiting_for_human" and broken["attempts"] == 2
+    assert "disk is full" in broken["message"]
+    assert broken["diagnostics"]["outcome"] == "failed" and "disk is full" in broken["diagnostics"]["message"]
+    assert broken["review"]["kind"] == "failed"
+    # The person gives up on it: it is rejected, what needed it is skipped, and the run is over.
+    code, answered, err = cli(
+        home, "flow", "reject", run["run_id"], "broken", "--reason", "no disk", "--json"
+    )
+    assert code == 0, (answered, err)
+    code, _, err = cli(home, "flow", "resume", run["run_id"], "--json")
+    assert code in (0, 1), err
+    final = _settle(home, run["run_id"])
+    assert final["status"] == "failed", final
+    assert statuses(final) == {"broken": "rejected", "after": "skipped"}
+    assert ledger(home) == []
+
+
+def _settle(home: Path, run_id: str) -> dict[str, Any]:
+    def over() -> dict[str, Any] | None:
+        code, shown, _ = cli(home, "flow", "show", run_id, "--json")
+        return shown if code == 0 and shown["status"] != "running" else None
+
+    return eventually(over, timeout=60, what=f"run {run_id} to stop")
+
+
+def test_a_review_pause_holds_nothing_survives_and_an_approval_while_nothing_runs_goes_on(
+    home: Path, tmp_path: Path
+) -> None:
+    tasks = [
+        call("prepare", "f.safe", key="prepare"),
+        {**call("wipe", "f.wipe", key="wipe", depends_on=("prepare",)), "review": "before"},
+        call("report", "f.safe", key="report", depends_on=("wipe",)),
+    ]
+    code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--json")
+    assert code == 3 and run["status"] == "waiting_for_human", (run, err)
+    assert statuses(run) == {"prepare": "completed", "wipe": "waiting_for_human", "report": "pending"}
+    # The executor exited: no process holds an executor slot, a lock, or a parked workflow.
+    from tether.supervisor import durable
+
+    assert durable.live_executors(home) == []
+    # Approving while no executor runs records the answer and enqueues the continuation, once.
+    code, out, err = cli(home, "flow", "approve", run["run_id"], "wipe")
+    assert code == 0 and "approve recorded" in out, err
+    code, out, err = cli(home, "flow", "approve", run["run_id"], "wipe")
+    assert code == 2 and "does not wait" in err
+    # A later executor (a worker that exits when idle) runs the rest.
+    code, out, err = cli(home, "worker", "--until-idle", timeout=120)
+    assert code == 0, err
+    code, final, _ = cli(home, "flow", "show", run["run_id"], "--json")
+    assert final["status"] == "completed", final
+    assert [m["key"] for m in ledger(home)] == ["prepare", "wipe", "report"]
+
+
+def test_a_destructive_call_without_review_is_refused_and_never_runs(home: Path, tmp_path: Path) -> None:
+    tasks = [call("wipe", "f.wipe", key="wipe")]
+    code, out, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)))
+    assert code == 2 and "review: before" in (out + err)
+    assert ledger(home) == []
+
+
+def test_a_loop_runs_until_its_condition_and_escalates_at_its_bound(home: Path, tmp_path: Path) -> None:
+    tasks = [
+        {**call("poll", "f.safe", key="poll"), "outputs": ["data.value"],
+         "loop": {"until": {"task": "poll", "key": "data.value", "equals": 99}, "max_iterations": 3}},
+    ]  # fmt: skip
+    code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--json")
+    assert code == 3, (run, err)
+    (task,) = run["tasks"]
+    assert task["status"] == "waiting_for_human" and task["iterations"] == 3
+    assert task["review"]["kind"] == "loop_bound"
+    assert len(ledger(home)) == 3
+
+
+def test_follow_up_tasks_proposed_by_a_task_are_validated_and_run(home: Path, tmp_path: Path) -> None:
+    tasks = [call("write", "f.propose", key="login-api")]
+    code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--json")
+    assert code == 0 and run["status"] == "completed", (run, err)
+    assert statuses(run) == {"write": "completed", "test-login-api": "completed"}
+    assert "accepted: test-login-api" in run["tasks"][0]["diagnostics"]["proposals"]
+    assert [m["key"] for m in ledger(home)] == ["login-api", "test-login-api"]
+
+
+def test_cancel_stops_the_running_job_and_ends_the_run(home: Path, tmp_path: Path) -> None:
+    tasks = [
+        call("long", "f.once", key="long", seconds=30),
+        call("next", "f.safe", key="next", depends_on=("long",)),
+    ]
+    worker = _worker(home)
+    try:
+        code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--detach", "--json")
+        assert code == 0, err
+        run_id = run["run_id"]
+
+        def started() -> bool:
+            _, shown, _ = cli(home, "flow", "show", run_id, "--json")
+            return shown["tasks"][0]["status"] == "running"
+
+        eventually(started, timeout=60, what="the long task to start")
+        code, _, err = cli(home, "flow", "cancel", run_id)
+        assert code == 0, err
+        code, final, _ = cli(home, "flow", "show", run_id, "--json")
+        assert final["status"] == "cancelled"
+        assert statuses(final) == {"long": "cancelled", "next": "cancelled"}
+        code, jobs, _ = cli(home, "job", "list", "--json")
+        assert all(job["status"] != "running" for job in (jobs if isinstance(jobs, list) else jobs["jobs"]))
+    finally:
+        _stop(worker)
+    assert ledger(home) == []
+
+
+def _worker(home: Path) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "worker"],
+        env={**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0"},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    from tether.supervisor import durable
+
+    eventually(lambda: durable.live_executors(home), timeout=30, what="the worker to hold a slot")
+    return proc
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def test_short_commands_never_execute_or_steal_a_live_executors_workflow(home: Path, tmp_path: Path) -> None:
+    """The hazard in the DBOS notes: a process that launched DBOS would re-dispatch a live executor's
+    pending workflow. Short commands only use the client: the running step runs once, in the worker."""
+    tasks = [
+        call("slow", "f.once", key="slow", seconds=3),
+        call("then", "f.once", key="then", depends_on=("slow",)),
+    ]
+    worker = _worker(home)
+    try:
+        code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--detach", "--json")
+        assert code == 0, err
+        deadline = time.monotonic() + 60
+        shown: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            for args in (("flow", "list", "--json"), ("flow", "show", run["run_id"], "--json"),
+                         ("flow", "resume", run["run_id"], "--json")):  # fmt: skip
+                code, shown, err = cli(home, *args)
+                assert code == 0, err
+            code, shown, _ = cli(home, "flow", "show", run["run_id"], "--json")
+            if shown["status"] != "running":
+                break
+        assert shown["status"] == "completed", shown
+    finally:
+        _stop(worker)
+    marks = ledger(home)
+    assert sorted(m["key"] for m in marks) == ["slow", "then"]
+    assert {m["pid"] for m in marks}.isdisjoint({os.getpid()})
+    # Every segment ran under the worker's executor id (slot 0): nobody else executed one.
+    import sqlite3
+
+    with sqlite3.connect(home / "dbos.sqlite") as conn:
+        owners = {row[0] for row in conn.execute("SELECT executor_id FROM workflow_status")}
+    assert len(owners) == 1 and next(iter(owners)).endswith("/slot-0"), owners
