@@ -292,3 +292,36 @@ def test_short_commands_never_execute_or_steal_a_live_executors_workflow(home: P
     with sqlite3.connect(home / "dbos.sqlite") as conn:
         owners = {row[0] for row in conn.execute("SELECT executor_id FROM workflow_status")}
     assert len(owners) == 1 and next(iter(owners)).endswith("/slot-0"), owners
+
+
+@pytest.mark.parametrize(("task", "expected"), [("f.once", "waiting_for_human"), ("f.safe", "completed")])
+def test_a_worker_killed_mid_task_is_an_explicit_unknown_that_the_policy_settles(
+    home: Path, tmp_path: Path, task: str, expected: str
+) -> None:
+    """A worker that dies mid-effect may or may not have acted: a task that must run once goes to a
+    person (never a silent second run); an idempotent one is run again."""
+    tasks = [{**call("victim", task, key="victim", seconds=4), "retry": {"at_once": 1}}]
+    worker = _worker(home)
+    try:
+        code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--detach", "--json")
+        assert code == 0, err
+
+        def running_pid() -> int | None:
+            _, jobs, _ = cli(home, "job", "list", "--json")
+            live = [j for j in jobs if j["status"] == "running" and j["data"].get("pid")]
+            return live[0]["data"]["pid"] if live else None
+
+        pid = eventually(running_pid, timeout=60, what="the worker to run")
+        os.killpg(pid, signal.SIGKILL)  # the worker and only it (its own process group)
+        final = _settle(home, run["run_id"])
+    finally:
+        _stop(worker)
+    (victim,) = final["tasks"]
+    assert final["status"] == expected, final
+    assert victim["steps"][0]["status"] == "unknown"
+    if task == "f.once":
+        assert victim["review"]["kind"] == "unknown" and victim["attempts"] == 1
+        assert "may or may not have taken effect" in victim["message"]
+        assert ledger(home) == []
+    else:
+        assert victim["attempts"] == 2 and victim["steps"][1]["status"] == "completed"

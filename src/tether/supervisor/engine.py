@@ -236,7 +236,8 @@ async def _perform(
     h: Host, plan: Plan, run: RunRecord, task: Task, state: TaskState, execution_id: str, number: int
 ) -> tuple[str, str, dict[str, Any]]:
     """Run one attempt through the executor; (outcome, message, data). Outcome ``unknown`` when its
-    worker died mid-run (it may or may not have taken effect)."""
+    worker died mid-run (it may or may not have taken effect), ``not_started`` when the process that
+    started it died before its worker began (it provably never ran)."""
     deadline = _deadline(plan, run, task)
     if task.call is None:
         return await _perform_agent(h, plan, run, task, state, execution_id, deadline)
@@ -310,6 +311,8 @@ def _classify(result: TaskResult) -> tuple[str, str, dict[str, Any]]:
     status = result.status.value
     if result.status is TaskStatus.FAILED and data.get("interrupted"):
         status = "unknown"
+    elif result.status in (TaskStatus.FAILED, TaskStatus.STOPPED) and data.get("never_started"):
+        status = "not_started"  # its claim was abandoned: it provably never ran and never will
     return status, result.message, data
 
 

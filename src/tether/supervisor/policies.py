@@ -268,6 +268,10 @@ def after_attempt(
             overrides={**overrides, "stage": stage},
         )
 
+    if outcome == "not_started":
+        # Its starter died before the worker began, and the claim was abandoned so it never will: running
+        # it again is safe for any task and is no failure of the task.
+        return Move(task.id, "pending", f"it never started ({message}); again", overrides=overrides)
     if outcome in ("rejected", "not_found"):
         return ask("refused", f"the executor refused the call: {message}")
     if outcome == "unknown" and not idempotent:
