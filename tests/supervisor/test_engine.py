@@ -325,3 +325,41 @@ def test_a_worker_killed_mid_task_is_an_explicit_unknown_that_the_policy_settles
         assert ledger(home) == []
     else:
         assert victim["attempts"] == 2 and victim["steps"][1]["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("limit", "expected"),
+    [({"timeout_s": 1}, "timed out"), ({"heartbeat_s": 1}, "stuck: no progress for 1 s")],
+)
+def test_a_task_past_its_timeout_or_silent_past_its_heartbeat_is_stopped_and_handed_to_the_policy(
+    home: Path, tmp_path: Path, limit: dict[str, float], expected: str
+) -> None:
+    tasks = [{**call("slow", "f.once", key="slow", seconds=30), "retry": {"at_once": 0}, **limit}]
+    started = time.monotonic()
+    code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--json")
+    assert code == 3, (run, err)
+    assert time.monotonic() - started < 25  # it did not wait the task out
+    (slow,) = run["tasks"]
+    assert slow["status"] == "waiting_for_human" and slow["steps"][0]["status"] == "stopped"
+    assert expected in slow["message"]
+    assert ledger(home) == []
+
+
+def test_runs_past_retention_leave_both_tethers_record_and_dboss_log(home: Path, tmp_path: Path) -> None:
+    import sqlite3
+
+    code, run, err = cli(
+        home, "flow", "run", str(flow_file(tmp_path, [call("a", "f.safe", key="a")])), "--json"
+    )
+    assert code == 0, err
+    with sqlite3.connect(home / "dbos.sqlite") as conn:
+        assert conn.execute("SELECT count(*) FROM workflow_status").fetchone()[0] == 1
+    with sqlite3.connect(home / "tether.db") as conn:
+        conn.execute("UPDATE runs SET ended_at = '2001-01-01T00:00:00+00:00'")
+    code, _, err = cli(home, "worker", "--until-idle")  # an executor applies [store].keep_days on start
+    assert code == 0, err
+    with sqlite3.connect(home / "dbos.sqlite") as conn:
+        assert conn.execute("SELECT count(*) FROM workflow_status").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM operation_outputs").fetchone()[0] == 0
+    code, runs, _ = cli(home, "flow", "list", "--json")
+    assert runs == []

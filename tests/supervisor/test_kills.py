@@ -160,7 +160,9 @@ def check(home: Path, run: dict[str, Any], prefix: str) -> None:
         if task["status"] == "waiting_for_human":
             assert task["review"]["kind"] in ("unknown", "failed", "breaker", "refused"), task
     # Killing the executor never loses a worker (they are detached): every run completes.
-    stuck = [(t["id"], t["status"], t["message"], t["steps"]) for t in run["tasks"] if t["status"] != "completed"]
+    stuck = [
+        (t["id"], t["status"], t["message"], t["steps"]) for t in run["tasks"] if t["status"] != "completed"
+    ]
     assert run["status"] == "completed", (prefix, stuck[:3])
 
 

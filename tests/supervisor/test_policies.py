@@ -106,11 +106,22 @@ def test_a_retry_due_later_ends_the_segment_with_the_delay() -> None:
     assert decide(p, run(state("a", overrides={"not_before": NOW - 1}))).run == [("a", 1)]
 
 
-def after(p: Plan, s: TaskState, outcome: str, *, idempotent: bool = False, failures: int = 0, **kw: Any) -> Any:
+def after(
+    p: Plan, s: TaskState, outcome: str, *, idempotent: bool = False, failures: int = 0, **kw: Any
+) -> Any:
     task = p.tasks[0]
     attempts = tuple(
-        AttemptRecord(task_id=task.id, attempt=i + 1, execution_id=f"e{i}", status="failed", message="",
-                      how={}, started_at="", ended_at="", duration_seconds=0)  # fmt: skip
+        AttemptRecord(
+            task_id=task.id,
+            attempt=i + 1,
+            execution_id=f"e{i}",
+            status="failed",
+            message="",
+            how={},
+            started_at="",
+            ended_at="",
+            duration_seconds=0,
+        )  # fmt: skip
         for i in range(failures)
     )
     return after_attempt(
@@ -185,3 +196,14 @@ def test_an_attempt_that_provably_never_started_runs_again_without_spending_the_
     p = plan({**call("a", "f.once"), "retry": {"at_once": 0, "then_ask_person": True}})
     move = after(p, state("a", attempts=1, overrides={"stage": {"later": 1}}), "not_started")
     assert move.status == "pending" and move.overrides == {"stage": {"later": 1}}
+
+
+def test_a_person_is_handed_the_context_the_task_reads() -> None:
+    p = plan({**call("deploy"), "inputs": ["design.api", "data.prices"], "retry": {"at_once": 0}})
+    task = p.tasks[0]
+    context = {"design.api": "POST /login", "data.prices": [1, 2], "data.other": "not read"}
+    move = after_attempt(
+        task, state("deploy", attempts=1), outcome="failed", message="boom", data={}, idempotent=False,
+        now=NOW, executor_failures=0, context=context, run=run(state("deploy", attempts=1)),
+    )  # fmt: skip
+    assert move.review["context"] == {"design.api": "POST /login", "data.prices": "[1, 2]"}

@@ -449,18 +449,20 @@ class SqlRunStore:
             )
         return True
 
-    def delete_ended(self, before: str) -> list[str]:
-        """Forget runs that ended before ``before`` (ISO time); their ids (for pruning DBOS's log)."""
+    def delete_ended(self, before: str) -> list[tuple[str, int]]:
+        """Forget runs that ended before ``before`` (ISO time); (id, last segment) of each, for pruning
+        DBOS's log."""
         with self.db.write() as conn:
-            ids = [
-                r[0]
+            rows = [
+                (r[0], int(r[1]))
                 for r in conn.execute(
-                    select(R.c.run_id).where(R.c.ended_at.is_not(None), R.c.ended_at < before)
+                    select(R.c.run_id, R.c.segment).where(R.c.ended_at.is_not(None), R.c.ended_at < before)
                 )
             ]
+            ids = [run_id for run_id, _ in rows]
             for chunk in range(0, len(ids), 500):
                 part = ids[chunk : chunk + 500]
                 conn.execute(delete(RA).where(RA.c.run_id.in_(part)))
                 conn.execute(delete(RT).where(RT.c.run_id.in_(part)))
                 conn.execute(delete(R).where(R.c.run_id.in_(part)))
-        return ids
+        return rows

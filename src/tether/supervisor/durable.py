@@ -137,6 +137,24 @@ def segment_status(runtime: Runtime, run_id: str, segment: int) -> str | None:
     return found[0].status if found else None
 
 
+def prune(runtime: Runtime, *, older_than_days: float | None = None) -> int:
+    """Retention for runs, by ``[store].keep_days`` (0 keeps everything): runs that ended before the
+    cutoff leave tether's tables and their workflow segments leave DBOS's log. The runs pruned."""
+    from datetime import UTC, datetime, timedelta
+
+    days = runtime.store_settings.keep_days if older_than_days is None else older_than_days
+    if not days:
+        return 0
+    cutoff = (datetime.now(UTC) - timedelta(days=days)).isoformat(timespec="microseconds")
+    gone = runtime.runs.delete_ended(cutoff)
+    if gone:
+        with client(runtime) as c:
+            ids = [segment_id(run_id, n) for run_id, last in gone for n in range(last + 1)]
+            for chunk in range(0, len(ids), 500):
+                c.delete_workflows(ids[chunk : chunk + 500])
+    return len(gone)
+
+
 # -- executor slots ------------------------------------------------------------------------------
 
 

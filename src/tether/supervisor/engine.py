@@ -30,6 +30,7 @@ from typing import Any
 from dbos import DBOS
 
 from tether.execution.executor import Executor, execution_id_for
+from tether.execution.protocol import ExecutionPaths
 from tether.runtime import Runtime
 from tether.store.runs import RunRecord, TaskState
 from tether.supervisor import durable
@@ -268,33 +269,60 @@ async def _perform(
             confirmation=confirmation,
         )
     )
-    result = await _bounded(h, job, execution_id, plan.caller, origin, deadline)
+    watch = _Watch(h, execution_id, plan.caller, origin, deadline, task.heartbeat_s)
+    result = await watch.follow(job)
     if result.status is TaskStatus.RUNNING:  # a background task: follow it to its end
         wait = asyncio.ensure_future(
             h.executor.control(execution_id, "wait", caller=plan.caller, origin=origin)
         )
-        result = await _bounded(h, wait, execution_id, plan.caller, origin, deadline)
+        result = await watch.follow(wait)
     return _classify(result)
 
 
-async def _bounded(
-    h: Host,
-    job: asyncio.Future[TaskResult],
-    execution_id: str,
-    caller: str,
-    origin: str,
-    deadline: float | None,
-) -> TaskResult:
-    if deadline is None:
-        return await job
-    try:
-        return await asyncio.wait_for(asyncio.shield(job), timeout=max(0.0, deadline - time.time()))
-    except TimeoutError:
-        await h.executor.control(execution_id, "stop", caller=caller, origin=origin, reason="timed out")
-        result = await job
-        if result.status is TaskStatus.STOPPED:
-            return result.model_copy(update={"message": f"timed out; {result.message}"})
-        return result
+@dataclass
+class _Watch:
+    """Follows one execution to its end, stopping it at its deadline, or when it has been silent (no
+    progress event from its worker) for ``heartbeat_s``: a stuck task is declared stuck, not awaited."""
+
+    h: Host
+    execution_id: str
+    caller: str
+    origin: str
+    deadline: float | None
+    heartbeat_s: float | None
+
+    async def follow(self, job: asyncio.Future[TaskResult]) -> TaskResult:
+        if self.deadline is None and self.heartbeat_s is None:
+            return await job
+        events = ExecutionPaths.of(self.h.runtime.home, self.execution_id).events
+        began = time.time()
+        while True:
+            wait_s = 0.5 if self.heartbeat_s is not None else None
+            if self.deadline is not None:
+                left = max(0.0, self.deadline - time.time())
+                wait_s = left if wait_s is None else min(wait_s, left)
+            done, _ = await asyncio.wait({job}, timeout=wait_s)
+            if done:
+                return job.result()
+            why = None
+            if self.deadline is not None and time.time() >= self.deadline:
+                why = "timed out"
+            elif self.heartbeat_s is not None:
+                try:
+                    last = max(began, events.stat().st_mtime)
+                except OSError:
+                    last = began
+                if time.time() - last > self.heartbeat_s:
+                    why = f"stuck: no progress for {self.heartbeat_s:g} s"
+            if why is None:
+                continue
+            await self.h.executor.control(
+                self.execution_id, "stop", caller=self.caller, origin=self.origin, reason=why
+            )
+            result = await job
+            if result.status is TaskStatus.STOPPED:
+                return result.model_copy(update={"message": f"{why}; {result.message}"})
+            return result
 
 
 def _deadline(plan: Plan, run: RunRecord, task: Task) -> float | None:
@@ -413,6 +441,7 @@ async def launch(
         raise
     _HOST = Host(runtime=runtime, executor=executor, model_for=model_for, slot=slot)
     await _io(reconcile_runs, runtime)
+    await _io(durable.prune, runtime)
     return _HOST
 
 

@@ -82,6 +82,9 @@ class Task(_Strict):
     when: When | None = None
     loop: Loop | None = None
     timeout_s: Annotated[float, Field(gt=0, le=7 * 86_400)] | None = None
+    heartbeat_s: Annotated[float, Field(gt=0, le=86_400)] | None = Field(
+        default=None, description="declare the task stuck (and stop it) after this long without progress"
+    )
     retry: Retry = Field(default_factory=Retry)
     review: Literal["none", "before", "after"] = "none"
 

@@ -263,7 +263,7 @@ def after_attempt(
             task.id,
             "waiting_for_human",
             why,
-            review={"kind": kind, "answer": None},
+            review={"kind": kind, "answer": None, "context": _packed(task, context)},
             diagnostics=diagnostics,
             overrides={**overrides, "stage": stage},
         )
@@ -321,6 +321,11 @@ def after_attempt(
             diagnostics=diagnostics,
         )
     return ask("failed", f"{outcome}: {message}")
+
+
+def _packed(task: Task, context: dict[str, Any]) -> dict[str, Any]:
+    """The context a person needs to decide about ``task``: the keys it reads, each bounded."""
+    return {key: _evidence({"v": context[key]})["v"] for key in task.inputs if key in context}
 
 
 def _evidence(data: dict[str, Any]) -> dict[str, Any]:
