@@ -348,7 +348,7 @@ def test_a_task_past_its_timeout_or_silent_past_its_heartbeat_is_stopped_and_han
 def test_runs_past_retention_leave_both_tethers_record_and_dboss_log(home: Path, tmp_path: Path) -> None:
     import sqlite3
 
-    code, run, err = cli(
+    code, _, err = cli(
         home, "flow", "run", str(flow_file(tmp_path, [call("a", "f.safe", key="a")])), "--json"
     )
     assert code == 0, err

@@ -86,7 +86,7 @@ def _executor(home: Path, args: list[str], extra: dict[str, str]) -> subprocess.
 
 
 def _show(home: Path, run_id: str, extra: dict[str, str]) -> dict[str, Any]:
-    code, out, err = tether_cli("--registry", FLOWS, "flow", "show", run_id, "--json", home=home, **extra)
+    code, out, err = tether_cli("--registry", FLOWS, "flow", "show", run_id, "--json", home=home, env=extra)
     assert code == 0, err
     return json.loads(out)
 
@@ -107,7 +107,7 @@ def storm(home: Path, tmp_path: Path, prefix: str, kills: int, extra: dict[str, 
     flow = tmp_path / f"twenty-{prefix}.yaml"
     flow.write_text(yaml.safe_dump({"caller": "cli", "max_parallel": 3, "tasks": twenty_tasks(prefix)}))
     code, out, err = tether_cli("--registry", FLOWS, "flow", "run", str(flow), "--detach", "--json",
-                                home=home, TETHER_CLI_SERVER="0", **extra)  # fmt: skip
+                                home=home, env={"TETHER_CLI_SERVER": "0", **extra})  # fmt: skip
     # --detach with no executor started a background worker: stop it, this test plays the executor.
     assert code == 0, (out, err)
     run_id = json.loads(out)["run_id"]

@@ -23,19 +23,39 @@ def call(task_id: str, task: str = "f.safe", **extra: Any) -> dict[str, Any]:
 
 def state(task_id: str, status: str = "pending", **extra: Any) -> TaskState:
     values: dict[str, Any] = {
-        "task_id": task_id, "position": 0, "status": status, "attempts": 0, "iterations": 0, "message": "",
-        "diagnostics": {}, "outputs": {}, "review": None, "overrides": {}, "started_at": None, "ended_at": None,
+        "task_id": task_id,
+        "position": 0,
+        "status": status,
+        "attempts": 0,
+        "iterations": 0,
+        "message": "",
+        "diagnostics": {},
+        "outputs": {},
+        "review": None,
+        "overrides": {},
+        "started_at": None,
+        "ended_at": None,
         "updated_at": "2026-12-03T00:00:00+00:00",
-    }  # fmt: skip
+    }
     values.update(extra)
     return TaskState(**values)
 
 
 def run(*states: TaskState, status: str = "running", attempts: tuple[AttemptRecord, ...] = ()) -> RunRecord:
     return RunRecord(
-        run_id="run-x", goal="", status=status, plan={}, caller="cli", segment=0, message="",
-        created_at="2026-12-03T00:00:00+00:00", updated_at="", ended_at=None, tasks=states, attempts=attempts,
-    )  # fmt: skip
+        run_id="run-x",
+        goal="",
+        status=status,
+        plan={},
+        caller="cli",
+        segment=0,
+        message="",
+        created_at="2026-12-03T00:00:00+00:00",
+        updated_at="",
+        ended_at=None,
+        tasks=states,
+        attempts=attempts,
+    )
 
 
 def decide(p: Plan, r: RunRecord, resources: dict[str, tuple[str, ...]] | None = None) -> Any:
@@ -121,13 +141,21 @@ def after(
             started_at="",
             ended_at="",
             duration_seconds=0,
-        )  # fmt: skip
+        )
         for i in range(failures)
     )
     return after_attempt(
-        task, s, outcome=outcome, message=kw.get("message", "it broke"), data=kw.get("data", {}),
-        idempotent=idempotent, now=NOW, executor_failures=0, context={}, run=run(s, attempts=attempts),
-    )  # fmt: skip
+        task,
+        s,
+        outcome=outcome,
+        message=kw.get("message", "it broke"),
+        data=kw.get("data", {}),
+        idempotent=idempotent,
+        now=NOW,
+        executor_failures=0,
+        context={},
+        run=run(s, attempts=attempts),
+    )
 
 
 def test_the_failure_chain_retries_at_once_then_later_with_backoff_then_asks_a_person() -> None:
@@ -145,8 +173,12 @@ def test_the_failure_chain_retries_at_once_then_later_with_backoff_then_asks_a_p
 
 
 def test_an_executor_task_falls_back_to_another_executor_then_a_simpler_description() -> None:
-    task = {"id": "w", "executor": "coder", "description": "write the API",
-            "retry": {"at_once": 0, "fallback_executor": "senior", "simplified": "write one endpoint"}}  # fmt: skip
+    task = {
+        "id": "w",
+        "executor": "coder",
+        "description": "write the API",
+        "retry": {"at_once": 0, "fallback_executor": "senior", "simplified": "write one endpoint"},
+    }
     p = plan(task)
     first = after(p, state("w", attempts=1), "failed")
     assert first.status == "pending" and first.overrides["executor"] == "senior"
@@ -203,7 +235,18 @@ def test_a_person_is_handed_the_context_the_task_reads() -> None:
     task = p.tasks[0]
     context = {"design.api": "POST /login", "data.prices": [1, 2], "data.other": "not read"}
     move = after_attempt(
-        task, state("deploy", attempts=1), outcome="failed", message="boom", data={}, idempotent=False,
-        now=NOW, executor_failures=0, context=context, run=run(state("deploy", attempts=1)),
-    )  # fmt: skip
-    assert move.review["context"] == {"design.api": "POST /login", "data.prices": "[1, 2]"}
+        task,
+        state("deploy", attempts=1),
+        outcome="failed",
+        message="boom",
+        data={},
+        idempotent=False,
+        now=NOW,
+        executor_failures=0,
+        context=context,
+        run=run(state("deploy", attempts=1)),
+    )
+    assert move.review is not None and move.review["context"] == {
+        "design.api": "POST /login",
+        "data.prices": "[1, 2]",
+    }

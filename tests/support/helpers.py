@@ -38,7 +38,9 @@ def wait_for(condition: Callable[[], Any], timeout: float = 15.0, what: str = "c
         time.sleep(0.01)
 
 
-def tether_cli(*args: str, home: Path, timeout: float = 60.0, **env: str) -> tuple[int, str, str]:
+def tether_cli(
+    *args: str, home: Path, timeout: float = 60.0, env: dict[str, str] | None = None, **more_env: str
+) -> tuple[int, str, str]:
     proc = subprocess.run(
         [sys.executable, "-m", "tether.interfaces.cli", *args],
         capture_output=True,
@@ -49,7 +51,8 @@ def tether_cli(*args: str, home: Path, timeout: float = 60.0, **env: str) -> tup
             "TETHER_HOME": str(home),
             "TETHER_STOP_GRACE_COOPERATIVE_S": "0.5",
             "TETHER_STOP_GRACE_INTERRUPT_S": "0.5",
-            **env,
+            **(env or {}),
+            **more_env,
         },
         cwd=ROOT,
     )
