@@ -43,6 +43,19 @@ def register(app: typer.Typer, state: Any) -> None:
 
         return load_registry(state.registry_ref)
 
+    def plan_goal(goal: str, reg: Any) -> tuple[Any, str]:
+        """The plan for ``goal`` by the home's model (milestones), or the offline planner (direct calls)."""
+        import asyncio
+
+        from tether.models.factory import model_from_settings
+        from tether.runtime import Runtime
+        from tether.supervisor.planner import plan_goal as plan_with
+
+        with Runtime.open(state.home) as rt:
+            model = model_from_settings(rt.home, rt.model_settings, resilience=rt.resilience)
+            plan = asyncio.run(plan_with(goal, reg, model))
+        return plan, getattr(model, "name", "offline") or "offline"
+
     @flow_app.command("validate")
     def validate_command(
         path: Annotated[Path, typer.Argument(help="A flow file (YAML or JSON)")], as_json: JsonFlag = False
@@ -97,9 +110,7 @@ def register(app: typer.Typer, state: Any) -> None:
         def body() -> int:
             import yaml
 
-            from tether.supervisor.goals import plan_offline
-
-            plan = plan_offline(goal, registry())
+            plan, _ = plan_goal(goal, registry())
             document = plan.model_dump(mode="json", exclude_defaults=True)
             if as_json:
                 print(json.dumps(document, ensure_ascii=False))
@@ -357,12 +368,11 @@ def register(app: typer.Typer, state: Any) -> None:
 
         def body() -> int:
             from tether.supervisor import service
-            from tether.supervisor.goals import plan_offline
 
             reg = registry()
-            plan = plan_offline(goal, reg)
+            plan, label = plan_goal(goal, reg)
             if not as_json:
-                out.print("plan:", markup=False)
+                out.print(f"plan ({label}):", markup=False)
                 for task in plan.tasks:
                     extra = " (asks you first)" if task.review == "before" else ""
                     out.print(

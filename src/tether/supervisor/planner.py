@@ -1,0 +1,126 @@
+"""A goal → a plan of milestones, by a model; or of direct calls, by the offline planner.
+
+The model sees the goal and the names and descriptions of the tools its executor may use, and submits
+3–10 milestones through one tool (``submit_plan``): each a piece of work in plain words with the
+milestones it needs first. A milestone becomes a task for the ``agent`` executor profile, so it is
+expanded into concrete tool calls only when it is scheduled — by an agent turn restricted to the same
+tool whitelist, through the executor like every call. The plan is validated like a flow file.
+
+With the offline model (no key, no network) ``goals.plan_offline`` maps the goal onto direct calls
+instead; it says plainly when a goal is beyond its tools.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tether.agent.surface import ToolSurface
+from tether.errors import PlanError
+from tether.models.base import Model, ToolDef
+from tether.models.offline import OfflineModel
+from tether.supervisor.goals import plan_offline
+from tether.supervisor.plan import Plan, Task
+from tether.supervisor.validate import check
+from tether.tasks.spec import Registry
+
+MIN_MILESTONES, MAX_MILESTONES = 1, 10
+SUBMIT = "submit_plan"
+
+PROMPT = """You plan work for an automation runtime. Split the person's goal into 3 to 10 milestones \
+(fewer only when the goal is that small). A milestone is one piece of work an assistant can finish with \
+the tools listed below, described in plain words in the person's language; name the milestones it needs \
+first in depends_on. Do not call the tools: plan only, by calling submit_plan once.
+If the goal needs something no tool can do, submit no milestones and say why in `beyond`.
+
+Example — goal "start the game, farm gold 3 times, then do the daily training and quit":
+  m1 "Start the game"; m2 "Farm the gold instance 3 times" (after m1); m3 "Do the daily training" (after m2);
+  m4 "Exit the game" (after m3).
+
+Tools:
+{tools}"""
+
+PLAN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "milestones": {
+            "type": "array",
+            "maxItems": MAX_MILESTONES,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]{0,63}$"},
+                    "description": {"type": "string", "maxLength": 2000},
+                    "depends_on": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["id", "description"],
+            },
+        },
+        "beyond": {"type": "string", "description": "why the goal cannot be done with these tools"},
+    },
+    "required": ["milestones"],
+}
+
+
+async def plan_goal(goal: str, registry: Registry, model: Model, *, caller: str = "agent") -> Plan:
+    """The plan for ``goal``: milestones from ``model``, or direct calls with the offline model."""
+    if isinstance(model, OfflineModel):
+        return plan_offline(goal, registry, caller=caller)
+    surface = ToolSurface(registry, caller)
+    tools = "\n".join(f"- {t.name}: {t.description}" for t in surface.tools if not surface.is_control(t.name))
+    messages = [
+        {"role": "system", "content": PROMPT.format(tools=tools)},
+        {"role": "user", "content": goal},
+    ]
+    submit = ToolDef(
+        name=SUBMIT, description="Submit the plan (milestones in order).", parameters=PLAN_SCHEMA
+    )
+    response = await model.complete(messages, [submit])
+    document = _document(response)
+    return _plan(goal, document, registry, caller)
+
+
+def _document(response: Any) -> dict[str, Any]:
+    for call in response.tool_calls:
+        if call.name == SUBMIT and isinstance(call.arguments, dict):
+            return call.arguments
+    text = response.text or ""
+    if "{" in text:  # a model that wrote the plan as text
+        from tether.models.jsonfix import loads_lenient
+
+        parsed = loads_lenient(text)
+        if isinstance(parsed, dict):
+            return parsed
+    why = text.strip()[:500] or "the model submitted no plan"
+    raise PlanError(f"the planner gave no plan: {why}", problems=[{"task": None, "problem": why}])
+
+
+def _plan(goal: str, document: dict[str, Any], registry: Registry, caller: str) -> Plan:
+    milestones = document.get("milestones")
+    beyond = document.get("beyond")
+    if not milestones:
+        why = str(beyond or "the planner found nothing to do for this goal")[:500]
+        raise PlanError(why, problems=[{"task": None, "problem": why}])
+    if not isinstance(milestones, list) or not MIN_MILESTONES <= len(milestones) <= MAX_MILESTONES:
+        raise PlanError(
+            f"the planner must give {MIN_MILESTONES}–{MAX_MILESTONES} milestones, got {len(milestones)}",
+            problems=[{"task": None, "problem": "too many milestones"}],
+        )
+    tasks = []
+    for raw in milestones:
+        if not isinstance(raw, dict):
+            raise PlanError(f"a milestone is not an object: {json.dumps(raw)[:200]}")
+        try:
+            tasks.append(
+                Task(
+                    id=str(raw.get("id", "")),
+                    description=str(raw.get("description", "")),
+                    executor="agent",
+                    depends_on=[str(d) for d in raw.get("depends_on") or []],
+                )
+            )
+        except ValueError as exc:
+            first = str(exc).splitlines()[0]
+            raise PlanError(f"the planner gave a bad milestone: {first}") from None
+    plan = Plan(goal=goal, caller=caller, tasks=tasks)
+    return check(plan, registry)
