@@ -25,7 +25,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 $(BENCH_STAMP): pyproject.toml
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[dev]' 'langgraph>=0.2'
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[dev]' 'langgraph>=0.2' 'langgraph-checkpoint-sqlite>=2.0'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)

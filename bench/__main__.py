@@ -8,7 +8,8 @@ printed with it. Floors are the same mechanism without tether (``bench/floors.py
 - a warm sync task: a preloaded fork server's child that publishes one file;
 - a stop step: the same kind of child, from the signal to its exit;
 - a turn on a long thread: a turn on a short one;
-- the loop's own overhead per turn: LangGraph's prebuilt ReAct agent (installed in the bench venv).
+- the loop's own overhead per turn: LangGraph's prebuilt ReAct agent (installed in the bench venv);
+- the supervisor's engine: the same DAG as plain DBOS workflow steps, and in LangGraph (``bench/flows.py``).
 """
 
 from __future__ import annotations
@@ -127,12 +128,18 @@ def main(argv: list[str] | None = None) -> int:
     from bench.cli import cli_startup
     from bench.turns import per_turn
 
+    def flows(home: Path) -> None:
+        from bench.flows import flows as run_flows  # imports DBOS: only when this section runs
+
+        run_flows(home)
+
     sections = {
         "cli": cli_startup,
         "warm": warm_executor,
         "turns": per_turn,
         "prompts": prompt_sizes,
         "loop": loop_overhead,
+        "flows": flows,
     }
     chosen = (sys.argv[1:] if argv is None else argv) or list(sections)
     unknown = [name for name in chosen if name not in sections]

@@ -104,3 +104,27 @@ def test_the_tour_runs_as_the_readme_says(tmp_path: Path) -> None:
     )
     assert jobs.returncode == 0 and json.loads(jobs.stdout) == []  # "stop it" stopped the loop
     subprocess.run([TETHER, "task", "run", "demo.exit_game"], env=env, capture_output=True, timeout=60)
+
+
+def test_the_flow_file_in_the_readme_runs_as_written(tmp_path: Path) -> None:
+    """The README's nightly.yaml is valid and runs: to the review before `quit`, which the approval
+    (while nothing runs) and a resume carry to the end."""
+    section = README[README.index("## Goals and flows") : README.index("## Storage, events and the runtime")]
+    block = re.search(r"```yaml\n# nightly\.yaml[^\n]*\n(.*?)```", section, re.S)
+    assert block is not None
+    (tmp_path / "nightly.yaml").write_text(block.group(1), encoding="utf-8")
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home"), "TETHER_DEMO_STEP_S": "0.01",
+           "TETHER_CLI_SERVER": "0"}  # fmt: skip
+
+    def tether(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([TETHER, *args], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+
+    assert tether("flow", "validate", "nightly.yaml").returncode == 0
+    run = tether("flow", "run", "nightly.yaml", "--json")
+    assert run.returncode == 3, run.stdout + run.stderr
+    document = json.loads(run.stdout)
+    assert [t["status"] for t in document["tasks"]] == ["completed", "completed", "completed", "waiting_for_human"]
+    run_id = document["run_id"]
+    assert tether("flow", "approve", run_id[:9], "quit").returncode == 0
+    done = tether("flow", "resume", run_id, "--json")
+    assert done.returncode == 0 and json.loads(done.stdout.strip().splitlines()[-1])["status"] == "completed"

@@ -99,6 +99,7 @@ class RunRecord:
     ended_at: str | None
     tasks: tuple[TaskState, ...] = ()
     attempts: tuple[AttemptRecord, ...] = field(default=())
+    plan_version: int = 0  # grows when tasks join the plan (follow-ups): a cached plan is still good
 
     @property
     def terminal(self) -> bool:
@@ -114,6 +115,43 @@ class RunRecord:
 class RunStore(Protocol):
     def create(self, run_id: str, *, goal: str, plan: dict[str, Any], caller: str) -> RunRecord: ...
     def get(self, run_id: str) -> RunRecord | None: ...
+    def view(
+        self,
+        run_id: str,
+        *,
+        task_ids: list[str] | None = None,
+        attempts_of: str | None = None,
+        failed_attempts: bool = False,
+    ) -> RunRecord | None:
+        """A narrow read for the engine: the run without its plan, the tasks ``task_ids`` (all when
+        None), the attempts of task ``attempts_of`` and, with ``failed_attempts``, every failed one."""
+        with self.db.read() as conn:
+            row = conn.execute(_HEAD, {"rid": run_id}).first()
+            if row is None:
+                return None
+            query = select(RT).where(RT.c.run_id == run_id)
+            if task_ids is not None:
+                query = query.where(RT.c.task_id.in_(task_ids))
+            tasks = tuple(_task(r) for r in conn.execute(query.order_by(RT.c.position)))
+            attempts: list[AttemptRecord] = []
+            if attempts_of is not None:
+                query = select(RA).where(RA.c.run_id == run_id, RA.c.task_id == attempts_of)
+                attempts += [_attempt(r) for r in conn.execute(query.order_by(RA.c.attempt))]
+            if failed_attempts:
+                query = select(RA).where(
+                    RA.c.run_id == run_id, RA.c.status.in_(("failed", "stopped", "unknown", "rejected", "not_found"))
+                )
+                attempts += [_attempt(r) for r in conn.execute(query) if r._mapping["task_id"] != attempts_of]
+        return _run(row, tasks, tuple(attempts))
+
+    def plan(self, run_id: str) -> tuple[dict[str, Any], int]:
+        """A run's plan and its version."""
+        with self.db.read() as conn:
+            row = conn.execute(_PLAN, {"rid": run_id}).first()
+        if row is None:
+            raise StoreError(f"no run {run_id!r}")
+        return json.loads(row[0]), int(row[1])
+
     def list(self, *, limit: int = 50, status: str | None = None) -> list[RunRecord]: ...
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]: ...
 
@@ -124,7 +162,7 @@ def _run(row: Any, tasks: tuple[TaskState, ...] = (), attempts: tuple[AttemptRec
         run_id=m["run_id"],
         goal=m["goal"],
         status=m["status"],
-        plan=json.loads(m["plan"]),
+        plan=json.loads(m["plan"]) if "plan" in m else {},
         caller=m["caller"],
         segment=int(m["segment"]),
         message=m["message"],
@@ -133,6 +171,7 @@ def _run(row: Any, tasks: tuple[TaskState, ...] = (), attempts: tuple[AttemptRec
         ended_at=m["ended_at"],
         tasks=tasks,
         attempts=attempts,
+        plan_version=int(m["plan_version"]),
     )
 
 
@@ -171,6 +210,8 @@ def _attempt(row: Any) -> AttemptRecord:
 
 
 _RUN = select(R).where(R.c.run_id == bindparam("rid"))
+_HEAD = select(*(c for c in R.c if c.name != "plan")).where(R.c.run_id == bindparam("rid"))
+_PLAN = select(R.c.plan, R.c.plan_version).where(R.c.run_id == bindparam("rid"))
 _TASKS = select(RT).where(RT.c.run_id == bindparam("rid")).order_by(RT.c.position)
 _ATTEMPTS = select(RA).where(RA.c.run_id == bindparam("rid")).order_by(RA.c.started_at, RA.c.attempt)
 
@@ -191,6 +232,43 @@ class SqlRunStore:
             tasks = tuple(_task(r) for r in conn.execute(_TASKS, {"rid": run_id}))
             attempts = tuple(_attempt(r) for r in conn.execute(_ATTEMPTS, {"rid": run_id}))
         return _run(row, tasks, attempts)
+
+    def view(
+        self,
+        run_id: str,
+        *,
+        task_ids: list[str] | None = None,
+        attempts_of: str | None = None,
+        failed_attempts: bool = False,
+    ) -> RunRecord | None:
+        """A narrow read for the engine: the run without its plan, the tasks ``task_ids`` (all when
+        None), the attempts of task ``attempts_of`` and, with ``failed_attempts``, every failed one."""
+        with self.db.read() as conn:
+            row = conn.execute(_HEAD, {"rid": run_id}).first()
+            if row is None:
+                return None
+            query = select(RT).where(RT.c.run_id == run_id)
+            if task_ids is not None:
+                query = query.where(RT.c.task_id.in_(task_ids))
+            tasks = tuple(_task(r) for r in conn.execute(query.order_by(RT.c.position)))
+            attempts: list[AttemptRecord] = []
+            if attempts_of is not None:
+                query = select(RA).where(RA.c.run_id == run_id, RA.c.task_id == attempts_of)
+                attempts += [_attempt(r) for r in conn.execute(query.order_by(RA.c.attempt))]
+            if failed_attempts:
+                query = select(RA).where(
+                    RA.c.run_id == run_id, RA.c.status.in_(("failed", "stopped", "unknown", "rejected", "not_found"))
+                )
+                attempts += [_attempt(r) for r in conn.execute(query) if r._mapping["task_id"] != attempts_of]
+        return _run(row, tasks, tuple(attempts))
+
+    def plan(self, run_id: str) -> tuple[dict[str, Any], int]:
+        """A run's plan and its version."""
+        with self.db.read() as conn:
+            row = conn.execute(_PLAN, {"rid": run_id}).first()
+        if row is None:
+            raise StoreError(f"no run {run_id!r}")
+        return json.loads(row[0]), int(row[1])
 
     def list(self, *, limit: int = 50, status: str | None = None) -> list[RunRecord]:
         query = select(R).order_by(R.c.created_at.desc(), R.c.run_id.desc()).limit(limit)
@@ -222,7 +300,7 @@ class SqlRunStore:
                 insert(R),
                 {
                     "run_id": run_id, "goal": goal, "status": "running", "plan": _dumps(plan),
-                    "caller": caller, "segment": 0, "message": "", "created_at": at, "updated_at": at,
+                    "caller": caller, "segment": 0, "plan_version": 0, "message": "", "created_at": at, "updated_at": at,
                 },
             )  # fmt: skip
             for position, task in enumerate(plan["tasks"]):
@@ -244,7 +322,11 @@ class SqlRunStore:
         at = now()
         with self.db.write() as conn:
             known = {r[0] for r in conn.execute(select(RT.c.task_id).where(RT.c.run_id == run_id))}
-            conn.execute(update(R).where(R.c.run_id == run_id).values(plan=_dumps(plan), updated_at=at))
+            conn.execute(
+                update(R)
+                .where(R.c.run_id == run_id)
+                .values(plan=_dumps(plan), plan_version=R.c.plan_version + 1, updated_at=at)
+            )
             for position, task in enumerate(plan["tasks"]):
                 if task["id"] in new_ids and task["id"] not in known:
                     conn.execute(

@@ -105,15 +105,15 @@ async def run_segment(run_id: str, segment: int) -> str:
 async def decide(run_id: str, segment: int) -> dict[str, Any]:
     h = host()
     store = h.runtime.runs
-    run: RunRecord | None = await _io(store.get, run_id)
+    run: RunRecord | None = await _io(store.view, run_id)
     if run is None:
         return {"end": "missing", "run": []}
     if run.segment != segment:
         return {"end": "superseded", "run": []}
     if run.status in ("completed", "failed", "cancelled"):
         return {"end": run.status, "run": []}
-    plan = Plan.model_validate(run.plan)
-    resources = _resources(h, plan)
+    known = await _io(_plan_of, h, run)
+    plan, resources = known.plan, known.resources
     decision = schedule(plan, run, now=time.time(), started=_epoch(run.created_at), resources=resources)
     for move in decision.moves:
         await _io(_apply, store, run_id, move)
@@ -140,6 +140,42 @@ async def continue_later(run_id: str, segment: int, delay_s: float) -> None:
 @DBOS.step(name="tether.give_up", retries_allowed=False)
 async def give_up(run_id: str, message: str) -> None:
     await _io(host().runtime.runs.set_status, run_id, "failed", f"the engine failed: {message}")
+
+
+@dataclass(frozen=True)
+class _Known:
+    """A run's plan, parsed once per version, with what the engine looks up in it per step."""
+
+    plan: Plan
+    tasks: dict[str, Task]
+    needs: dict[str, list[str]]  # a task → the tasks whose state its policy reads (itself, inputs, loop)
+    resources: dict[str, tuple[str, ...]]
+
+
+_PLANS: dict[str, tuple[int, _Known]] = {}
+
+
+def _plan_of(h: Host, run: RunRecord) -> _Known:
+    cached = _PLANS.get(run.run_id)
+    if cached is not None and cached[0] == run.plan_version:
+        return cached[1]
+    document, version = h.runtime.runs.plan(run.run_id)
+    plan = Plan.model_validate(document)
+    producers: dict[str, list[str]] = {}
+    for task in plan.tasks:
+        for key in task.outputs:
+            producers.setdefault(key, []).append(task.id)
+    needs = {}
+    for task in plan.tasks:
+        wanted = {task.id, *(p for key in task.inputs for p in producers.get(key, ()))}
+        if task.loop is not None:
+            wanted.add(task.loop.until.task)
+        needs[task.id] = sorted(wanted)
+    known = _Known(plan, {t.id: t for t in plan.tasks}, needs, _resources(h, plan))
+    if len(_PLANS) > 256:
+        _PLANS.clear()
+    _PLANS[run.run_id] = (version, known)
+    return known
 
 
 def _resources(h: Host, plan: Plan) -> dict[str, tuple[str, ...]]:
@@ -169,11 +205,15 @@ def _apply(store: Any, run_id: str, move: Move) -> None:
 async def attempt(run_id: str, task_id: str, number: int) -> dict[str, Any]:
     h = host()
     store = h.runtime.runs
-    run: RunRecord = await _io(store.get, run_id)
-    plan = Plan.model_validate(run.plan)
-    task = plan.task(task_id)
+    head = await _io(store.view, run_id, task_ids=[task_id])
+    assert head is not None
+    known = await _io(_plan_of, h, head)
+    plan = known.plan
+    task = known.tasks[task_id]
+    needed = known.needs[task_id]
+    run: RunRecord = await _io(store.view, run_id, task_ids=needed, attempts_of=task_id)
     state = run.task(task_id)
-    assert task is not None and state is not None
+    assert state is not None
     if state.attempts > number or (state.attempts == number and state.status != "running"):
         return {"status": state.status, "settled": True}  # this attempt's outcome is on record
     if run.status == "cancelled":
@@ -187,7 +227,7 @@ async def attempt(run_id: str, task_id: str, number: int) -> dict[str, Any]:
     await _io(
         store.end_attempt, run_id, task_id, number, status=outcome, message=message, duration_s=duration
     )
-    run = await _io(store.get, run_id)
+    run = await _io(store.view, run_id, task_ids=needed, attempts_of=task_id, failed_attempts=True)
     state = run.task(task_id)
     assert state is not None
     idempotent = False

@@ -1,0 +1,208 @@
+"""The supervisor's engine against its floor (the same DAG as plain DBOS workflow steps) and its peer (the
+same DAG in LangGraph with its SQLite checkpointer), in one process, interleaved round by round.
+
+- a 1,000-task flow of no-op tasks (inline: no worker process), in waves of 4: engine overhead per task;
+- a 20-task flow of real worker tasks (one process each) against the same 20 executions called directly;
+- bytes per step of DBOS's log and of tether's record, at 100 and at 1,000 tasks (linear?);
+- time from a person's approval (`tether flow approve`'s call) to the continuation's first step.
+"""
+# pyright: reportMissingImports=false
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import sqlite3
+import statistics
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from dbos import DBOS
+
+from bench.registry import registry
+from tether.execution.executor import Executor
+from tether.runtime import Runtime
+from tether.supervisor import durable, engine, service
+from tether.supervisor.plan import Call, Plan, Task
+
+WAVE = 4
+FLOOR = "bench.floor_flow"
+
+
+class _State(TypedDict):
+    done: Annotated[list[int], operator.add]
+
+
+@DBOS.step(name="bench.floor_step", retries_allowed=False)
+async def floor_step(i: int) -> dict[str, Any]:
+    return {"status": "completed", "i": i}
+
+
+@DBOS.workflow(name=FLOOR)
+async def floor_flow(n: int) -> int:
+    done = 0
+    for start in range(0, n, WAVE):
+        results = await asyncio.gather(*(floor_step(i) for i in range(start, min(n, start + WAVE))))
+        done += len(results)
+    return done
+
+
+def _plan(n: int, task: str) -> Plan:
+    return Plan(caller="cli", max_parallel=WAVE, tasks=[Task(id=f"t{i}", call=Call(task=task)) for i in range(n)])
+
+
+async def _ours(runtime: Runtime, n: int, task: str = "b.inline") -> float:
+    record = await asyncio.to_thread(service.start, runtime, registry, _plan(n, task))
+    while True:
+        run = await asyncio.to_thread(runtime.runs.get, record.run_id)
+        assert run is not None
+        if run.status != "running":
+            assert run.status == "completed", (run.status, run.message)
+            assert run.ended_at is not None
+            return datetime.fromisoformat(run.ended_at).timestamp() - datetime.fromisoformat(run.created_at).timestamp()
+        await asyncio.sleep(0.02)
+
+
+async def _floor(runtime: Runtime, n: int) -> float:
+    started = time.time()
+    with durable.client(runtime) as c:
+        handle = await c.enqueue_async({"workflow_name": FLOOR, "queue_name": durable.QUEUE,
+                                        "app_version": durable.APP_VERSION}, n)  # fmt: skip
+        assert await handle.get_result(polling_interval_sec=0.01) == n
+    return time.time() - started
+
+
+def _langgraph(path: Path, n: int) -> float | None:
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+        from langgraph.graph import END, START, StateGraph
+    except ImportError:
+        return None
+
+    graph = StateGraph(_State)
+    waves = [list(range(s, min(n, s + WAVE))) for s in range(0, n, WAVE)]
+    for wave in waves:
+        for i in wave:
+            graph.add_node(f"t{i}", lambda state, i=i: {"done": [i]})
+    for k, wave in enumerate(waves):
+        sources = [START] if k == 0 else [f"t{i}" for i in waves[k - 1]]
+        for i in wave:
+            graph.add_edge(sources if len(sources) > 1 else sources[0], f"t{i}")
+    for i in waves[-1]:
+        graph.add_edge(f"t{i}", END)
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        app = graph.compile(checkpointer=SqliteSaver(conn))
+        started = time.time()
+        out = app.invoke({"done": []}, {"configurable": {"thread_id": f"bench-{time.time_ns()}"}, "recursion_limit": n + 10})
+        assert len(out["done"]) == n
+        return time.time() - started
+    finally:
+        conn.close()
+
+
+def _bytes(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = conn.execute("PRAGMA page_count").fetchone()[0] - conn.execute("PRAGMA freelist_count").fetchone()[0]
+        return int(pages * conn.execute("PRAGMA page_size").fetchone()[0])
+
+
+async def _approval_latency(runtime: Runtime) -> float:
+    plan = Plan(caller="cli", tasks=[Task(id="gate", call=Call(task="b.inline"), review="before")])
+    record = await asyncio.to_thread(service.start, runtime, registry, plan)
+    while (await asyncio.to_thread(runtime.runs.get, record.run_id)).status == "running":  # type: ignore[union-attr]
+        await asyncio.sleep(0.01)
+    started = time.time()
+    await asyncio.to_thread(service.answer, runtime, registry, record.run_id, "gate", "approve")
+    while True:
+        run = await asyncio.to_thread(runtime.runs.get, record.run_id)
+        assert run is not None
+        if run.attempts:
+            return datetime.fromisoformat(run.attempts[0].started_at).timestamp() - started
+        await asyncio.sleep(0.002)
+
+
+def flows(home: Path) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    asyncio.run(_flows(home))
+
+
+async def _flows(home: Path) -> None:
+    with Runtime.open(home) as runtime, Executor(registry, runtime=runtime) as executor:
+        await engine.launch(runtime, executor)
+        try:
+            await _report(home, runtime, executor)
+        finally:
+            engine.shutdown()
+
+
+async def _report(home: Path, runtime: Runtime, executor: Executor) -> None:
+    print("\nflows (the supervisor's engine on DBOS, SQLite, in-process executor)")
+    await _ours(runtime, 8)
+    await _floor(runtime, 8)
+    n, rounds = 1000, 2
+    ours_s, floor_s, peer_s, ratios, peer_ratios = [], [], [], [], []
+    for i in range(rounds):
+        order = ("ours", "floor", "peer") if i % 2 == 0 else ("peer", "floor", "ours")
+        took: dict[str, float | None] = {}
+        for name in order:
+            if name == "ours":
+                took[name] = await _ours(runtime, n)
+            elif name == "floor":
+                took[name] = await _floor(runtime, n)
+            else:
+                took[name] = await asyncio.to_thread(_langgraph, home / f"langgraph-{i}.sqlite", n)
+        ours_s.append(took["ours"] or 0.0)
+        floor_s.append(took["floor"] or 0.0)
+        ratios.append((took["ours"] or 0.0) / (took["floor"] or 1.0))
+        if took["peer"] is not None:
+            peer_s.append(took["peer"])
+            peer_ratios.append((took["ours"] or 0.0) / took["peer"])
+    per = statistics.median(ours_s) / n * 1000
+    floor_per = statistics.median(floor_s) / n * 1000
+    ratio = statistics.median(ratios)
+    print(f"  1,000 no-op tasks, waves of {WAVE}: {per:6.2f} ms/task ({n / statistics.median(ours_s):6.0f} tasks/s)"
+          f"   plain DBOS steps {floor_per:6.2f} ms/task   ratio {ratio:5.2f}x"
+          f"  (target ≤ 2x: {'met' if ratio <= 2 else 'MISSED'})")  # fmt: skip
+    if peer_s:
+        print(f"  {'':38} LangGraph + SqliteSaver {statistics.median(peer_s) / n * 1000:6.2f} ms/task"
+              f"   ratio {statistics.median(peer_ratios):5.2f}x")  # fmt: skip
+    else:
+        print("  (LangGraph not installed here: `make bench` installs it in .venv-bench)")
+
+    # Storage per step, at two sizes: linear if the per-step figure holds.
+    for size in (100, 1000):
+        dbos_before, ours_before = _bytes(home / durable.DBOS_FILE), _bytes(home / "tether.db")
+        await _ours(runtime, size)
+        dbos_step = (_bytes(home / durable.DBOS_FILE) - dbos_before) / size
+        ours_step = (_bytes(home / "tether.db") - ours_before) / size
+        print(f"  storage per task at {size:>5} tasks: DBOS log {dbos_step:7.0f} B"
+              f"  (target ≤ 2 KB: {'met' if dbos_step <= 2048 else 'MISSED'})   tether's record {ours_step:7.0f} B")  # fmt: skip
+
+    # 20 real worker tasks (one process each) against the same 20 executions called directly.
+    direct, flow = [], []
+    for i in range(4):
+
+        async def calls() -> float:
+            started = time.time()
+            for _ in range(20):
+                result = await executor.execute("b.sync", caller="cli")
+                assert result.status.value == "completed", result
+            return time.time() - started
+
+        pair = [await calls(), await _ours(runtime, 20, "b.sync")] if i % 2 == 0 else [0.0, 0.0]
+        if i % 2 == 1:
+            pair[1] = await _ours(runtime, 20, "b.sync")
+            pair[0] = await calls()
+        direct.append(pair[0])
+        flow.append(pair[1])
+    ratio = statistics.median(f / d for f, d in zip(flow, direct, strict=True))
+    print(f"  20 worker tasks as a flow (waves of {WAVE}) {statistics.median(flow) * 1000:8.0f} ms"
+          f"   the same 20 calls one by one {statistics.median(direct) * 1000:6.0f} ms   ratio {ratio:5.2f}x")  # fmt: skip
+
+    latencies = [await _approval_latency(runtime) for _ in range(5)]
+    print(f"  approval → the continuation's first step: median {statistics.median(latencies) * 1000:6.0f} ms"
+          f" (max {max(latencies) * 1000:.0f} ms; queue polling {durable.POLL_S * 1000:.0f} ms)")  # fmt: skip
