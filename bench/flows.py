@@ -50,7 +50,9 @@ async def floor_flow(n: int) -> int:
 
 
 def _plan(n: int, task: str) -> Plan:
-    return Plan(caller="cli", max_parallel=WAVE, tasks=[Task(id=f"t{i}", call=Call(task=task)) for i in range(n)])
+    return Plan(
+        caller="cli", max_parallel=WAVE, tasks=[Task(id=f"t{i}", call=Call(task=task)) for i in range(n)]
+    )
 
 
 async def _ours(runtime: Runtime, n: int, task: str = "b.inline") -> float:
@@ -61,15 +63,19 @@ async def _ours(runtime: Runtime, n: int, task: str = "b.inline") -> float:
         if run.status != "running":
             assert run.status == "completed", (run.status, run.message)
             assert run.ended_at is not None
-            return datetime.fromisoformat(run.ended_at).timestamp() - datetime.fromisoformat(run.created_at).timestamp()
+            return (
+                datetime.fromisoformat(run.ended_at).timestamp()
+                - datetime.fromisoformat(run.created_at).timestamp()
+            )
         await asyncio.sleep(0.02)
 
 
 async def _floor(runtime: Runtime, n: int) -> float:
     started = time.time()
     with durable.client(runtime) as c:
-        handle = await c.enqueue_async({"workflow_name": FLOOR, "queue_name": durable.QUEUE,
-                                        "app_version": durable.APP_VERSION}, n)  # fmt: skip
+        handle = await c.enqueue_async(
+            {"workflow_name": FLOOR, "queue_name": durable.QUEUE, "app_version": durable.APP_VERSION}, n
+        )
         assert await handle.get_result(polling_interval_sec=0.01) == n
     return time.time() - started
 
@@ -96,7 +102,10 @@ def _langgraph(path: Path, n: int) -> float | None:
     try:
         app = graph.compile(checkpointer=SqliteSaver(conn))
         started = time.time()
-        out = app.invoke({"done": []}, {"configurable": {"thread_id": f"bench-{time.time_ns()}"}, "recursion_limit": n + 10})
+        out = app.invoke(
+            {"done": []},
+            {"configurable": {"thread_id": f"bench-{time.time_ns()}"}, "recursion_limit": n + 10},
+        )
         assert len(out["done"]) == n
         return time.time() - started
     finally:
@@ -106,15 +115,26 @@ def _langgraph(path: Path, n: int) -> float | None:
 def _bytes(path: Path) -> int:
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        pages = conn.execute("PRAGMA page_count").fetchone()[0] - conn.execute("PRAGMA freelist_count").fetchone()[0]
+        pages = (
+            conn.execute("PRAGMA page_count").fetchone()[0]
+            - conn.execute("PRAGMA freelist_count").fetchone()[0]
+        )
         return int(pages * conn.execute("PRAGMA page_size").fetchone()[0])
+
+
+async def _until(runtime: Runtime, run_id: str, done: Any) -> None:
+    while True:
+        run = await asyncio.to_thread(runtime.runs.view, run_id, task_ids=[])
+        assert run is not None
+        if done(run.status):
+            return
+        await asyncio.sleep(0.01)
 
 
 async def _approval_latency(runtime: Runtime) -> float:
     plan = Plan(caller="cli", tasks=[Task(id="gate", call=Call(task="b.inline"), review="before")])
     record = await asyncio.to_thread(service.start, runtime, registry, plan)
-    while (await asyncio.to_thread(runtime.runs.get, record.run_id)).status == "running":  # type: ignore[union-attr]
-        await asyncio.sleep(0.01)
+    await _until(runtime, record.run_id, lambda status: status != "running")
     started = time.time()
     await asyncio.to_thread(service.answer, runtime, registry, record.run_id, "gate", "approve")
     while True:
@@ -164,12 +184,17 @@ async def _report(home: Path, runtime: Runtime, executor: Executor) -> None:
     per = statistics.median(ours_s) / n * 1000
     floor_per = statistics.median(floor_s) / n * 1000
     ratio = statistics.median(ratios)
-    print(f"  1,000 no-op tasks, waves of {WAVE}: {per:6.2f} ms/task ({n / statistics.median(ours_s):6.0f} tasks/s)"
-          f"   plain DBOS steps {floor_per:6.2f} ms/task   ratio {ratio:5.2f}x"
-          f"  (target ≤ 2x: {'met' if ratio <= 2 else 'MISSED'})")  # fmt: skip
+    rate = n / statistics.median(ours_s)
+    print(
+        f"  1,000 no-op tasks, waves of {WAVE}: {per:6.2f} ms/task ({rate:6.0f} tasks/s)"
+        f"   plain DBOS steps {floor_per:6.2f} ms/task   ratio {ratio:5.2f}x"
+        f"  (target ≤ 2x: {'met' if ratio <= 2 else 'MISSED'})"
+    )
     if peer_s:
-        print(f"  {'':38} LangGraph + SqliteSaver {statistics.median(peer_s) / n * 1000:6.2f} ms/task"
-              f"   ratio {statistics.median(peer_ratios):5.2f}x")  # fmt: skip
+        print(
+            f"  {'':38} LangGraph + SqliteSaver {statistics.median(peer_s) / n * 1000:6.2f} ms/task"
+            f"   ratio {statistics.median(peer_ratios):5.2f}x"
+        )
     else:
         print("  (LangGraph not installed here: `make bench` installs it in .venv-bench)")
 
@@ -179,8 +204,11 @@ async def _report(home: Path, runtime: Runtime, executor: Executor) -> None:
         await _ours(runtime, size)
         dbos_step = (_bytes(home / durable.DBOS_FILE) - dbos_before) / size
         ours_step = (_bytes(home / "tether.db") - ours_before) / size
-        print(f"  storage per task at {size:>5} tasks: DBOS log {dbos_step:7.0f} B"
-              f"  (target ≤ 2 KB: {'met' if dbos_step <= 2048 else 'MISSED'})   tether's record {ours_step:7.0f} B")  # fmt: skip
+        print(
+            f"  storage per task at {size:>5} tasks: DBOS log {dbos_step:7.0f} B"
+            f"  (target ≤ 2 KB: {'met' if dbos_step <= 2048 else 'MISSED'})"
+            f"   tether's record {ours_step:7.0f} B"
+        )
 
     # 20 real worker tasks (one process each) against the same 20 executions called directly.
     direct, flow = [], []
@@ -200,9 +228,14 @@ async def _report(home: Path, runtime: Runtime, executor: Executor) -> None:
         direct.append(pair[0])
         flow.append(pair[1])
     ratio = statistics.median(f / d for f, d in zip(flow, direct, strict=True))
-    print(f"  20 worker tasks as a flow (waves of {WAVE}) {statistics.median(flow) * 1000:8.0f} ms"
-          f"   the same 20 calls one by one {statistics.median(direct) * 1000:6.0f} ms   ratio {ratio:5.2f}x")  # fmt: skip
+    print(
+        f"  20 worker tasks as a flow (waves of {WAVE}) {statistics.median(flow) * 1000:8.0f} ms"
+        f"   the same 20 calls one by one {statistics.median(direct) * 1000:6.0f} ms"
+        f"   ratio {ratio:5.2f}x"
+    )
 
     latencies = [await _approval_latency(runtime) for _ in range(5)]
-    print(f"  approval → the continuation's first step: median {statistics.median(latencies) * 1000:6.0f} ms"
-          f" (max {max(latencies) * 1000:.0f} ms; queue polling {durable.POLL_S * 1000:.0f} ms)")  # fmt: skip
+    print(
+        f"  approval → the continuation's first step: median {statistics.median(latencies) * 1000:6.0f} ms"
+        f" (max {max(latencies) * 1000:.0f} ms; queue polling {durable.POLL_S * 1000:.0f} ms)"
+    )

@@ -117,13 +117,20 @@ def test_the_flow_file_in_the_readme_runs_as_written(tmp_path: Path) -> None:
            "TETHER_CLI_SERVER": "0"}  # fmt: skip
 
     def tether(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([TETHER, *args], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+        return subprocess.run(
+            [TETHER, *args], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
+        )
 
     assert tether("flow", "validate", "nightly.yaml").returncode == 0
     run = tether("flow", "run", "nightly.yaml", "--json")
     assert run.returncode == 3, run.stdout + run.stderr
     document = json.loads(run.stdout)
-    assert [t["status"] for t in document["tasks"]] == ["completed", "completed", "completed", "waiting_for_human"]
+    assert [t["status"] for t in document["tasks"]] == [
+        "completed",
+        "completed",
+        "completed",
+        "waiting_for_human",
+    ]
     run_id = document["run_id"]
     assert tether("flow", "approve", run_id[:9], "quit").returncode == 0
     done = tether("flow", "resume", run_id, "--json")

@@ -9,6 +9,7 @@ says what to do about it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -84,6 +85,7 @@ class Database:
                 f"no driver for {url!r}: install it (for PostgreSQL: pip install 'tether[postgres]')"
             ) from exc
         self._lock = threading.Lock()
+        self._writer: Any = threading.RLock() if self.dialect == "sqlite" else contextlib.nullcontext()
         if self.dialect == "sqlite":
             timeout_ms = int(busy_timeout_s * 1000)
 
@@ -121,7 +123,10 @@ class Database:
         from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
         try:
-            with self.engine.connect() as conn:
+            # SQLite: one writer at a time in this process. Connections that contend for the file's
+            # lock wait in SQLite's busy handler, which sleeps in growing steps (up to 100 ms) — a
+            # mutex hands the turn over at once. Other processes still meet the busy timeout.
+            with self._writer, self.engine.connect() as conn:
                 conn = conn.execution_options(tether_write=True)
                 with conn.begin():
                     yield conn

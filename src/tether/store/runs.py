@@ -122,36 +122,8 @@ class RunStore(Protocol):
         task_ids: list[str] | None = None,
         attempts_of: str | None = None,
         failed_attempts: bool = False,
-    ) -> RunRecord | None:
-        """A narrow read for the engine: the run without its plan, the tasks ``task_ids`` (all when
-        None), the attempts of task ``attempts_of`` and, with ``failed_attempts``, every failed one."""
-        with self.db.read() as conn:
-            row = conn.execute(_HEAD, {"rid": run_id}).first()
-            if row is None:
-                return None
-            query = select(RT).where(RT.c.run_id == run_id)
-            if task_ids is not None:
-                query = query.where(RT.c.task_id.in_(task_ids))
-            tasks = tuple(_task(r) for r in conn.execute(query.order_by(RT.c.position)))
-            attempts: list[AttemptRecord] = []
-            if attempts_of is not None:
-                query = select(RA).where(RA.c.run_id == run_id, RA.c.task_id == attempts_of)
-                attempts += [_attempt(r) for r in conn.execute(query.order_by(RA.c.attempt))]
-            if failed_attempts:
-                query = select(RA).where(
-                    RA.c.run_id == run_id, RA.c.status.in_(("failed", "stopped", "unknown", "rejected", "not_found"))
-                )
-                attempts += [_attempt(r) for r in conn.execute(query) if r._mapping["task_id"] != attempts_of]
-        return _run(row, tasks, tuple(attempts))
-
-    def plan(self, run_id: str) -> tuple[dict[str, Any], int]:
-        """A run's plan and its version."""
-        with self.db.read() as conn:
-            row = conn.execute(_PLAN, {"rid": run_id}).first()
-        if row is None:
-            raise StoreError(f"no run {run_id!r}")
-        return json.loads(row[0]), int(row[1])
-
+    ) -> RunRecord | None: ...
+    def plan(self, run_id: str) -> tuple[dict[str, Any], int]: ...
     def list(self, *, limit: int = 50, status: str | None = None) -> list[RunRecord]: ...
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]: ...
 
@@ -257,7 +229,8 @@ class SqlRunStore:
                 attempts += [_attempt(r) for r in conn.execute(query.order_by(RA.c.attempt))]
             if failed_attempts:
                 query = select(RA).where(
-                    RA.c.run_id == run_id, RA.c.status.in_(("failed", "stopped", "unknown", "rejected", "not_found"))
+                    RA.c.run_id == run_id,
+                    RA.c.status.in_(("failed", "stopped", "unknown", "rejected", "not_found")),
                 )
                 attempts += [_attempt(r) for r in conn.execute(query) if r._mapping["task_id"] != attempts_of]
         return _run(row, tasks, tuple(attempts))
@@ -300,7 +273,8 @@ class SqlRunStore:
                 insert(R),
                 {
                     "run_id": run_id, "goal": goal, "status": "running", "plan": _dumps(plan),
-                    "caller": caller, "segment": 0, "plan_version": 0, "message": "", "created_at": at, "updated_at": at,
+                    "caller": caller, "segment": 0, "plan_version": 0, "message": "", "created_at": at,
+                    "updated_at": at,
                 },
             )  # fmt: skip
             for position, task in enumerate(plan["tasks"]):
