@@ -44,11 +44,7 @@ COMMANDS: dict[str, list[Arg]] = {
     "flow plan": ["flow", "plan", "启动游戏，然后刷 3 次金币副本", "--json"],
     "flow validate": ["flow", "validate", "no-such-plan.yaml", "--json"],
     "flow run": ["flow", "run", "no-such-plan.yaml", "--json"],
-    "flow list": ["flow", "list", "--json"],
-    "flow show": ["flow", "show", "run-0000000000", "--json"],
     "flow approve": ["flow", "approve", "run-0000000000", "exit_game-4", "--json"],
-    "flow cancel": ["flow", "cancel", "run-0000000000", "--json"],
-    "flow resume": ["flow", "resume", "run-0000000000", "--json"],
     "goal": ["goal", "飞到火星", "--json"],
 }
 
@@ -66,7 +62,7 @@ class Condition:
     notes: list[str] = field(default_factory=list)
 
 
-NO_REGISTRY = ("threads", "trace", "auth show", "flow list")  # commands that never load the registry
+NO_REGISTRY = ("threads", "trace", "auth show")  # commands that never load the registry
 
 
 def _write(relative: str, text: str | bytes) -> Callable[[Path], dict[str, str]]:

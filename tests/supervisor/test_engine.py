@@ -363,3 +363,28 @@ def test_runs_past_retention_leave_both_tethers_record_and_dboss_log(home: Path,
         assert conn.execute("SELECT count(*) FROM operation_outputs").fetchone()[0] == 0
     code, runs, _ = cli(home, "flow", "list", "--json")
     assert runs == []
+
+
+def test_detach_with_no_executor_starts_one_that_finishes_the_run_and_exits(
+    home: Path, tmp_path: Path
+) -> None:
+    tasks = [call("a", "f.once", key="a", seconds=0.5), call("b", "f.once", key="b", depends_on=("a",))]
+    code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--detach", "--json")
+    assert code == 0 and run["status"] == "running", (run, err)
+    code, out, err = cli(home, "flow", "show", run["run_id"], "--follow")
+    assert code == 0, (out, err)
+    code, final, _ = cli(home, "flow", "show", run["run_id"], "--json")
+    assert final["status"] == "completed" and [m["key"] for m in ledger(home)] == ["a", "b"]
+    from tether.supervisor import durable
+
+    # The background executor leaves once nothing runs.
+    eventually(lambda: not durable.live_executors(home), timeout=30, what="the background worker to exit")
+
+
+@pytest.mark.parametrize("run_id", ["x" * 5000, "../run-%_\u202e"])
+def test_a_bad_run_id_is_one_clear_line_for_every_run_command(home: Path, run_id: str) -> None:
+    for command in (("flow", "show"), ("flow", "cancel"), ("flow", "resume"), ("flow", "approve")):
+        args = [*command, run_id, *(["t1"] if command[1] == "approve" else []), "--json"]
+        code, document, err = cli(home, *args)
+        assert code == 2 and "Traceback" not in err, (command, document, err)
+        assert isinstance(document, dict) and "run" in document["error"]["message"], (command, document)

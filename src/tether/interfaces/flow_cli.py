@@ -209,7 +209,7 @@ def register(app: typer.Typer, state: Any) -> None:
                 if follow and not as_json and record.status == "running":
                     from rich.live import Live
 
-                    with Live(tree(record), console=out, refresh_per_second=8) as live:
+                    with Live(tree(record), console=out.real(), refresh_per_second=8) as live:
                         record = asyncio.run(follow_run(rt, record.run_id, lambda r: live.update(tree(r))))
                 elif follow:
                     record = asyncio.run(follow_run(rt, record.run_id))
