@@ -235,6 +235,29 @@ class SqlRunStore:
                 attempts += [_attempt(r) for r in conn.execute(query) if r._mapping["task_id"] != attempts_of]
         return _run(row, tasks, tuple(attempts))
 
+    def schedule_view(self, run_id: str, keep: frozenset[str]) -> RunRecord | None:
+        """The run for a scheduling decision: every task, but an ended one not in ``keep`` only by its
+        status (its JSON fields are not decoded: on a long run that is most of the cost of a read)."""
+        with self.db.read() as conn:
+            row = conn.execute(_HEAD, {"rid": run_id}).first()
+            if row is None:
+                return None
+            tasks = []
+            for r in conn.execute(select(RT).where(RT.c.run_id == run_id).order_by(RT.c.position)):
+                m = r._mapping
+                if m["status"] in TASK_ENDED and m["task_id"] not in keep:
+                    tasks.append(
+                        TaskState(
+                            task_id=m["task_id"], position=int(m["position"]), status=m["status"],
+                            attempts=int(m["attempts"]), iterations=int(m["iterations"]),
+                            message=m["message"], diagnostics={}, outputs={}, review=None, overrides={},
+                            started_at=m["started_at"], ended_at=m["ended_at"], updated_at=m["updated_at"],
+                        )
+                    )  # fmt: skip
+                else:
+                    tasks.append(_task(r))
+        return _run(row, tuple(tasks))
+
     def plan(self, run_id: str) -> tuple[dict[str, Any], int]:
         """A run's plan and its version."""
         with self.db.read() as conn:
@@ -415,6 +438,52 @@ class SqlRunStore:
                 .where(RA.c.run_id == run_id, RA.c.task_id == task_id, RA.c.attempt == attempt)
                 .values(status=status, message=message, ended_at=at, duration_seconds=duration_s)
             )
+
+    def settle(
+        self,
+        run_id: str,
+        task_id: str,
+        attempt: int,
+        *,
+        outcome: str,
+        message: str,
+        duration_s: float,
+        task: dict[str, Any],
+    ) -> bool:
+        """End attempt ``attempt`` and move its task as ``task`` says (``status``, ``message``, JSON
+        fields …), in one transaction. The task moves only while it is still ``running`` (a run cancelled
+        meanwhile keeps its ``cancelled``); True if it moved."""
+        at = now()
+        row: dict[str, Any] = {"updated_at": at}
+        for key, value in task.items():
+            if key in ("diagnostics", "outputs", "overrides"):
+                row[key] = _dumps(value)
+            elif key == "review":
+                row[key] = None if value is None else _dumps(value)
+            else:
+                row[key] = value
+        if task.get("status") in TASK_ENDED:
+            row["ended_at"] = at
+        with self.db.write() as conn:
+            conn.execute(
+                update(RA)
+                .where(RA.c.run_id == run_id, RA.c.task_id == task_id, RA.c.attempt == attempt)
+                .values(status=outcome, message=message, ended_at=at, duration_seconds=duration_s)
+            )
+            moved = conn.execute(
+                update(RT)
+                .where(RT.c.run_id == run_id, RT.c.task_id == task_id, RT.c.status == "running")
+                .values(**row)
+            ).rowcount
+            if moved:
+                append_event(
+                    conn,
+                    RunTaskChanged(
+                        topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status=str(task["status"]),
+                        attempt=attempt, message=str(task.get("message", ""))[:2000],
+                    ),
+                )  # fmt: skip
+        return bool(moved)
 
     def answer(
         self,

@@ -105,7 +105,7 @@ async def run_segment(run_id: str, segment: int) -> str:
 async def decide(run_id: str, segment: int) -> dict[str, Any]:
     h = host()
     store = h.runtime.runs
-    run: RunRecord | None = await _io(store.view, run_id)
+    run: RunRecord | None = await _io(_read_for_decide, h, run_id)
     if run is None:
         return {"end": "missing", "run": []}
     if run.segment != segment:
@@ -150,6 +150,7 @@ class _Known:
     tasks: dict[str, Task]
     needs: dict[str, list[str]]  # a task → the tasks whose state its policy reads (itself, inputs, loop)
     resources: dict[str, tuple[str, ...]]
+    conditions: frozenset[str]  # tasks whose full state a scheduling decision reads (`when`, loops)
 
 
 _PLANS: dict[str, tuple[int, _Known]] = {}
@@ -171,7 +172,14 @@ def _plan_of(h: Host, run: RunRecord) -> _Known:
         if task.loop is not None:
             wanted.add(task.loop.until.task)
         needs[task.id] = sorted(wanted)
-    known = _Known(plan, {t.id: t for t in plan.tasks}, needs, _resources(h, plan))
+    conditions = set()
+    for task in plan.tasks:
+        for when in (task.when, task.loop.until if task.loop else None):
+            if when is not None:
+                conditions.add(when.task)
+                if when.key is not None:
+                    conditions.update(producers.get(when.key, ()))
+    known = _Known(plan, {t.id: t for t in plan.tasks}, needs, _resources(h, plan), frozenset(conditions))
     if len(_PLANS) > 256:
         _PLANS.clear()
     _PLANS[run.run_id] = (version, known)
@@ -205,13 +213,9 @@ def _apply(store: Any, run_id: str, move: Move) -> None:
 async def attempt(run_id: str, task_id: str, number: int) -> dict[str, Any]:
     h = host()
     store = h.runtime.runs
-    head = await _io(store.view, run_id, task_ids=[task_id])
-    assert head is not None
-    known = await _io(_plan_of, h, head)
+    known, run = await _io(_read_for_attempt, h, run_id, task_id)
     plan = known.plan
     task = known.tasks[task_id]
-    needed = known.needs[task_id]
-    run: RunRecord = await _io(store.view, run_id, task_ids=needed, attempts_of=task_id)
     state = run.task(task_id)
     assert state is not None
     if state.attempts > number or (state.attempts == number and state.status != "running"):
@@ -224,20 +228,22 @@ async def attempt(run_id: str, task_id: str, number: int) -> dict[str, Any]:
     started = time.monotonic()
     outcome, message, data = await _perform(h, plan, run, task, state, execution_id, number)
     duration = time.monotonic() - started
-    await _io(
-        store.end_attempt, run_id, task_id, number, status=outcome, message=message, duration_s=duration
-    )
-    run = await _io(store.view, run_id, task_ids=needed, attempts_of=task_id, failed_attempts=True)
-    state = run.task(task_id)
-    assert state is not None
+    executor_failures = 0
+    if outcome != "completed":  # the failure chain counts earlier failures: read them fresh
+        fresh = await _io(
+            store.view, run_id, task_ids=known.needs[task_id], attempts_of=task_id, failed_attempts=True
+        )
+        assert fresh is not None
+        run = fresh
+        who = executor_of(task, state, plan.caller)
+        executor_failures = 1 + sum(
+            1 for a in run.attempts if a.status in FAILED and (a.how.get("executor") or plan.caller) == who
+        )
+    state = replace(state, attempts=number)
     idempotent = False
     if task.call is not None:
         spec = h.executor.registry.get(task.call.task, plan.caller)
         idempotent = bool(spec and spec.idempotent)
-    who = executor_of(task, state, plan.caller)
-    executor_failures = sum(
-        1 for a in run.attempts if a.status in FAILED and (a.how.get("executor") or plan.caller) == who
-    )
     move = after_attempt(
         task,
         state,
@@ -254,10 +260,49 @@ async def attempt(run_id: str, task_id: str, number: int) -> dict[str, Any]:
         note = await _io(_accept_proposals, h, run_id, plan, task_id, data["propose"])
         if note:
             move = replace(move, diagnostics={**(move.diagnostics or {}), "proposals": note})
-    if run.status == "cancelled":
-        move = Move(task_id, "cancelled", f"the run was cancelled ({outcome}: {message})"[:2000])
-    await _io(_apply, store, run_id, move)
+    values: dict[str, Any] = {"status": move.status, "message": move.message}
+    for name in ("review", "overrides", "iterations", "diagnostics", "outputs"):
+        value = getattr(move, name)
+        if value is not None:
+            values[name] = value
+    await _io(
+        store.settle,
+        run_id,
+        task_id,
+        number,
+        outcome=outcome,
+        message=message,
+        duration_s=duration,
+        task=values,
+    )
     return {"status": outcome, "next": move.status}
+
+
+def _read_for_decide(h: Host, run_id: str) -> RunRecord | None:
+    """The run for ``decide``: ended tasks by status only, except those a condition reads."""
+    cached = _PLANS.get(run_id)
+    run = h.runtime.runs.schedule_view(run_id, cached[1].conditions if cached else frozenset())
+    if run is not None and cached is not None and run.plan_version != cached[0]:
+        run = h.runtime.runs.schedule_view(run_id, _plan_of(h, run).conditions)
+    elif run is not None and cached is None:
+        run = h.runtime.runs.schedule_view(run_id, _plan_of(h, run).conditions)
+    return run
+
+
+def _read_for_attempt(h: Host, run_id: str, task_id: str) -> tuple[_Known, RunRecord]:
+    """The plan (cached per version) and the run narrowed to what this task's policy reads: one read
+    when the plan is known already."""
+    cached = _PLANS.get(run_id)
+    if cached is not None and task_id in cached[1].needs:
+        run = h.runtime.runs.view(run_id, task_ids=cached[1].needs[task_id], attempts_of=task_id)
+        if run is not None and run.plan_version == cached[0]:
+            return cached[1], run
+    head = h.runtime.runs.view(run_id, task_ids=[task_id])
+    assert head is not None
+    known = _plan_of(h, head)
+    run = h.runtime.runs.view(run_id, task_ids=known.needs[task_id], attempts_of=task_id)
+    assert run is not None
+    return known, run
 
 
 def _how(task: Task, state: TaskState, caller: str) -> dict[str, Any]:
