@@ -97,6 +97,8 @@ async def run_segment(run_id: str, segment: int) -> str:
     except Exception as exc:  # a bug or a broken store: the run must not stay "running"
         if type(exc).__name__ in ("DBOSWorkflowCancelledError", "DBOSAwaitedWorkflowCancelledError"):
             raise
+        if _HOST is None or (isinstance(exc, RuntimeError) and "after shutdown" in str(exc)):
+            raise  # this executor is shutting down: the segment is recovered by the next one
         await give_up(run_id, f"{type(exc).__name__}: {exc}"[:1000])
         raise
 

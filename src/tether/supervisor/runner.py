@@ -56,6 +56,17 @@ async def follow(
         await asyncio.sleep(FOLLOW_POLL_S)
 
 
+async def _segment_settled(runtime: Runtime, run: RunRecord, timeout_s: float = 5.0) -> None:
+    """Let the run's workflow segment record its own end before this executor leaves (it has decided
+    already; leaving earlier only makes the next executor replay it)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = await asyncio.to_thread(durable.segment_status, runtime, run.run_id, run.segment)
+        if status not in ("PENDING", "ENQUEUED"):
+            return
+        await asyncio.sleep(0.02)
+
+
 def _model_for(runtime: Runtime) -> Callable[[str | None], Any]:
     def model_for(name: str | None) -> Any:
         from tether.models.factory import model_from_settings
@@ -81,7 +92,9 @@ async def execute_here(
     with Executor(registry, runtime=runtime) as executor:
         await engine.launch(runtime, executor, model_for=_model_for(runtime))
         try:
-            return await follow(runtime, run_id, on_change)
+            run = await follow(runtime, run_id, on_change)
+            await _segment_settled(runtime, run)
+            return run
         finally:
             engine.shutdown()
 
