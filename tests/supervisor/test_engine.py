@@ -388,3 +388,21 @@ def test_a_bad_run_id_is_one_clear_line_for_every_run_command(home: Path, run_id
         code, document, err = cli(home, *args)
         assert code == 2 and "Traceback" not in err, (command, document, err)
         assert isinstance(document, dict) and "run" in document["error"]["message"], (command, document)
+
+
+def test_a_follower_takes_over_when_the_executor_it_relied_on_leaves(home: Path, tmp_path: Path) -> None:
+    """Two `flow run`s: the first becomes the executor and ends with its own run; the second, which
+    only followed, must not wait forever for a run nobody executes."""
+    first = flow_file(tmp_path, [call("quick", "f.safe", key="quick", seconds=1)])
+    second = flow_file(tmp_path, [call("long", "f.once", key="long", seconds=4)])
+    env = {**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0"}
+    base = [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "flow", "run"]
+    one = subprocess.Popen([*base, str(first), "--json"], env=env, cwd=ROOT, stdout=subprocess.PIPE)
+    from tether.supervisor import durable
+
+    eventually(lambda: durable.live_executors(home), timeout=30, what="the first run to become the executor")
+    two = subprocess.run([*base, str(second), "--json"], env=env, cwd=ROOT, capture_output=True, timeout=120)
+    out, _ = one.communicate(timeout=60)
+    assert json.loads(out)["status"] == "completed"
+    assert two.returncode == 0 and json.loads(two.stdout)["status"] == "completed", two.stderr[-500:]
+    assert sorted(m["key"] for m in ledger(home)) == ["long", "quick"]

@@ -116,9 +116,28 @@ async def drive(
         run = runtime.runs.get(run_id)
         assert run is not None
         return run
-    if live:
-        return await follow(runtime, run_id, on_change)
+    while live:
+        # Another process executes it; if that one leaves first (a `tether flow run` that became the
+        # executor for its own run ends with it), this one takes over.
+        run = await follow(runtime, run_id, on_change, until=_stopped_or_orphaned(runtime))
+        if stopped(run):
+            return run
+        live = durable.live_executors(runtime.home)
     return await execute_here(runtime, registry, run_id, on_change)
+
+
+def _stopped_or_orphaned(runtime: Runtime) -> Callable[[RunRecord], bool]:
+    checked = [time.monotonic()]
+
+    def until(run: RunRecord) -> bool:
+        if stopped(run):
+            return True
+        if time.monotonic() - checked[0] < 1.0:
+            return False
+        checked[0] = time.monotonic()
+        return not durable.live_executors(runtime.home)
+
+    return until
 
 
 def spawn_worker(home: Path, registry_ref: str | None) -> int:
