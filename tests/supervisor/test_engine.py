@@ -406,3 +406,23 @@ def test_a_follower_takes_over_when_the_executor_it_relied_on_leaves(home: Path,
     assert json.loads(out)["status"] == "completed"
     assert two.returncode == 0 and json.loads(two.stdout)["status"] == "completed", two.stderr[-500:]
     assert sorted(m["key"] for m in ledger(home)) == ["long", "quick"]
+
+
+def test_an_approval_killed_between_its_record_and_its_enqueue_is_not_a_stuck_run(
+    home: Path, tmp_path: Path
+) -> None:
+    """The answer is on record but the process died before it enqueued the continuation: the run is
+    `running` with no segment to run it. The next executor (or `flow resume`) supplies the segment."""
+    tasks = [{**call("gate", "f.once", key="gate"), "review": "before"}]
+    code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--json")
+    assert code == 3, (run, err)
+    code, _, err = tether_cli("--registry", FLOWS, "flow", "approve", run["run_id"], "gate", home=home,
+                              TETHER_CLI_SERVER="0", TETHER_FAULTS="service.after_answer=kill")  # fmt: skip
+    assert code == -signal.SIGKILL, err
+    code, shown, _ = cli(home, "flow", "show", run["run_id"], "--json")
+    assert shown["status"] == "running" and shown["tasks"][0]["status"] == "pending"
+    code, _, err = cli(home, "worker", "--until-idle")
+    assert code == 0, err
+    code, final, _ = cli(home, "flow", "show", run["run_id"], "--json")
+    assert final["status"] == "completed", final
+    assert [m["key"] for m in ledger(home)] == ["gate"]

@@ -128,6 +128,21 @@ class RunStore(Protocol):
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]: ...
 
 
+def _task_row(values: dict[str, Any], at: str) -> dict[str, Any]:
+    """A task's fields as columns: JSON fields encoded, ``ended_at`` set when the status ends it."""
+    row: dict[str, Any] = {"updated_at": at}
+    for key, value in values.items():
+        if key in ("diagnostics", "outputs", "overrides"):
+            row[key] = _dumps(value)
+        elif key == "review":
+            row[key] = None if value is None else _dumps(value)
+        else:
+            row[key] = value
+    if values.get("status") in TASK_ENDED:
+        row["ended_at"] = at
+    return row
+
+
 def _run(row: Any, tasks: tuple[TaskState, ...] = (), attempts: tuple[AttemptRecord, ...] = ()) -> RunRecord:
     m = row._mapping
     return RunRecord(
@@ -377,16 +392,7 @@ class SqlRunStore:
     def update_task(self, run_id: str, task_id: str, *, event: bool = True, **values: Any) -> None:
         """Set a task's fields (``status``, ``message``, ``diagnostics``, ``outputs``, ``review``,
         ``overrides``, ``iterations``); JSON fields are encoded here."""
-        row: dict[str, Any] = {"updated_at": now()}
-        for key, value in values.items():
-            if key in ("diagnostics", "outputs", "overrides"):
-                row[key] = _dumps(value)
-            elif key == "review":
-                row[key] = None if value is None else _dumps(value)
-            else:
-                row[key] = value
-        if values.get("status") in TASK_ENDED:
-            row["ended_at"] = row["updated_at"]
+        row = _task_row(values, now())
         with self.db.write() as conn:
             conn.execute(update(RT).where(RT.c.run_id == run_id, RT.c.task_id == task_id).values(**row))
             if event and "status" in values:
@@ -428,17 +434,6 @@ class SqlRunStore:
                 ),
             )  # fmt: skip
 
-    def end_attempt(
-        self, run_id: str, task_id: str, attempt: int, *, status: str, message: str, duration_s: float
-    ) -> None:
-        at = now()
-        with self.db.write() as conn:
-            conn.execute(
-                update(RA)
-                .where(RA.c.run_id == run_id, RA.c.task_id == task_id, RA.c.attempt == attempt)
-                .values(status=status, message=message, ended_at=at, duration_seconds=duration_s)
-            )
-
     def settle(
         self,
         run_id: str,
@@ -454,16 +449,7 @@ class SqlRunStore:
         fields …), in one transaction. The task moves only while it is still ``running`` (a run cancelled
         meanwhile keeps its ``cancelled``); True if it moved."""
         at = now()
-        row: dict[str, Any] = {"updated_at": at}
-        for key, value in task.items():
-            if key in ("diagnostics", "outputs", "overrides"):
-                row[key] = _dumps(value)
-            elif key == "review":
-                row[key] = None if value is None else _dumps(value)
-            else:
-                row[key] = value
-        if task.get("status") in TASK_ENDED:
-            row["ended_at"] = at
+        row = _task_row(task, at)
         with self.db.write() as conn:
             conn.execute(
                 update(RA)

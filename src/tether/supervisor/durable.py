@@ -124,11 +124,24 @@ def enqueue_segment(runtime: Runtime, run_id: str, segment: int, delay_s: float 
         c.enqueue(options, run_id, segment)
 
 
+def continue_run(runtime: Runtime, run_id: str, segment: int) -> None:
+    """Hand a run that must go on to its next segment: the segment number moves once (compare-and-set)
+    and the enqueue is deduplicated by the segment's workflow id, so racing callers start it once."""
+    following = runtime.runs.next_segment(run_id, expect=segment) or segment + 1
+    enqueue_segment(runtime, run_id, following)
+
+
 def cancel_segment(runtime: Runtime, run_id: str, segment: int) -> None:
     with client(runtime) as c:
         found = c.list_workflows(workflow_ids=[segment_id(run_id, segment)])
         if found and found[0].status in ("ENQUEUED", "PENDING", "DELAYED"):
             c.cancel_workflow(segment_id(run_id, segment))
+
+
+# A running run whose current segment is in one of these states has nothing to drive it: the segment
+# ended (a pause that was answered meanwhile, or a crash between an answer and its enqueue), failed, was
+# cancelled, or was never enqueued (None).
+NO_LIVE_SEGMENT = (None, "SUCCESS", "CANCELLED", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 
 
 def segment_status(runtime: Runtime, run_id: str, segment: int) -> str | None:
@@ -196,17 +209,22 @@ def take_slot(home: Path) -> Slot:
     raise ConfigError(f"all {SLOTS} executor slots of {home} are taken: stop an executor first")
 
 
-def live_executors(home: Path) -> list[int]:
-    """The slots a live process holds (an executor runs there)."""
+def _slots(home: Path) -> list[tuple[int, Path]]:
     folder = home / SLOTS_DIR
     if not folder.is_dir():
         return []
-    live = []
+    found = []
     for path in sorted(folder.glob("slot-*.lock")):
-        try:
-            number = int(path.stem.removeprefix("slot-"))
-        except ValueError:
-            continue
+        number = path.stem.removeprefix("slot-")
+        if number.isdigit():
+            found.append((int(number), path))
+    return found
+
+
+def live_executors(home: Path) -> list[int]:
+    """The slots a live process holds (an executor runs there)."""
+    live = []
+    for number, path in _slots(home):
         handle = try_hold(path)
         if handle is None:
             live.append(number)
@@ -221,13 +239,8 @@ def recover_free_slots(home: Path, mine: Slot) -> int:
     recovers ``mine`` itself). The number of workflows re-enqueued."""
     from dbos._recovery import recover_pending_workflows
 
-    folder = home / SLOTS_DIR
     count = 0
-    for path in sorted(folder.glob("slot-*.lock")):
-        try:
-            number = int(path.stem.removeprefix("slot-"))
-        except ValueError:
-            continue
+    for number, path in _slots(home):
         if number == mine.number:
             continue
         handle = try_hold(path)

@@ -23,7 +23,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -60,7 +60,6 @@ class Host:
     executor: Executor
     model_for: Callable[[str | None], Any] | None = None
     slot: durable.Slot | None = None
-    resources: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 _HOST: Host | None = None
@@ -135,8 +134,8 @@ async def decide(run_id: str, segment: int) -> dict[str, Any]:
 @DBOS.step(name="tether.continue_later", retries_allowed=False)
 async def continue_later(run_id: str, segment: int, delay_s: float) -> None:
     h = host()
-    await _io(h.runtime.runs.next_segment, run_id, expect=segment)
-    await _io(durable.enqueue_segment, h.runtime, run_id, segment + 1, delay_s)
+    following = await _io(h.runtime.runs.next_segment, run_id, expect=segment) or segment + 1
+    await _io(durable.enqueue_segment, h.runtime, run_id, following, delay_s)
 
 
 @DBOS.step(name="tether.give_up", retries_allowed=False)
@@ -198,14 +197,7 @@ def _resources(h: Host, plan: Plan) -> dict[str, tuple[str, ...]]:
 
 
 def _apply(store: Any, run_id: str, move: Move) -> None:
-    values: dict[str, Any] = {"status": move.status, "message": move.message}
-    for name in ("review", "overrides", "iterations", "diagnostics", "outputs"):
-        value = getattr(move, name)
-        if value is not None:
-            values[name] = value
-    if move.status == "waiting_for_human" and move.review is not None:
-        values["review"] = move.review
-    store.update_task(run_id, move.task_id, **values)
+    store.update_task(run_id, move.task_id, **move.fields())
 
 
 # -- one attempt ------------------------------------------------------------------------------------
@@ -262,11 +254,6 @@ async def attempt(run_id: str, task_id: str, number: int) -> dict[str, Any]:
         note = await _io(_accept_proposals, h, run_id, plan, task_id, data["propose"])
         if note:
             move = replace(move, diagnostics={**(move.diagnostics or {}), "proposals": note})
-    values: dict[str, Any] = {"status": move.status, "message": move.message}
-    for name in ("review", "overrides", "iterations", "diagnostics", "outputs"):
-        value = getattr(move, name)
-        if value is not None:
-            values[name] = value
     await _io(
         store.settle,
         run_id,
@@ -275,7 +262,7 @@ async def attempt(run_id: str, task_id: str, number: int) -> dict[str, Any]:
         outcome=outcome,
         message=message,
         duration_s=duration,
-        task=values,
+        task=move.fields(),
     )
     return {"status": outcome, "next": move.status}
 
@@ -284,10 +271,8 @@ def _read_for_decide(h: Host, run_id: str) -> RunRecord | None:
     """The run for ``decide``: ended tasks by status only, except those a condition reads."""
     cached = _PLANS.get(run_id)
     run = h.runtime.runs.schedule_view(run_id, cached[1].conditions if cached else frozenset())
-    if run is not None and cached is not None and run.plan_version != cached[0]:
-        run = h.runtime.runs.schedule_view(run_id, _plan_of(h, run).conditions)
-    elif run is not None and cached is None:
-        run = h.runtime.runs.schedule_view(run_id, _plan_of(h, run).conditions)
+    if run is not None and (cached is None or run.plan_version != cached[0]):
+        run = h.runtime.runs.schedule_view(run_id, _plan_of(h, run).conditions)  # the plan is new here
     return run
 
 
@@ -541,19 +526,13 @@ def shutdown() -> None:
 
 
 def reconcile_runs(runtime: Runtime) -> int:
-    """Runs that are ``running`` with no live segment (a crash between recording a run and enqueuing
-    it, or a segment DBOS gave up on) are enqueued again, or failed with DBOS's reason."""
+    """Runs that are ``running`` with no live segment (a crash between recording a run, or a person's
+    answer, and enqueuing what goes on; a segment DBOS gave up on) get their next segment."""
     count = 0
-    with durable.client(runtime) as c:
-        for run in runtime.runs.active():
-            if run.status != "running":
-                continue
-            workflow = segment_id(run.run_id, run.segment)
-            found = c.list_workflows(workflow_ids=[workflow])
-            status = found[0].status if found else None
-            if status is None:
-                durable.enqueue_segment(runtime, run.run_id, run.segment)
-                count += 1
-            elif status in ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
-                runtime.runs.set_status(run.run_id, "failed", f"its workflow {workflow} ended {status}")
+    for run in runtime.runs.active():
+        if run.status != "running":
+            continue
+        if durable.segment_status(runtime, run.run_id, run.segment) in durable.NO_LIVE_SEGMENT:
+            durable.continue_run(runtime, run.run_id, run.segment)
+            count += 1
     return count

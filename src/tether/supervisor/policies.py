@@ -38,6 +38,15 @@ class Move:
     diagnostics: dict[str, Any] | None = None
     outputs: dict[str, Any] | None = None
 
+    def fields(self) -> dict[str, Any]:
+        """The task's recorded fields this move sets (those it leaves as they are are absent)."""
+        values: dict[str, Any] = {"status": self.status, "message": self.message}
+        for name in ("review", "overrides", "iterations", "diagnostics", "outputs"):
+            value = getattr(self, name)
+            if value is not None:
+                values[name] = value
+        return values
+
 
 @dataclass(slots=True)
 class Decision:

@@ -12,6 +12,7 @@ import secrets
 from typing import Any, Literal
 
 from tether.errors import ConfigError, PlanError, ToolRejected
+from tether.execution import faults
 from tether.runtime import Runtime
 from tether.store.runs import RunRecord
 from tether.supervisor import durable
@@ -113,11 +114,10 @@ def answer(
             clean = _validated(registry, plan, task.call.task, call_args)
             note["digest"] = call_digest(task.call.task, clean)
             note["nonce"] = secrets.token_hex(12)
-    elif status == "pending" and verb in ("approve", "edit") and kind != "before":
-        note["kind"] = kind
     after = runtime.runs.answer(run.run_id, task_id, note, status=status, overrides=overrides)
     if after is None:
         raise ConfigError(f"task {task_id} of run {run.run_id} was answered already")
+    faults.point("service.after_answer")  # a crash here: the next executor's reconcile_runs goes on
     if after == "running":
         _continue(runtime, run.run_id)
     record = runtime.runs.get(run.run_id)
@@ -139,10 +139,9 @@ def _validated(registry: Registry, plan: Plan, task_id: str, args: Any) -> dict[
 
 
 def _continue(runtime: Runtime, run_id: str) -> None:
-    run = runtime.runs.get(run_id)
+    run = runtime.runs.view(run_id, task_ids=[])
     assert run is not None
-    segment = runtime.runs.next_segment(run_id, expect=run.segment) or run.segment + 1
-    durable.enqueue_segment(runtime, run_id, segment)
+    durable.continue_run(runtime, run_id, run.segment)
 
 
 def cancel(runtime: Runtime, executor: Any, run_id: str, *, by: str = "cli") -> RunRecord:
@@ -189,7 +188,7 @@ def resume(runtime: Runtime, run_id: str) -> tuple[RunRecord, str]:
         done = "its unfinished tasks run again"
     else:
         status = durable.segment_status(runtime, run.run_id, run.segment)
-        if status in (None, "CANCELLED", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+        if status in durable.NO_LIVE_SEGMENT:
             _continue(runtime, run.run_id)
             done = "its next segment was enqueued"
         else:
