@@ -322,7 +322,7 @@ class Executor:
         except ToolRejected as exc:
             return await refuse(TaskStatus.REJECTED, exc.message, exc.data)
         clean = {} if validated is None else validated.model_dump(mode="json")
-        held = await _io(lock.holder, self.home, spec.resources)
+        held = await _io(lock.holder, self.home, spec.resources) if spec.resources else None
         if held is not None:
             resource, owner = held
             holder = str(owner.get("execution_id", "unknown"))
@@ -337,7 +337,7 @@ class Executor:
                 data,
             )
         try:
-            unmet = await _io(self.registry.unmet, spec, self.home)
+            unmet = await _io(self.registry.unmet, spec, self.home) if spec.requires else None
         except Exception as exc:
             return await refuse(TaskStatus.FAILED, f"precondition check failed: {type(exc).__name__}: {exc}")
         if unmet:

@@ -100,6 +100,7 @@ class RunRecord:
     tasks: tuple[TaskState, ...] = ()
     attempts: tuple[AttemptRecord, ...] = field(default=())
     plan_version: int = 0  # grows when tasks join the plan (follow-ups): a cached plan is still good
+    rev: int = 0  # grows with every write that changes a task (see ``SqlRunStore.changes``)
 
     @property
     def terminal(self) -> bool:
@@ -123,6 +124,7 @@ class RunStore(Protocol):
         attempts_of: str | None = None,
         failed_attempts: bool = False,
     ) -> RunRecord | None: ...
+    def changes(self, run_id: str, since: int) -> tuple[RunRecord, list[TaskState]] | None: ...
     def plan(self, run_id: str) -> tuple[dict[str, Any], int]: ...
     def list(self, *, limit: int = 50, status: str | None = None) -> list[RunRecord]: ...
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]: ...
@@ -159,6 +161,7 @@ def _run(row: Any, tasks: tuple[TaskState, ...] = (), attempts: tuple[AttemptRec
         tasks=tasks,
         attempts=attempts,
         plan_version=int(m["plan_version"]),
+        rev=int(m["rev"]),
     )
 
 
@@ -200,7 +203,15 @@ _RUN = select(R).where(R.c.run_id == bindparam("rid"))
 _HEAD = select(*(c for c in R.c if c.name != "plan")).where(R.c.run_id == bindparam("rid"))
 _PLAN = select(R.c.plan, R.c.plan_version).where(R.c.run_id == bindparam("rid"))
 _TASKS = select(RT).where(RT.c.run_id == bindparam("rid")).order_by(RT.c.position)
+_BUMP = update(R).where(R.c.run_id == bindparam("rid")).values(rev=R.c.rev + 1).returning(R.c.rev)
+_CHANGED = select(RT).where(RT.c.run_id == bindparam("rid"), RT.c.rev > bindparam("since"))
 _ATTEMPTS = select(RA).where(RA.c.run_id == bindparam("rid")).order_by(RA.c.started_at, RA.c.attempt)
+
+
+def _bump(conn: Any, run_id: str) -> int:
+    """The run's next revision, for the tasks this write transaction changes (writers serialize on the
+    run's row, so revisions commit in order and a reader at revision r has seen every change up to r)."""
+    return int(conn.execute(_BUMP, {"rid": run_id}).scalar() or 0)
 
 
 class SqlRunStore:
@@ -250,28 +261,18 @@ class SqlRunStore:
                 attempts += [_attempt(r) for r in conn.execute(query) if r._mapping["task_id"] != attempts_of]
         return _run(row, tasks, tuple(attempts))
 
-    def schedule_view(self, run_id: str, keep: frozenset[str]) -> RunRecord | None:
-        """The run for a scheduling decision: every task, but an ended one not in ``keep`` only by its
-        status (its JSON fields are not decoded: on a long run that is most of the cost of a read)."""
+    def changes(self, run_id: str, since: int) -> tuple[RunRecord, list[TaskState]] | None:
+        """The run's head (no plan, no tasks) and the tasks changed after revision ``since`` (every task
+        for -1): a reader that keeps what it saw reads only what moved since (the engine's decisions)."""
         with self.db.read() as conn:
             row = conn.execute(_HEAD, {"rid": run_id}).first()
             if row is None:
                 return None
-            tasks = []
-            for r in conn.execute(select(RT).where(RT.c.run_id == run_id).order_by(RT.c.position)):
-                m = r._mapping
-                if m["status"] in TASK_ENDED and m["task_id"] not in keep:
-                    tasks.append(
-                        TaskState(
-                            task_id=m["task_id"], position=int(m["position"]), status=m["status"],
-                            attempts=int(m["attempts"]), iterations=int(m["iterations"]),
-                            message=m["message"], diagnostics={}, outputs={}, review=None, overrides={},
-                            started_at=m["started_at"], ended_at=m["ended_at"], updated_at=m["updated_at"],
-                        )
-                    )  # fmt: skip
-                else:
-                    tasks.append(_task(r))
-        return _run(row, tuple(tasks))
+            head = _run(row)
+            if head.rev <= since:
+                return head, []
+            changed = [_task(r) for r in conn.execute(_CHANGED, {"rid": run_id, "since": since})]
+        return head, changed
 
     def plan(self, run_id: str) -> tuple[dict[str, Any], int]:
         """A run's plan and its version."""
@@ -334,6 +335,7 @@ class SqlRunStore:
         at = now()
         with self.db.write() as conn:
             known = {r[0] for r in conn.execute(select(RT.c.task_id).where(RT.c.run_id == run_id))}
+            rev = _bump(conn, run_id)
             conn.execute(
                 update(R)
                 .where(R.c.run_id == run_id)
@@ -347,6 +349,7 @@ class SqlRunStore:
                             "run_id": run_id, "task_id": task["id"], "position": position,
                             "status": "pending", "attempts": 0, "iterations": 0, "message": "proposed",
                             "diagnostics": "{}", "outputs": "{}", "overrides": "{}", "updated_at": at,
+                            "rev": rev,
                         },
                     )  # fmt: skip
                     append_event(
@@ -394,6 +397,7 @@ class SqlRunStore:
         ``overrides``, ``iterations``); JSON fields are encoded here."""
         row = _task_row(values, now())
         with self.db.write() as conn:
+            row["rev"] = _bump(conn, run_id)
             conn.execute(update(RT).where(RT.c.run_id == run_id, RT.c.task_id == task_id).values(**row))
             if event and "status" in values:
                 append_event(
@@ -424,7 +428,14 @@ class SqlRunStore:
             conn.execute(
                 update(RT)
                 .where(RT.c.run_id == run_id, RT.c.task_id == task_id)
-                .values(status="running", attempts=attempt, started_at=at, updated_at=at, message="")
+                .values(
+                    status="running",
+                    attempts=attempt,
+                    started_at=at,
+                    updated_at=at,
+                    message="",
+                    rev=_bump(conn, run_id),
+                )
             )
             append_event(
                 conn,
@@ -451,6 +462,7 @@ class SqlRunStore:
         at = now()
         row = _task_row(task, at)
         with self.db.write() as conn:
+            row["rev"] = _bump(conn, run_id)
             conn.execute(
                 update(RA)
                 .where(RA.c.run_id == run_id, RA.c.task_id == task_id, RA.c.attempt == attempt)
@@ -495,7 +507,9 @@ class SqlRunStore:
                 return None
             review.update(answer)
             at = now()
-            values: dict[str, Any] = {"review": _dumps(review), "status": status, "updated_at": at}
+            values: dict[str, Any] = {
+                "review": _dumps(review), "status": status, "updated_at": at, "rev": _bump(conn, run_id)
+            }  # fmt: skip
             if overrides is not None:
                 values["overrides"] = _dumps(overrides)
             if status in TASK_ENDED:
@@ -538,6 +552,7 @@ class SqlRunStore:
             ).rowcount
             if not moved:
                 return False
+            rev = _bump(conn, run_id)
             for row in conn.execute(select(RT).where(RT.c.run_id == run_id)).fetchall():
                 state = _task(row)
                 again = state.status in (
@@ -553,7 +568,7 @@ class SqlRunStore:
                         update(RT)
                         .where(RT.c.run_id == run_id, RT.c.task_id == state.task_id)
                         .values(status="pending", review=None, overrides=_dumps(overrides), ended_at=None,
-                                updated_at=at, message="resumed")
+                                updated_at=at, message="resumed", rev=rev)
                     )  # fmt: skip
             append_event(
                 conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status="running", message="resumed")

@@ -122,6 +122,7 @@ runs = Table(
     Column("caller", String, nullable=False),
     Column("segment", Integer, nullable=False),
     Column("plan_version", Integer, nullable=False),
+    Column("rev", Integer, nullable=False, server_default="0"),
     Column("message", Text, nullable=False),
     Column("created_at", String, nullable=False),
     Column("updated_at", String, nullable=False),
@@ -145,6 +146,7 @@ run_tasks = Table(
     Column("started_at", String),
     Column("ended_at", String),
     Column("updated_at", String, nullable=False),
+    Column("rev", Integer, nullable=False, server_default="0"),
 )
 
 run_attempts = Table(
@@ -331,6 +333,13 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, task_id, attempt)
     );
     CREATE UNIQUE INDEX run_attempts_execution ON run_attempts(execution_id);
+    """,
+    # 6: a revision per run, bumped by every write that changes one of its tasks and stamped on the
+    # tasks it changed: the engine reads only what changed since its last decision, not every task.
+    """
+    ALTER TABLE runs ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE run_tasks ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX run_tasks_rev ON run_tasks(run_id, rev);
     """,
 )
 

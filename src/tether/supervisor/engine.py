@@ -151,7 +151,6 @@ class _Known:
     tasks: dict[str, Task]
     needs: dict[str, list[str]]  # a task → the tasks whose state its policy reads (itself, inputs, loop)
     resources: dict[str, tuple[str, ...]]
-    conditions: frozenset[str]  # tasks whose full state a scheduling decision reads (`when`, loops)
 
 
 _PLANS: dict[str, tuple[int, _Known]] = {}
@@ -173,14 +172,7 @@ def _plan_of(h: Host, run: RunRecord) -> _Known:
         if task.loop is not None:
             wanted.add(task.loop.until.task)
         needs[task.id] = sorted(wanted)
-    conditions = set()
-    for task in plan.tasks:
-        for when in (task.when, task.loop.until if task.loop else None):
-            if when is not None:
-                conditions.add(when.task)
-                if when.key is not None:
-                    conditions.update(producers.get(when.key, ()))
-    known = _Known(plan, {t.id: t for t in plan.tasks}, needs, _resources(h, plan), frozenset(conditions))
+    known = _Known(plan, {t.id: t for t in plan.tasks}, needs, _resources(h, plan))
     if len(_PLANS) > 256:
         _PLANS.clear()
     _PLANS[run.run_id] = (version, known)
@@ -207,18 +199,14 @@ def _apply(store: Any, run_id: str, move: Move) -> None:
 async def attempt(run_id: str, task_id: str, number: int) -> dict[str, Any]:
     h = host()
     store = h.runtime.runs
-    known, run = await _io(_read_for_attempt, h, run_id, task_id)
+    opened = await _io(_open_attempt, h, run_id, task_id, number)
+    if isinstance(opened, dict):
+        return opened
+    known, run, execution_id = opened
     plan = known.plan
     task = known.tasks[task_id]
     state = run.task(task_id)
     assert state is not None
-    if state.attempts > number or (state.attempts == number and state.status != "running"):
-        return {"status": state.status, "settled": True}  # this attempt's outcome is on record
-    if run.status == "cancelled":
-        return {"status": "cancelled"}
-    execution_id = execution_id_for("run", run_id, task_id, str(number))
-    how = _how(task, state, plan.caller)
-    await _io(store.begin_attempt, run_id, task_id, number, execution_id, how)
     started = time.monotonic()
     outcome, message, data = await _perform(h, plan, run, task, state, execution_id, number)
     duration = time.monotonic() - started
@@ -267,13 +255,47 @@ async def attempt(run_id: str, task_id: str, number: int) -> dict[str, Any]:
     return {"status": outcome, "next": move.status}
 
 
+def _open_attempt(
+    h: Host, run_id: str, task_id: str, number: int
+) -> dict[str, Any] | tuple[_Known, RunRecord, str]:
+    """Read what attempt ``number`` needs and record it as started, in one trip to a thread; a dict
+    when there is nothing to run (its outcome is on record already, or the run was cancelled)."""
+    known, run = _read_for_attempt(h, run_id, task_id)
+    state = run.task(task_id)
+    assert state is not None
+    if state.attempts > number or (state.attempts == number and state.status != "running"):
+        return {"status": state.status, "settled": True}  # this attempt's outcome is on record
+    if run.status == "cancelled":
+        return {"status": "cancelled"}
+    execution_id = execution_id_for("run", run_id, task_id, str(number))
+    h.runtime.runs.begin_attempt(
+        run_id, task_id, number, execution_id, _how(known.tasks[task_id], state, known.plan.caller)
+    )
+    return known, run, execution_id
+
+
+_SEEN: dict[str, tuple[int, dict[str, TaskState]]] = {}
+
+
 def _read_for_decide(h: Host, run_id: str) -> RunRecord | None:
-    """The run for ``decide``: ended tasks by status only, except those a condition reads."""
-    cached = _PLANS.get(run_id)
-    run = h.runtime.runs.schedule_view(run_id, cached[1].conditions if cached else frozenset())
-    if run is not None and (cached is None or run.plan_version != cached[0]):
-        run = h.runtime.runs.schedule_view(run_id, _plan_of(h, run).conditions)  # the plan is new here
-    return run
+    """The run for ``decide``, every task in full: this process keeps the tasks it saw and reads only
+    those changed since (by the run's revision), so a decision costs the same at task 1 and task 1,000."""
+    seen = _SEEN.get(run_id)
+    got = h.runtime.runs.changes(run_id, seen[0] if seen else -1)
+    if got is None:
+        _SEEN.pop(run_id, None)
+        return None
+    head, changed = got
+    tasks = seen[1] if seen else {}
+    for state in changed:
+        tasks[state.task_id] = state
+    if head.terminal:
+        _SEEN.pop(run_id, None)
+    else:
+        if len(_SEEN) > 256 and run_id not in _SEEN:
+            _SEEN.clear()
+        _SEEN[run_id] = (head.rev, tasks)
+    return replace(head, tasks=tuple(sorted(tasks.values(), key=lambda t: t.position)))
 
 
 def _read_for_attempt(h: Host, run_id: str, task_id: str) -> tuple[_Known, RunRecord]:

@@ -1,0 +1,97 @@
+"""The run store's revisions, on SQLite and on PostgreSQL: a reader that keeps what it saw and asks for
+what changed since misses no change, whichever writer made it, and under concurrent writers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from tether.store.database import Database
+from tether.store.runs import SqlRunStore, TaskState
+
+
+def _plan(n: int) -> dict[str, Any]:
+    return {"caller": "cli", "tasks": [{"id": f"t{i}", "call": {"task": "x.y"}} for i in range(n)]}
+
+
+class _Reader:
+    """What the engine does: keep the tasks seen, read only those changed since the last revision."""
+
+    def __init__(self, store: SqlRunStore, run_id: str) -> None:
+        self.store, self.run_id, self.rev = store, run_id, -1
+        self.tasks: dict[str, TaskState] = {}
+
+    def read(self) -> dict[str, TaskState]:
+        got = self.store.changes(self.run_id, self.rev)
+        assert got is not None
+        head, changed = got
+        self.tasks.update({t.task_id: t for t in changed})
+        self.rev = head.rev
+        return self.tasks
+
+    def fresh(self) -> dict[str, TaskState]:
+        full = self.store.get(self.run_id)
+        assert full is not None
+        return {t.task_id: t for t in full.tasks}
+
+
+def test_every_writer_moves_the_revision(open_db: Callable[[], Database]) -> None:
+    store = SqlRunStore(open_db())
+    store.create("r1", goal="g", plan=_plan(3), caller="cli")
+    reader = _Reader(store, "r1")
+    assert reader.read() == reader.fresh()
+    unchanged = store.changes("r1", reader.rev)
+    assert unchanged is not None and unchanged[1] == []
+
+    writes: list[Callable[[], object]] = [
+        lambda: store.update_task("r1", "t0", status="skipped", message="no"),
+        lambda: store.begin_attempt("r1", "t1", 1, "e-1", {"call": "x.y"}),
+        lambda: store.settle(
+            "r1",
+            "t1",
+            1,
+            outcome="completed",
+            message="ok",
+            duration_s=0.1,
+            task={"status": "completed", "outputs": {"data.x": 1}},
+        ),
+        lambda: store.update_task(
+            "r1", "t2", status="waiting_for_human", review={"kind": "before", "answer": None}
+        ),
+        lambda: store.answer("r1", "t2", {"answer": "approve", "by": "cli"}, status="pending"),
+        lambda: store.add_tasks("r1", _plan(4), ["t3"]),
+        lambda: store.set_status("r1", "failed", "stop"),
+        lambda: store.reopen("r1"),
+    ]
+    for write in writes:
+        write()
+        assert reader.read() == reader.fresh()
+    assert set(reader.tasks) == {"t0", "t1", "t2", "t3"}
+
+
+def test_concurrent_writers_never_hide_a_change(open_db: Callable[[], Database]) -> None:
+    stores = [SqlRunStore(open_db()) for _ in range(4)]
+    stores[0].create("r2", goal="g", plan=_plan(40), caller="cli")
+    reader = _Reader(stores[0], "r2")
+    done = threading.Event()
+
+    def write(k: int) -> None:
+        for i in range(k, 40, 4):
+            stores[k].update_task("r2", f"t{i}", status="completed", message=f"by {k}")
+
+    def follow() -> None:
+        while not done.is_set():
+            reader.read()
+
+    follower = threading.Thread(target=follow)
+    follower.start()
+    writers = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    done.set()
+    follower.join()
+    assert reader.read() == reader.fresh()
+    assert all(t.status == "completed" for t in reader.tasks.values())
