@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.fake_openai import FakeOpenAI, completion
 from tests.support.flowkit import ledger
 from tests.support.helpers import ROOT, tether_cli
 from tests.support.helpers import wait_for as eventually
@@ -232,10 +233,10 @@ def test_cancel_stops_the_running_job_and_ends_the_run(home: Path, tmp_path: Pat
     assert ledger(home) == []
 
 
-def _worker(home: Path) -> subprocess.Popen[bytes]:
+def _worker(home: Path, **env: str) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "worker"],
-        env={**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0"},
+        env={**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0", **env},
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -426,3 +427,58 @@ def test_an_approval_killed_between_its_record_and_its_enqueue_is_not_a_stuck_ru
     code, final, _ = cli(home, "flow", "show", run["run_id"], "--json")
     assert final["status"] == "completed", final
     assert [m["key"] for m in ledger(home)] == ["gate"]
+
+
+def test_an_agent_turn_killed_mid_tool_resumes_from_its_last_step_asking_nothing_twice(
+    home: Path, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """An agent task's turn is a workflow whose model calls and tool executions are steps: the executor
+    dies while the turn's tool runs; the next executor replays the turn (the model is not asked again
+    for what it answered), re-attaches to the live tool (it acts once) and goes on to the end."""
+    (home / "settings.toml").write_text(
+        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{fake_openai.url}"\n', encoding="utf-8"
+    )
+    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "seconds": 3}')]))
+    fake_openai.reply(completion("已完成：slow 做了一次。"))
+    tasks = [{"id": "agent", "executor": "agent", "description": "做一次 slow 的工作"}]
+    env = {"TETHER_MODEL_STREAM": "0"}
+    first = _worker(home, **env)
+    second = None
+    try:
+        code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--detach", "--json")
+        assert code == 0, (run, err)
+
+        def tool_running() -> bool:
+            _, jobs, _ = cli(home, "job", "list", "--json")
+            return any(j["task_id"] == "f.once" and j["status"] == "running" for j in jobs)
+
+        eventually(tool_running, timeout=60, what="the agent's tool to run")
+        os.killpg(first.pid, signal.SIGKILL)  # the executor only: the tool's worker has its own group
+        first.wait()
+        assert len(fake_openai.requests) == 1
+        second = _worker(home, **env)
+        final = _settle(home, run["run_id"])
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                _stop(proc)
+    assert final["status"] == "completed", final
+    (agent,) = final["tasks"]
+    assert agent["attempts"] == 1 and agent["message"] == "已完成：slow 做了一次。"
+    assert len(fake_openai.requests) == 2, "a model call that had answered was asked again"
+    assert [e["key"] for e in ledger(home)] == ["slow"], "the tool acted other than once"
+    resumed = fake_openai.requests[1]["messages"]
+    assert [m["role"] for m in resumed[1:]] == ["user", "assistant", "tool"]
+    assert json.loads(resumed[-1]["content"])["status"] == "completed"
+    # The turn's record holds each step once, and each of its events was sent once.
+    from tether.runtime import Runtime
+
+    with Runtime.open(home) as runtime:
+        thread = f"run-{agent['steps'][0]['execution_id']}"
+        steps = runtime.threads.steps(thread)
+        kinds = [(s.turn, s.kind, s.status) for s in steps]
+        events = [e.kind for e in runtime.events.read(topics=[f"thread:{thread}"])]
+    assert kinds == [(1, "model", "finished"), (1, "tool", "finished"), (1, "model", "finished"),
+                     (1, "final", "finished")], kinds  # fmt: skip
+    assert events.count("turn_started") == 1 and events.count("tool_started") == 1, events
+    assert events.count("turn_finished") == 1, events

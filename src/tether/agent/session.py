@@ -21,7 +21,8 @@ budget is spent. Contract 10 is enforced here, in code:
 Each model call and each tool execution is one step with the id ``<thread>:<turn>:<index>``; a tool
 step runs under the deterministic execution id of its step, recorded before it starts, so a step that
 is run again never starts a second worker. A turn whose process died is recovered by the next turn on
-its thread (``agent/recovery.py``).
+its thread (``agent/recovery.py``) — or, when the turn runs as a durable workflow in an executor
+(``steps``, see ``agent/steps.py``), resumed from its last recorded step by the next executor.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 from tether.agent import memory
 from tether.agent.recovery import recover_interrupted
 from tether.agent.replies import is_no, is_yes
+from tether.agent.steps import DIRECT, MODEL, OPEN, TOOL, Steps, StepWork, TurnHalted
 from tether.agent.surface import GET_STATUS, STOP_TASK, ToolSurface
 from tether.agent.turn import Turn, TurnResult, TurnStatus
 from tether.config import AgentSettings
@@ -127,6 +129,7 @@ class ConversationSession:
         manager: Model | None = None,
         events: EventBus | None = None,
         detach: bool = False,
+        steps: Steps = DIRECT,
     ) -> None:
         self.executor = executor
         self.detach = detach  # background jobs outlive this session's process
@@ -140,6 +143,7 @@ class ConversationSession:
         self.caller = caller
         self.surface = ToolSurface(executor.registry, caller)
         self.events = events or EventBus()
+        self.steps = steps
         self._prompt = load_prompt(self.settings.language)
         self._locks: dict[str, asyncio.Lock] = {}
         me = process.current()
@@ -178,32 +182,70 @@ class ConversationSession:
             )
         lock = self._locks.setdefault(thread_id, asyncio.Lock())
         async with lock:
-            number = await self._claim_turn(thread_id, message)
+            opened = await self._step(OPEN, lambda: self._open(thread_id, message, require_pending))
+            if opened.get("error"):
+                raise ConfigError(str(opened["error"]))
+            number = int(opened["number"])
+            pending = opened.get("pending")
             try:
                 state = await asyncio.to_thread(self.threads.load, thread_id)
                 assert state is not None
-                await recover_interrupted(self, state)
-                state = await asyncio.to_thread(self.threads.load, thread_id)
-                assert state is not None
                 turn = Turn(self.threads, self.events, state, number, message)
-                # The pending call is read and cleared by the one writer of this thread: a second
-                # answer to the same question finds nothing waiting.
-                pending, state.pending = state.pending, None
-                if require_pending and pending is None:
-                    raise ConfigError(f"thread {thread_id!r} is not waiting for a confirmation")
-                await asyncio.to_thread(self.threads.save, state)
                 await turn.started()
-                turn.stray_answer = pending is None and answer is not None
-                return await self._run(turn, pending, answer if pending is not None else None, source)
+                turn.stray_answer = bool(opened.get("stray"))
+                try:
+                    return await self._run(turn, pending, answer if pending is not None else None, source)
+                except TurnHalted as halt:
+                    if halt.taken_over:
+                        raise  # another process recovered this turn: its record is theirs now
+                    return await turn.done(TurnStatus.FAILED, halt.reason)
+            except TurnHalted:
+                raise
+            except asyncio.CancelledError:
+                if not self.steps.durable:  # a durable turn is resumed by the next executor
+                    await asyncio.shield(asyncio.to_thread(self._end_failed, thread_id, number))
+                raise
             except BaseException:
                 # Whatever ends this turn abnormally, the record says so (the page never spins).
                 await asyncio.shield(asyncio.to_thread(self._end_failed, thread_id, number))
                 raise
 
-    def _end_failed(self, thread_id: str, number: int) -> None:
+    async def _open(self, thread_id: str, message: str, require_pending: bool) -> dict[str, Any]:
+        """Claim the thread's next turn, settle what an interrupted turn left, and take the call the
+        person answers (read and cleared by the one writer of this thread: a second answer to the
+        same question finds nothing waiting). One step: a replayed turn gets the same answer."""
+        number = await self._claim_turn(thread_id, message)
+        try:
+            state = await asyncio.to_thread(self.threads.load, thread_id)
+            assert state is not None
+            await recover_interrupted(self, state)
+            state = await asyncio.to_thread(self.threads.load, thread_id)
+            assert state is not None
+            pending, state.pending = state.pending, None
+            if require_pending and pending is None:
+                await asyncio.to_thread(self.threads.end_turn, thread_id, number, TurnStatus.FAILED.value,
+                                        "nothing was waiting for a confirmation")  # fmt: skip
+                return {"error": f"thread {thread_id!r} is not waiting for a confirmation", "number": number}
+            await asyncio.to_thread(self.threads.save, state)
+        except BaseException:
+            await asyncio.shield(asyncio.to_thread(self._end_failed, thread_id, number))
+            raise
+        return {
+            "number": number,
+            "pending": pending,
+            "stray": pending is None and (is_yes(message) or is_no(message)),
+        }
+
+    async def _step(self, kind: str, work: StepWork) -> dict[str, Any]:
+        out = await self.steps(kind, work)
+        if "halt" in out:
+            raise TurnHalted(str(out["halt"]), taken_over=bool(out.get("taken_over")))
+        return out
+
+    def _end_failed(self, thread_id: str, number: int, why: str = "the turn ended abnormally") -> None:
         record = self.threads.turn(thread_id, number)
         if record is not None and record.status == "running":
-            self.threads.end_turn(thread_id, number, TurnStatus.FAILED.value, "the turn ended abnormally")
+            self.threads.end_turn(thread_id, number, TurnStatus.FAILED.value, why)
 
     async def _claim_turn(self, thread_id: str, message: str) -> int:
         """The thread's next turn, once no other live process is in one (waiting for it if it is)."""
@@ -281,7 +323,7 @@ class ConversationSession:
             tools = self.surface.tools
             context = await asyncio.to_thread(self._turn_context, turn.state, answer, turn.stray_answer)
             messages = await asyncio.to_thread(self._messages, turn.state, context)
-            response = bounded(await self.model.complete(messages, tools, context=context))
+            response = await self._complete(self.model, messages, tools, context)
             used += 1
             decided = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
             await turn.record(
@@ -360,19 +402,25 @@ class ConversationSession:
                 message=f"{call.name}: {call.error}",
                 data={"errors": [{"param": None, "message": call.error}]},
             )
-        elif control:
-            result = await self._control(turn, call)
         else:
-            result = await self.executor.execute(
-                task_id,
-                call.arguments,
-                caller=self.caller,
-                confirmation=consent,
-                detach=self.detach,
-                origin=self.origin(turn.thread_id),
-                step_id=step_id,
-                execution_id=execution_id,
-            )
+
+            async def work() -> dict[str, Any]:
+                if control:
+                    done = await self._control(turn, call)
+                else:
+                    done = await self.executor.execute(
+                        task_id,
+                        call.arguments,
+                        caller=self.caller,
+                        confirmation=consent,
+                        detach=self.detach,
+                        origin=self.origin(turn.thread_id),
+                        step_id=step_id,
+                        execution_id=execution_id,
+                    )
+                return {"result": done.model_dump(mode="json")}
+
+            result = TaskResult.model_validate((await self._step(TOOL, work))["result"])
         if not (may_ask and result.status is TaskStatus.REJECTED and result.data.get("needs_confirmation")):
             await self._observe(turn, call, result, index)
         return result
@@ -492,13 +540,14 @@ class ConversationSession:
         extra = 0
         reason = "the hard ceiling of steps is reached"
         if room > 0:
-            answer = await self.manager.complete(
+            answer = await self._complete(
+                self.manager,
                 [
                     {"role": "system", "content": MANAGER_PROMPT},
                     {"role": "user", "content": json.dumps(review.to_dict())},
                 ],
                 (),
-                context=TurnContext(review=review, language=self.settings.language),
+                TurnContext(review=review, language=self.settings.language),
             )
             decision = loads_lenient(answer.text) or {}
             try:
@@ -517,6 +566,22 @@ class ConversationSession:
             ),
         )  # fmt: skip
         return extra
+
+    async def _complete(
+        self, model: Model, messages: list[Message], tools: Any, context: TurnContext
+    ) -> ModelResponse:
+        """One model call as one step (its failure too: a replay fails the same way, asks nothing)."""
+
+        async def work() -> dict[str, Any]:
+            try:
+                return {"response": bounded(await model.complete(messages, tools, context=context)).to_dict()}
+            except ModelError as exc:
+                return {"error": {"code": exc.code, "message": exc.message, "data": exc.data}}
+
+        out = await self._step(MODEL, work)
+        if "error" in out:
+            raise ModelError(str(out["error"].get("message")), **(out["error"].get("data") or {}))
+        return ModelResponse.from_dict(out["response"])
 
     def _zh(self, turn: Turn | None = None) -> bool:
         """Messages tether writes itself follow the person's language, else the setting."""

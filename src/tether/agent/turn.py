@@ -16,7 +16,7 @@ from typing import Any
 
 from tether.events import Event, EventBus, TurnFinished, TurnStarted
 from tether.models.base import Message
-from tether.store.threads import StepRecord, ThreadState, ThreadStore
+from tether.store.threads import REPLAYED, StepRecord, ThreadState, ThreadStore
 
 
 class TurnStatus(enum.StrEnum):
@@ -78,7 +78,8 @@ class Turn:
 
     async def started(self) -> None:
         user = {"role": "user", "content": self.message}
-        await asyncio.to_thread(self.threads.append, self.thread_id, self.turn, 0, user)
+        if not await asyncio.to_thread(self.threads.append, self.thread_id, self.turn, 0, user):
+            return  # a replayed turn: it started already
         event = TurnStarted(topic=self.topic, thread_id=self.thread_id, turn=self.turn, message=self.message)
         self._emit(await asyncio.to_thread(self.threads.emit, event))
 
@@ -102,7 +103,7 @@ class Turn:
             self.steps[index] = step
         # Off the event loop: a busy store must not stall anything else this process does.
         event_id = await asyncio.to_thread(self.threads.record_step, step, event, message)
-        if event is not None:
+        if event is not None and event_id != REPLAYED:
             self._emit(event.model_copy(update={"id": event_id}) if event_id else event)
         return step
 
@@ -120,8 +121,10 @@ class Turn:
             status=status.value,
             final=final,
         )
-        await asyncio.to_thread(self.threads.end_turn, self.thread_id, self.turn, status.value, final, event)
-        self._emit(event)
+        if await asyncio.to_thread(
+            self.threads.end_turn, self.thread_id, self.turn, status.value, final, event
+        ):
+            self._emit(event)
         return TurnResult(
             thread_id=self.thread_id, turn=self.turn, status=status, final=final, steps=tuple(self.steps)
         )

@@ -59,6 +59,35 @@ class ModelResponse:
     finish_reason: str | None = None
     model: str = ""
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, for a durable step's record (``from_dict`` reads it back)."""
+        return {
+            "text": self.text,
+            "tool_calls": [
+                {"id": c.id, "name": c.name, "arguments": c.arguments, "error": c.error}
+                for c in self.tool_calls
+            ],
+            "usage": {
+                "prompt_tokens": self.usage.prompt_tokens,
+                "completion_tokens": self.usage.completion_tokens,
+            },
+            "finish_reason": self.finish_reason,
+            "model": self.model,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelResponse:
+        return cls(
+            text=str(data.get("text", "")),
+            tool_calls=tuple(
+                ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"], error=c.get("error"))
+                for c in data.get("tool_calls", ())
+            ),
+            usage=Usage(**data.get("usage", {})),
+            finish_reason=data.get("finish_reason"),
+            model=str(data.get("model", "")),
+        )
+
     def to_message(self) -> Message:
         # "" rather than None: some servers (llama-cpp-python) answer HTTP 500 to a null content.
         message: Message = {"role": "assistant", "content": self.text}

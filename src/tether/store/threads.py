@@ -25,6 +25,9 @@ from tether.store import schema
 from tether.store.database import Database
 from tether.store.events import append_event
 
+OPEN_TURN = ("running", "interrupted")  # a turn that can still end (once)
+REPLAYED = -1  # record_step: the step is on record as given already
+
 Alive = Callable[[int, float], bool]
 
 
@@ -103,11 +106,12 @@ class ThreadStore(Protocol):
     ) -> int | None: ...
     def end_turn(
         self, thread_id: str, turn: int, status: str, final: str, event: Event | None = None
-    ) -> None: ...
+    ) -> bool: ...
+    def hold_turn(self, thread_id: str, turn: int, owner: tuple[int, float]) -> bool: ...
     def turn(self, thread_id: str, turn: int) -> TurnRecord | None: ...
     def turns_with_status(self, thread_id: str, status: str) -> list[TurnRecord]: ...
     def messages(self, thread_id: str, *, from_seq: int = 0) -> list[dict[str, Any]]: ...
-    def append(self, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> None: ...
+    def append(self, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> bool: ...
     def record_step(
         self, step: StepRecord, event: Event | None = None, message: dict[str, Any] | None = None
     ) -> int: ...
@@ -152,10 +156,16 @@ class MemoryThreadStore:
 
     def end_turn(
         self, thread_id: str, turn: int, status: str, final: str, event: Event | None = None
-    ) -> None:
+    ) -> bool:
         found = self._turns.get((thread_id, turn))
-        if found is not None:
-            self._turns[(thread_id, turn)] = replace(found, status=status, final=final, ended_at=_now())
+        if found is None or found.status not in OPEN_TURN:
+            return False
+        self._turns[(thread_id, turn)] = replace(found, status=status, final=final, ended_at=_now())
+        return True
+
+    def hold_turn(self, thread_id: str, turn: int, owner: tuple[int, float]) -> bool:
+        found = self._turns.get((thread_id, turn))
+        return found is not None and found.status == "running"
 
     def turn(self, thread_id: str, turn: int) -> TurnRecord | None:
         return self._turns.get((thread_id, turn))
@@ -166,13 +176,21 @@ class MemoryThreadStore:
     def messages(self, thread_id: str, *, from_seq: int = 0) -> list[dict[str, Any]]:
         return list(self._messages.get(thread_id, {}).values())[from_seq:]
 
-    def append(self, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> None:
-        self._messages.setdefault(thread_id, {}).setdefault((turn, index), message)
+    def append(self, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> bool:
+        known = self._messages.setdefault(thread_id, {})
+        if (turn, index) in known:
+            return False
+        known[(turn, index)] = message
+        return True
 
     def record_step(
         self, step: StepRecord, event: Event | None = None, message: dict[str, Any] | None = None
     ) -> int:
-        self._steps.setdefault(step.thread_id, {})[step.step_id] = step
+        steps = self._steps.setdefault(step.thread_id, {})
+        known = steps.get(step.step_id)
+        if known is not None and not _news(_content(known), _content(step)):
+            return REPLAYED
+        steps[step.step_id] = step
         if message is not None:
             self.append(step.thread_id, step.turn, step.index + 1, message)
         return 0
@@ -189,6 +207,21 @@ class MemoryThreadStore:
 
     def emit(self, event: Event) -> Event:
         return event
+
+
+def _content(step: StepRecord) -> tuple[Any, ...]:
+    return (
+        step.kind, step.status, step.tool, _json(step.args), _json(step.result), step.text,
+        step.execution_id, step.call_id,
+    )  # fmt: skip
+
+
+def _news(known: tuple[Any, ...], given: tuple[Any, ...]) -> bool:
+    """Whether writing ``given`` over ``known`` (both ``_content``) changes the record: not when equal,
+    and never back from an outcome to ``started`` (a replay passes through the start again)."""
+    if known == given:
+        return False
+    return not (given[1] == "started" and known[1] != "started")
 
 
 def _title(message: str) -> str:
@@ -237,6 +270,11 @@ _INTERRUPT_TURN = (
     .where(Tu.c.thread_id == _K_THREAD, Tu.c.turn == _K_TURN)
     .values(status="interrupted", ended_at=bindparam("v_at"))
 )
+_HOLD_TURN = (
+    update(Tu)
+    .where(Tu.c.thread_id == _K_THREAD, Tu.c.turn == _K_TURN, Tu.c.status == "running")
+    .values(owner_pid=bindparam("v_pid"), owner_create_time=bindparam("v_ct"))
+)
 _COUNT_TURN = (
     update(Th)
     .where(Th.c.thread_id == _K_THREAD)
@@ -244,7 +282,7 @@ _COUNT_TURN = (
 )
 _END_TURN = (
     update(Tu)
-    .where(Tu.c.thread_id == _K_THREAD, Tu.c.turn == _K_TURN)
+    .where(Tu.c.thread_id == _K_THREAD, Tu.c.turn == _K_TURN, Tu.c.status.in_(OPEN_TURN))
     .values(status=bindparam("v_status"), final=bindparam("v_final"), ended_at=bindparam("v_at"))
 )
 _MESSAGES = (
@@ -258,6 +296,8 @@ _STEP_FIELDS = (
     *("thread_id", "turn", "idx", "kind", "status", "tool", "args", "result", "text"),
     *("execution_id", "call_id", "updated_at"),
 )
+_CONTENT_FIELDS = ("kind", "status", "tool", "args", "result", "text", "execution_id", "call_id")
+_STEP_CONTENT = select(*(S.c[f] for f in _CONTENT_FIELDS)).where(S.c.step_id == bindparam("k_step"))
 _UPDATE_STEP = (
     update(S).where(S.c.step_id == bindparam("k_step")).values({f: bindparam(f"v_{f}") for f in _STEP_FIELDS})
 )
@@ -331,14 +371,26 @@ class SqlThreadStore:
 
     def end_turn(
         self, thread_id: str, turn: int, status: str, final: str, event: Event | None = None
-    ) -> None:
+    ) -> bool:
+        """End an open (running or interrupted) turn, with its event; False if it had ended already (a
+        replayed turn ends once)."""
         with self.db.write() as conn:
-            conn.execute(
+            moved = conn.execute(
                 _END_TURN,
                 {"k_thread": thread_id, "k_turn": turn, "v_status": status, "v_final": final, "v_at": _now()},
-            )
-            if event is not None:
+            ).rowcount
+            if moved and event is not None:
                 append_event(conn, event)
+        return bool(moved)
+
+    def hold_turn(self, thread_id: str, turn: int, owner: tuple[int, float]) -> bool:
+        """Make ``owner`` the process of a running turn (an executor resuming it after a crash); False
+        when the turn is not running any more (another process recovered it meanwhile)."""
+        with self.db.write() as conn:
+            moved = conn.execute(
+                _HOLD_TURN, {"k_thread": thread_id, "k_turn": turn, "v_pid": owner[0], "v_ct": owner[1]}
+            ).rowcount
+        return bool(moved)
 
     def turn(self, thread_id: str, turn: int) -> TurnRecord | None:
         with self.db.read() as conn:
@@ -356,15 +408,16 @@ class SqlThreadStore:
             rows = conn.execute(_MESSAGES, {"k_thread": thread_id, "k_from": from_seq}).scalars()
             return [json.loads(value) for value in rows]
 
-    def append(self, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> None:
+    def append(self, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> bool:
+        """Add a message at (turn, index); False if one is there already (a replay)."""
         with self.db.write() as conn:
-            self._append(conn, thread_id, turn, index, message)
+            return self._append(conn, thread_id, turn, index, message)
 
     @staticmethod
-    def _append(conn: Any, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> None:
+    def _append(conn: Any, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> bool:
         key = {"k_thread": thread_id, "k_turn": turn, "k_idx": index}
         if conn.execute(_MESSAGE_AT, key).first() is not None:
-            return  # a replay of a message already on record
+            return False  # a replay of a message already on record
         conn.execute(
             insert(M),
             {
@@ -376,12 +429,15 @@ class SqlThreadStore:
                 "created_at": _now(),
             },
         )
+        return True
 
     def record_step(
         self, step: StepRecord, event: Event | None = None, message: dict[str, Any] | None = None
     ) -> int:
         """Record (or update) a step, its event and the message it adds to the conversation (keyed by
-        the step: index + 1), in one transaction; returns the event's id (0 without an event)."""
+        the step: index + 1), in one transaction; returns the event's id (0 without an event), or
+        ``REPLAYED`` when the step is on record as given already, or further (a replayed turn: nothing
+        is written, no event is sent twice)."""
         values = {
             "thread_id": step.thread_id,
             "turn": step.turn,
@@ -397,6 +453,9 @@ class SqlThreadStore:
             "updated_at": _now(),
         }
         with self.db.write() as conn:
+            known = conn.execute(_STEP_CONTENT, {"k_step": step.step_id}).first()
+            if known is not None and not _news(tuple(known), _content(step)):
+                return REPLAYED
             done = conn.execute(
                 _UPDATE_STEP, {"k_step": step.step_id, **{f"v_{k}": v for k, v in values.items()}}
             )

@@ -27,13 +27,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from dbos import DBOS
+from dbos import DBOS, SetWorkflowID
 
 from tether.execution.executor import Executor, execution_id_for
 from tether.execution.protocol import ExecutionPaths
 from tether.runtime import Runtime
 from tether.store.runs import RunRecord, TaskState
-from tether.supervisor import durable
+from tether.supervisor import durable, turns
 from tether.supervisor.plan import Plan, Profile, Task
 from tether.supervisor.policies import (
     FAILED,
@@ -92,7 +92,7 @@ async def run_segment(run_id: str, segment: int) -> str:
                 return "later"
             if decision["end"]:
                 return str(decision["end"])
-            await asyncio.gather(*(attempt(run_id, task_id, n) for task_id, n in decision["run"]))
+            await asyncio.gather(*(_attempt_of(run_id, item) for item in decision["run"]))
     except Exception as exc:  # a bug or a broken store: the run must not stay "running"
         if type(exc).__name__ in ("DBOSWorkflowCancelledError", "DBOSAwaitedWorkflowCancelledError"):
             raise
@@ -100,6 +100,17 @@ async def run_segment(run_id: str, segment: int) -> str:
             raise  # this executor is shutting down: the segment is recovered by the next one
         await give_up(run_id, f"{type(exc).__name__}: {exc}"[:1000])
         raise
+
+
+async def _attempt_of(run_id: str, item: list[Any]) -> dict[str, Any]:
+    """One attempt of the wave: a step for a call, a child workflow (its id the attempt's execution id)
+    for an agent. Either is one operation of the segment, started in the wave's order, so a replayed
+    segment meets its recorded operations in the same order."""
+    task_id, number = str(item[0]), int(item[1])
+    if len(item) > 2 and item[2] == "agent":
+        with SetWorkflowID(execution_id_for("run", run_id, task_id, str(number))):
+            return await agent_attempt(run_id, task_id, number)
+    return await attempt(run_id, task_id, number)
 
 
 @DBOS.step(name="tether.decide", retries_allowed=False)
@@ -126,7 +137,7 @@ async def decide(run_id: str, segment: int) -> dict[str, Any]:
         await _io(store.set_status, run_id, "waiting_for_human", decision.message, only_from=("running",))
     return {
         "end": decision.end,
-        "run": [list(pair) for pair in decision.run],
+        "run": [[t, n, "call" if known.tasks[t].call is not None else "agent"] for t, n in decision.run],
         "delay_s": decision.delay_s,
     }
 
@@ -197,19 +208,90 @@ def _apply(store: Any, run_id: str, move: Move) -> None:
 
 @DBOS.step(name="tether.attempt", retries_allowed=False)
 async def attempt(run_id: str, task_id: str, number: int) -> dict[str, Any]:
+    """One attempt of a task that calls a registry task: one step, one execution."""
     h = host()
-    store = h.runtime.runs
     opened = await _io(_open_attempt, h, run_id, task_id, number)
     if isinstance(opened, dict):
         return opened
     known, run, execution_id = opened
-    plan = known.plan
     task = known.tasks[task_id]
     state = run.task(task_id)
     assert state is not None
     started = time.monotonic()
-    outcome, message, data = await _perform(h, plan, run, task, state, execution_id, number)
-    duration = time.monotonic() - started
+    outcome, message, data = await _perform(h, known.plan, run, task, state, execution_id, number)
+    return await _finish(h, known, run, task_id, number, outcome, message, data, time.monotonic() - started)
+
+
+@DBOS.workflow(name="tether.agent_attempt")
+async def agent_attempt(run_id: str, task_id: str, number: int) -> dict[str, Any]:
+    """One attempt of a task for an executor profile: a conversation turn of its own, whose model calls
+    and tool executions are steps of this workflow (``supervisor/turns.py``). A crash mid-turn resumes
+    the turn from its last finished step: no model call is asked twice, no tool runs twice."""
+    opened = await open_agent(run_id, task_id, number)
+    if "ask" not in opened:
+        return opened
+    outcome = await turns.agent_turn(host(), opened)
+    return await finish_agent(run_id, task_id, number, opened["started"], outcome)
+
+
+@DBOS.step(name="tether.open_agent", retries_allowed=False)
+async def open_agent(run_id: str, task_id: str, number: int) -> dict[str, Any]:
+    h = host()
+    opened = await _io(_open_attempt, h, run_id, task_id, number)
+    if isinstance(opened, dict):
+        return opened
+    known, run, execution_id = opened
+    task = known.tasks[task_id]
+    state = run.task(task_id)
+    assert state is not None
+    plan = known.plan
+    name = executor_of(task, state, plan.caller)
+    profile = plan.profiles.get(name) or Profile(caller=name)
+    if h.model_for is None:
+        return {"outcome": ["rejected", "this executor has no model configured for agent tasks", {}],
+                "started": time.time()}  # fmt: skip
+    description = state.overrides.get("description", task.description)
+    context = context_of(plan, run)
+    given = {k: context[k] for k in task.inputs if k in context}
+    message = description if not given else f"{description}\n\n{json.dumps(given, ensure_ascii=False)[:8000]}"
+    return {
+        "ask": message,
+        "thread_id": f"run-{execution_id}",
+        "caller": profile.caller,
+        "model": profile.model,
+        "deadline": _deadline(plan, run, task),
+        "started": time.time(),
+    }
+
+
+@DBOS.step(name="tether.finish_agent", retries_allowed=False)
+async def finish_agent(
+    run_id: str, task_id: str, number: int, started: float, outcome: list[Any]
+) -> dict[str, Any]:
+    h = host()
+    known, run = await _io(_read_for_attempt, h, run_id, task_id)
+    status, message, data = outcome
+    return await _finish(h, known, run, task_id, number, status, message, data, time.time() - started)
+
+
+async def _finish(
+    h: Host,
+    known: _Known,
+    run: RunRecord,
+    task_id: str,
+    number: int,
+    outcome: str,
+    message: str,
+    data: dict[str, Any],
+    duration: float,
+) -> dict[str, Any]:
+    """Settle an attempt: its outcome on record and the task moved as its failure policy says."""
+    store = h.runtime.runs
+    run_id = run.run_id
+    plan = known.plan
+    task = known.tasks[task_id]
+    state = run.task(task_id)
+    assert state is not None
     executor_failures = 0
     if outcome != "completed":  # the failure chain counts earlier failures: read them fresh
         fresh = await _io(
@@ -334,8 +416,7 @@ async def _perform(
     worker died mid-run (it may or may not have taken effect), ``not_started`` when the process that
     started it died before its worker began (it provably never ran)."""
     deadline = _deadline(plan, run, task)
-    if task.call is None:
-        return await _perform_agent(h, plan, run, task, state, execution_id, deadline)
+    assert task.call is not None  # an agent's attempt is a workflow of its own: agent_attempt
     origin = f"run:{run.run_id}"
     args = state.overrides.get("args", task.call.args)
     review = state.review or {}
@@ -438,58 +519,6 @@ def _classify(result: TaskResult) -> tuple[str, str, dict[str, Any]]:
     return status, result.message, data
 
 
-async def _perform_agent(
-    h: Host,
-    plan: Plan,
-    run: RunRecord,
-    task: Task,
-    state: TaskState,
-    execution_id: str,
-    deadline: float | None,
-) -> tuple[str, str, dict[str, Any]]:
-    """A task for an executor profile: one conversation turn of an agent restricted to the profile's
-    tool whitelist, on a thread of its own (``run-<execution id>``). The turn's own steps are durable
-    (each tool call has its execution id): re-running this attempt recovers the turn, never repeats it."""
-    from tether.agent.session import ConversationSession
-
-    name = executor_of(task, state, plan.caller)
-    profile = plan.profiles.get(name) or Profile(caller=name)
-    if h.model_for is None:
-        return "rejected", "this executor has no model configured for agent tasks", {}
-    model = h.model_for(profile.model)
-    session = ConversationSession(h.executor, model, caller=profile.caller, detach=True)
-    thread_id = f"run-{execution_id}"
-    existing = await _io(h.runtime.threads.load, thread_id)
-    if existing is not None and existing.turns > 0:
-        turns = await _io(h.runtime.threads.turns_with_status, thread_id, "completed")
-        if turns:
-            return "completed", turns[-1].final, {"thread_id": thread_id, "final": turns[-1].final}
-        return (
-            "unknown",
-            "the agent's turn was interrupted; its steps are on the thread",
-            {"thread_id": thread_id},
-        )
-    description = state.overrides.get("description", task.description)
-    context = context_of(plan, run)
-    given = {k: context[k] for k in task.inputs if k in context}
-    message = description if not given else f"{description}\n\n{json.dumps(given, ensure_ascii=False)[:8000]}"
-    turn = asyncio.ensure_future(session.send(thread_id, message))
-    if deadline is not None:
-        try:
-            result = await asyncio.wait_for(turn, timeout=max(0.0, deadline - time.time()))
-        except TimeoutError:
-            return "stopped", "timed out", {"thread_id": thread_id}
-    else:
-        result = await turn
-    data = {"thread_id": thread_id, "final": result.final, "steps": len(result.steps)}
-    status = result.status.value
-    if status == "completed":
-        return "completed", result.final, data
-    if status == "needs_confirmation":
-        return "rejected", f"the agent asks for a person's confirmation: {result.final}", data
-    return "failed", result.final, data
-
-
 def _accept_proposals(h: Host, run_id: str, plan: Plan, parent: str, proposals: list[Any]) -> str:
     """Follow-up tasks an executor proposed: added after validation and a cycle check; the note says
     what was accepted or why not."""
@@ -524,8 +553,8 @@ async def launch(
     """Make this process a tether executor: hold a slot, launch DBOS in the running loop, recover what
     dead executors left. Call ``shutdown`` before the loop ends."""
     global _HOST
-    durable.prepare(durable.system_url(runtime))
-    slot = durable.take_slot(runtime.home)
+    await _io(durable.prepare, durable.system_url(runtime))  # database round trips: not on the loop
+    slot = await _io(durable.take_slot, runtime.home)
     try:
         DBOS(config=durable.config(runtime, slot))  # type: ignore[arg-type]
         DBOS.launch()

@@ -1,0 +1,105 @@
+"""Conversation turns that survive a crash: each model call and each tool execution is one DBOS step.
+
+``DurableSteps`` is the ``Steps`` of a ``ConversationSession`` (``agent/steps.py``) inside a DBOS
+workflow. When the executor running the turn dies, the next executor recovers the workflow and replays
+the turn: the steps that finished return what they returned (no model is asked twice, no tool runs
+twice), everything the turn writes between steps is keyed by its step and written once, and the turn
+goes on from the first step that did not finish — a tool step under its own execution id, which the
+executor adopts, re-attaches or reports ``unknown``.
+
+Before each step it runs for the first time, a durable turn makes sure it is still the turn's owner
+(``ThreadStore.hold_turn``: the record names this process) and that its deadline has not passed; if
+not, the step answers ``halt`` and the turn stops there.
+
+Only executor processes import this module (it registers the steps with DBOS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dbos import DBOS
+
+from tether.agent.steps import MODEL, OPEN, StepWork, TurnHalted
+from tether.execution import process
+from tether.store.threads import ThreadStore
+
+if TYPE_CHECKING:
+    from tether.supervisor.engine import Host
+
+TIMED_OUT = "stopped: the task's deadline passed"
+
+
+@dataclass
+class DurableSteps:
+    threads: ThreadStore
+    thread_id: str
+    deadline: float | None = None  # epoch seconds; no new step starts after it
+    number: int | None = None  # the turn, once opened
+    durable: bool = True
+
+    async def __call__(self, kind: str, work: StepWork) -> dict[str, Any]:
+        if kind == OPEN:
+            out = await _open(self, work)
+            if "number" in out:
+                self.number = int(out["number"])
+            return out
+        if kind == MODEL:
+            return await _model(self, work)
+        return await _tool(self, work)
+
+    async def fresh(self, work: StepWork) -> dict[str, Any]:
+        """A step that runs for the first time: halt past the deadline or when the turn is not ours."""
+        if self.deadline is not None and time.time() > self.deadline:
+            return {"halt": TIMED_OUT}
+        if self.number is not None:
+            me = process.current()
+            held = await asyncio.to_thread(
+                self.threads.hold_turn, self.thread_id, self.number, (me.pid, me.create_time)
+            )
+            if not held:
+                return {"halt": "another process recovered this turn", "taken_over": True}
+        return await work()
+
+
+@DBOS.step(name="tether.turn.open", retries_allowed=False)
+async def _open(steps: DurableSteps, work: StepWork) -> dict[str, Any]:
+    return await work()
+
+
+@DBOS.step(name="tether.turn.model", retries_allowed=False)
+async def _model(steps: DurableSteps, work: StepWork) -> dict[str, Any]:
+    return await steps.fresh(work)
+
+
+@DBOS.step(name="tether.turn.tool", retries_allowed=False)
+async def _tool(steps: DurableSteps, work: StepWork) -> dict[str, Any]:
+    return await steps.fresh(work)
+
+
+async def agent_turn(h: Host, opened: dict[str, Any]) -> list[Any]:
+    """Run an agent task's turn (inside its attempt's workflow); [outcome, message, data]."""
+    from tether.agent.session import ConversationSession
+
+    assert h.model_for is not None
+    thread_id = str(opened["thread_id"])
+    steps = DurableSteps(h.runtime.threads, thread_id, opened.get("deadline"))
+    session = ConversationSession(
+        h.executor, h.model_for(opened.get("model")), caller=str(opened["caller"]), detach=True, steps=steps
+    )
+    try:
+        result = await session.send(thread_id, str(opened["ask"]))
+    except TurnHalted as halt:
+        return ["unknown", f"the agent's turn: {halt.reason}", {"thread_id": thread_id}]
+    data = {"thread_id": thread_id, "final": result.final, "steps": len(result.steps)}
+    status = result.status.value
+    if status == "completed":
+        return ["completed", result.final, data]
+    if result.final == TIMED_OUT:
+        return ["stopped", "timed out", data]
+    if status == "needs_confirmation":
+        return ["rejected", f"the agent asks for a person's confirmation: {result.final}", data]
+    return ["failed", result.final, data]
