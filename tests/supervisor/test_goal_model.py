@@ -4,7 +4,11 @@ same way every time."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +19,19 @@ from tests.support.helpers import tether_cli
 
 SESSION = Path(__file__).parent / "sessions" / "goal_gold.json"
 pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(autouse=True)
+def _no_game_left(tmp_path: Path) -> Iterator[None]:
+    """The goal starts the demo game and does not quit it: stop every game a test's homes started."""
+    yield
+    from tether.toolkits.demo.game import info_path
+
+    for info in tmp_path.glob("*"):
+        path = info_path(info)
+        if path.exists():
+            with contextlib.suppress(ValueError, KeyError, OSError):
+                os.kill(int(json.loads(path.read_text())["pid"]), signal.SIGKILL)
 
 
 def replay(home: Path, server: FakeOpenAI) -> dict[str, Any]:

@@ -288,7 +288,7 @@ class Executor:
             raise ConfigError(
                 f"execution_id must be letters, digits, '_', '.' or '-' (at most 128), got {execution_id!r}"
             )
-        else:
+        elif not self._inline(task_id, caller):  # an inline call claims its id as it starts, below
             known = await _io(self.store.get, execution_id)
             if known is not None:
                 return await self._attach(known, task_id, on_start)
@@ -360,6 +360,10 @@ class Executor:
         return await self._run_worker(
             spec, execution_id, caller, where, clean, consent, detach, started, on_start
         )
+
+    def _inline(self, task_id: object, caller: str) -> bool:
+        spec = self.registry.get(task_id, caller) if isinstance(task_id, str) else None
+        return spec is not None and spec.isolation is Isolation.INLINE
 
     async def _record_refusal(
         self, result: TaskResult, caller: str, params: object, detach: bool, where: _Where

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -294,7 +294,19 @@ class SqlJobStore:
             conn.execute(_TRANSITION, values)
             if result.status is not current:
                 _changed(conn, result, row._mapping["origin"], row._mapping["step_id"])
-            return JobRecord.from_row(conn.execute(_BY_ID, {"eid": result.execution_id}).one())
+        before = JobRecord.from_row(row)  # the record as _TRANSITION left it, without reading it back
+        return replace(
+            before,
+            status=result.status,
+            message=result.message,
+            data=json.loads(values["new_data"]),
+            duration_seconds=result.duration_seconds,
+            updated_at=stamp,
+            ended_at=values["new_ended"],
+            exit_code=before.exit_code if exit_code is None else exit_code,
+            pid=before.pid if process is None else process[0],
+            create_time=before.create_time if process is None else process[1],
+        )
 
     def get(self, execution_id: str) -> JobRecord | None:
         with self.db.read() as conn:

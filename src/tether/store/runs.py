@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Protocol
 
-from sqlalchemy import and_, bindparam, delete, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 
 from tether.errors import StoreError
 from tether.events import RunChanged, RunTaskChanged
@@ -205,6 +206,52 @@ _PLAN = select(R.c.plan, R.c.plan_version).where(R.c.run_id == bindparam("rid"))
 _TASKS = select(RT).where(RT.c.run_id == bindparam("rid")).order_by(RT.c.position)
 _BUMP = update(R).where(R.c.run_id == bindparam("rid")).values(rev=R.c.rev + 1).returning(R.c.rev)
 _CHANGED = select(RT).where(RT.c.run_id == bindparam("rid"), RT.c.rev > bindparam("since"))
+# The engine's hot statements are built once: building a statement per call (and its cache key) was
+# most of the cost of a write.
+_RID, _TID = bindparam("rid"), bindparam("tid")
+_TASKS_IN = (
+    select(RT)
+    .where(RT.c.run_id == _RID, RT.c.task_id.in_(bindparam("tids", expanding=True)))
+    .order_by(RT.c.position)
+)
+_ATTEMPTS_OF = select(RA).where(RA.c.run_id == _RID, RA.c.task_id == _TID).order_by(RA.c.attempt)
+_FAILED_ATTEMPTS = select(RA).where(
+    RA.c.run_id == _RID, RA.c.status.in_(("failed", "stopped", "unknown", "rejected", "not_found"))
+)
+_ATTEMPT_AT = select(RA.c.attempt).where(
+    RA.c.run_id == _RID, RA.c.task_id == _TID, RA.c.attempt == bindparam("n")
+)
+_START_TASK = (
+    update(RT)
+    .where(RT.c.run_id == _RID, RT.c.task_id == _TID)
+    .values(
+        status="running", attempts=bindparam("n"), started_at=bindparam("at"), updated_at=bindparam("at"),
+        message="", rev=bindparam("rev"),
+    )
+)  # fmt: skip
+_END_ATTEMPT = (
+    update(RA)
+    .where(RA.c.run_id == _RID, RA.c.task_id == _TID, RA.c.attempt == bindparam("n"))
+    .values(
+        status=bindparam("v_status"), message=bindparam("v_message"), ended_at=bindparam("at"),
+        duration_seconds=bindparam("v_duration"),
+    )
+)  # fmt: skip
+
+
+@cache
+def _set_task(columns: tuple[str, ...], only_running: bool) -> Any:
+    """``UPDATE run_tasks SET <columns>`` for one task (``v_<column>`` parameters), built once per set."""
+    where = [RT.c.run_id == _RID, RT.c.task_id == _TID]
+    if only_running:
+        where.append(RT.c.status == "running")
+    return update(RT).where(*where).values({c: bindparam(f"v_{c}") for c in columns})
+
+
+def _task_params(run_id: str, task_id: str, row: dict[str, Any]) -> dict[str, Any]:
+    return {"rid": run_id, "tid": task_id, **{f"v_{k}": v for k, v in row.items()}}
+
+
 _ATTEMPTS = select(RA).where(RA.c.run_id == bindparam("rid")).order_by(RA.c.started_at, RA.c.attempt)
 
 
@@ -245,20 +292,19 @@ class SqlRunStore:
             row = conn.execute(_HEAD, {"rid": run_id}).first()
             if row is None:
                 return None
-            query = select(RT).where(RT.c.run_id == run_id)
-            if task_ids is not None:
-                query = query.where(RT.c.task_id.in_(task_ids))
-            tasks = tuple(_task(r) for r in conn.execute(query.order_by(RT.c.position)))
+            if task_ids is None:
+                rows = conn.execute(_TASKS, {"rid": run_id})
+            else:
+                rows = conn.execute(_TASKS_IN, {"rid": run_id, "tids": list(task_ids)}) if task_ids else ()
+            tasks = tuple(_task(r) for r in rows)
             attempts: list[AttemptRecord] = []
             if attempts_of is not None:
-                query = select(RA).where(RA.c.run_id == run_id, RA.c.task_id == attempts_of)
-                attempts += [_attempt(r) for r in conn.execute(query.order_by(RA.c.attempt))]
+                attempts += [
+                    _attempt(r) for r in conn.execute(_ATTEMPTS_OF, {"rid": run_id, "tid": attempts_of})
+                ]
             if failed_attempts:
-                query = select(RA).where(
-                    RA.c.run_id == run_id,
-                    RA.c.status.in_(("failed", "stopped", "unknown", "rejected", "not_found")),
-                )
-                attempts += [_attempt(r) for r in conn.execute(query) if r._mapping["task_id"] != attempts_of]
+                rows = conn.execute(_FAILED_ATTEMPTS, {"rid": run_id})
+                attempts += [_attempt(r) for r in rows if r._mapping["task_id"] != attempts_of]
         return _run(row, tasks, tuple(attempts))
 
     def changes(self, run_id: str, since: int) -> tuple[RunRecord, list[TaskState]] | None:
@@ -398,7 +444,7 @@ class SqlRunStore:
         row = _task_row(values, now())
         with self.db.write() as conn:
             row["rev"] = _bump(conn, run_id)
-            conn.execute(update(RT).where(RT.c.run_id == run_id, RT.c.task_id == task_id).values(**row))
+            conn.execute(_set_task(tuple(row), False), _task_params(run_id, task_id, row))
             if event and "status" in values:
                 append_event(
                     conn,
@@ -412,38 +458,36 @@ class SqlRunStore:
         self, run_id: str, task_id: str, attempt: int, execution_id: str, how: dict[str, Any]
     ) -> None:
         """Record attempt ``attempt`` as started (a repeat after a crash is a no-op)."""
+        self.begin_attempts(run_id, [(task_id, attempt, execution_id, how)])
+
+    def begin_attempts(self, run_id: str, wave: list[tuple[str, int, str, dict[str, Any]]]) -> None:
+        """Record a wave of attempts (task, attempt, execution id, how) as started, in one transaction;
+        an attempt on record already is left as it is (a decision replayed after a crash)."""
+        if not wave:
+            return
         at = now()
         with self.db.write() as conn:
-            key = and_(RA.c.run_id == run_id, RA.c.task_id == task_id, RA.c.attempt == attempt)
-            if conn.execute(select(RA.c.attempt).where(key)).first() is not None:
-                return
-            conn.execute(
-                insert(RA),
-                {
-                    "run_id": run_id, "task_id": task_id, "attempt": attempt, "execution_id": execution_id,
-                    "status": "running", "message": "", "how": _dumps(how), "started_at": at,
-                    "duration_seconds": 0.0,
-                },
-            )  # fmt: skip
-            conn.execute(
-                update(RT)
-                .where(RT.c.run_id == run_id, RT.c.task_id == task_id)
-                .values(
-                    status="running",
-                    attempts=attempt,
-                    started_at=at,
-                    updated_at=at,
-                    message="",
-                    rev=_bump(conn, run_id),
-                )
-            )
-            append_event(
-                conn,
-                RunTaskChanged(
-                    topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status="running", attempt=attempt,
-                    execution_id=execution_id,
-                ),
-            )  # fmt: skip
+            rev: int | None = None
+            for task_id, attempt, execution_id, how in wave:
+                if conn.execute(_ATTEMPT_AT, {"rid": run_id, "tid": task_id, "n": attempt}).first():
+                    continue
+                rev = _bump(conn, run_id) if rev is None else rev
+                conn.execute(
+                    insert(RA),
+                    {
+                        "run_id": run_id, "task_id": task_id, "attempt": attempt,
+                        "execution_id": execution_id, "status": "running", "message": "", "how": _dumps(how),
+                        "started_at": at, "duration_seconds": 0.0,
+                    },
+                )  # fmt: skip
+                conn.execute(_START_TASK, {"rid": run_id, "tid": task_id, "n": attempt, "at": at, "rev": rev})
+                append_event(
+                    conn,
+                    RunTaskChanged(
+                        topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status="running",
+                        attempt=attempt, execution_id=execution_id,
+                    ),
+                )  # fmt: skip
 
     def settle(
         self,
@@ -464,15 +508,11 @@ class SqlRunStore:
         with self.db.write() as conn:
             row["rev"] = _bump(conn, run_id)
             conn.execute(
-                update(RA)
-                .where(RA.c.run_id == run_id, RA.c.task_id == task_id, RA.c.attempt == attempt)
-                .values(status=outcome, message=message, ended_at=at, duration_seconds=duration_s)
-            )
-            moved = conn.execute(
-                update(RT)
-                .where(RT.c.run_id == run_id, RT.c.task_id == task_id, RT.c.status == "running")
-                .values(**row)
-            ).rowcount
+                _END_ATTEMPT,
+                {"rid": run_id, "tid": task_id, "n": attempt, "v_status": outcome, "v_message": message,
+                 "at": at, "v_duration": duration_s},
+            )  # fmt: skip
+            moved = conn.execute(_set_task(tuple(row), True), _task_params(run_id, task_id, row)).rowcount
             if moved:
                 append_event(
                     conn,

@@ -131,6 +131,13 @@ async def decide(run_id: str, segment: int) -> dict[str, Any]:
         await _io(_apply, store, run_id, move)
     if decision.moves:
         return {"end": None, "run": []}  # decide again on the new state
+    if decision.run:  # the wave's attempts start on record together: one write for the wave
+        states = {t.task_id: t for t in run.tasks}
+        wave = [
+            (t, n, execution_id_for("run", run_id, t, str(n)), _how(known.tasks[t], states[t], plan.caller))
+            for t, n in decision.run
+        ]
+        await _io(store.begin_attempts, run_id, wave)
     if decision.end in ("completed", "failed"):
         await _io(store.set_status, run_id, decision.end, decision.message)
     elif decision.end == "waiting_for_human":
@@ -340,8 +347,8 @@ async def _finish(
 def _open_attempt(
     h: Host, run_id: str, task_id: str, number: int
 ) -> dict[str, Any] | tuple[_Known, RunRecord, str]:
-    """Read what attempt ``number`` needs and record it as started, in one trip to a thread; a dict
-    when there is nothing to run (its outcome is on record already, or the run was cancelled)."""
+    """Read what attempt ``number`` needs (its decision recorded it as started), in one trip to a thread;
+    a dict when there is nothing to run (its outcome is on record already, or the run was cancelled)."""
     known, run = _read_for_attempt(h, run_id, task_id)
     state = run.task(task_id)
     assert state is not None
@@ -349,11 +356,12 @@ def _open_attempt(
         return {"status": state.status, "settled": True}  # this attempt's outcome is on record
     if run.status == "cancelled":
         return {"status": "cancelled"}
-    execution_id = execution_id_for("run", run_id, task_id, str(number))
-    h.runtime.runs.begin_attempt(
-        run_id, task_id, number, execution_id, _how(known.tasks[task_id], state, known.plan.caller)
-    )
-    return known, run, execution_id
+    if state.attempts < number:  # a wave recorded before begin_attempts existed
+        h.runtime.runs.begin_attempt(
+            run_id, task_id, number, execution_id_for("run", run_id, task_id, str(number)),
+            _how(known.tasks[task_id], state, known.plan.caller),
+        )  # fmt: skip
+    return known, run, execution_id_for("run", run_id, task_id, str(number))
 
 
 _SEEN: dict[str, tuple[int, dict[str, TaskState]]] = {}
@@ -381,17 +389,17 @@ def _read_for_decide(h: Host, run_id: str) -> RunRecord | None:
 
 
 def _read_for_attempt(h: Host, run_id: str, task_id: str) -> tuple[_Known, RunRecord]:
-    """The plan (cached per version) and the run narrowed to what this task's policy reads: one read
-    when the plan is known already."""
+    """The plan (cached per version) and the run narrowed to the tasks this task's policy reads (its
+    attempts are read by ``_finish`` only when it failed): one read when the plan is known already."""
     cached = _PLANS.get(run_id)
     if cached is not None and task_id in cached[1].needs:
-        run = h.runtime.runs.view(run_id, task_ids=cached[1].needs[task_id], attempts_of=task_id)
+        run = h.runtime.runs.view(run_id, task_ids=cached[1].needs[task_id])
         if run is not None and run.plan_version == cached[0]:
             return cached[1], run
     head = h.runtime.runs.view(run_id, task_ids=[task_id])
     assert head is not None
     known = _plan_of(h, head)
-    run = h.runtime.runs.view(run_id, task_ids=known.needs[task_id], attempts_of=task_id)
+    run = h.runtime.runs.view(run_id, task_ids=known.needs[task_id])
     assert run is not None
     return known, run
 
