@@ -164,7 +164,7 @@ async def _report(home: Path, runtime: Runtime, executor: Executor) -> None:
     print("\nflows (the supervisor's engine on DBOS, SQLite, in-process executor)")
     await _ours(runtime, 8)
     await _floor(runtime, 8)
-    n, rounds = 1000, 2
+    n, rounds = 1000, 3  # three interleaved rounds: the median of the paired ratios rides out a noisy machine
     ours_s, floor_s, peer_s, ratios, peer_ratios = [], [], [], [], []
     for i in range(rounds):
         order = ("ours", "floor", "peer") if i % 2 == 0 else ("peer", "floor", "ours")

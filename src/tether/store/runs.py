@@ -362,19 +362,29 @@ class SqlRunStore:
                     "updated_at": at,
                 },
             )  # fmt: skip
-            for position, task in enumerate(plan["tasks"]):
-                conn.execute(
-                    insert(RT),
-                    {
-                        "run_id": run_id, "task_id": task["id"], "position": position, "status": "pending",
-                        "attempts": 0, "iterations": 0, "message": "", "diagnostics": "{}", "outputs": "{}",
-                        "overrides": "{}", "updated_at": at,
-                    },
-                )  # fmt: skip
+            rows = [
+                {
+                    "run_id": run_id, "task_id": task["id"], "position": position, "status": "pending",
+                    "attempts": 0, "iterations": 0, "message": "", "diagnostics": "{}", "outputs": "{}",
+                    "overrides": "{}", "updated_at": at,
+                }
+                for position, task in enumerate(plan["tasks"])
+            ]  # fmt: skip
+            if rows:
+                conn.execute(insert(RT), rows)  # one statement for every task
             append_event(conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status="running"))
-        record = self.get(run_id)
-        assert record is not None
-        return record
+        tasks = tuple(
+            TaskState(
+                task_id=r["task_id"], position=r["position"], status="pending", attempts=0, iterations=0,
+                message="", diagnostics={}, outputs={}, review=None, overrides={}, started_at=None,
+                ended_at=None, updated_at=at,
+            )
+            for r in rows
+        )  # fmt: skip
+        return RunRecord(
+            run_id=run_id, goal=goal, status="running", plan=plan, caller=caller, segment=0, message="",
+            created_at=at, updated_at=at, ended_at=None, tasks=tasks,
+        )  # fmt: skip
 
     def add_tasks(self, run_id: str, plan: dict[str, Any], new_ids: list[str]) -> None:
         """Follow-up tasks an executor proposed (already validated against the whole plan)."""
