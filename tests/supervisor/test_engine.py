@@ -482,3 +482,50 @@ def test_an_agent_turn_killed_mid_tool_resumes_from_its_last_step_asking_nothing
                      (1, "final", "finished")], kinds  # fmt: skip
     assert events.count("turn_started") == 1 and events.count("tool_started") == 1, events
     assert events.count("turn_finished") == 1, events
+
+
+def test_a_persons_turn_handed_to_an_executor_survives_its_crash_and_finishes_where_it_was(
+    home: Path, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """`tether run` hands the turn to the running executor and follows it; the executor dies while the
+    turn's tool runs; the next executor resumes the turn and the waiting `tether run` prints its end."""
+    (home / "settings.toml").write_text(
+        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{fake_openai.url}"\n', encoding="utf-8"
+    )
+    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "seconds": 3}')]))
+    fake_openai.reply(completion("slow is done, once."))
+    env = {"TETHER_MODEL_STREAM": "0"}
+    first = _worker(home, **env)
+    second = None
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "run", "do slow", "--json"],
+        env={**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0", **env},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+
+        def tool_running() -> bool:
+            _, jobs, _ = cli(home, "job", "list", "--json")
+            return any(j["task_id"] == "f.once" and j["status"] == "running" for j in jobs)
+
+        eventually(tool_running, timeout=60, what="the turn's tool to run")
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        second = _worker(home, **env)
+        out, err = follower.communicate(timeout=90)
+    finally:
+        if follower.poll() is None:
+            os.killpg(follower.pid, signal.SIGKILL)
+            follower.communicate()
+        for proc in (first, second):
+            if proc is not None:
+                _stop(proc)
+    assert follower.returncode == 0, (out, err)
+    turn = json.loads(out)
+    assert turn["status"] == "completed" and turn["final"] == "slow is done, once.", turn
+    assert [s["kind"] for s in turn["steps"]] == ["model", "tool", "model", "final"]
+    assert len(fake_openai.requests) == 2, "a model call that had answered was asked again"
+    assert [e["key"] for e in ledger(home)] == ["slow"], "the tool acted other than once"

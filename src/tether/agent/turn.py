@@ -35,6 +35,22 @@ class TurnResult:
     final: str
     steps: tuple[StepRecord, ...]
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TurnResult:
+        """Read back ``to_dict`` (a turn run by another process)."""
+        thread_id, turn = str(data["thread_id"]), int(data["turn"])
+        steps = tuple(
+            StepRecord(
+                thread_id=thread_id, turn=turn, index=int(s["index"]), kind=str(s["kind"]),
+                tool=s.get("tool"), args=s.get("args"), result=s.get("result"), text=str(s.get("text") or ""),
+            )
+            for s in data.get("steps", ())
+        )  # fmt: skip
+        return cls(
+            thread_id=thread_id, turn=turn, status=TurnStatus(data["status"]), final=str(data["final"]),
+            steps=steps,
+        )  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "thread_id": self.thread_id,

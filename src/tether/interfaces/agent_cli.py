@@ -1,6 +1,10 @@
 """The conversation commands of the CLI: ``tether run``, ``tether chat``, ``tether threads``,
 ``tether trace`` and ``tether auth``. Registered on the main app by ``cli.py``.
 
+While an executor runs in the home (``tether worker``, ``tether serve``), ``tether run`` hands the turn
+to it and follows the thread's events: the turn is then durable step by step (a crash of the executor
+is resumed by the next one, from the step it was on). ``--here`` runs it in this process instead.
+
 ``tether run`` exits 0 when the turn completed, 1 when it failed (or ran out of steps), 3 when it waits
 for your confirmation (it says how to answer), 2 on a usage error such as an unknown ``--thread``.
 A thread id, like an execution id, may be given by a unique prefix.
@@ -138,6 +142,10 @@ def register(app: typer.Typer, state: Any) -> None:
         detach: Annotated[
             bool, typer.Option("--detach", help="Background jobs it starts outlive this command")
         ] = False,
+        here: Annotated[
+            bool,
+            typer.Option("--here", help="Run the turn in this process even while an executor runs"),
+        ] = False,
         as_json: JsonFlag = False,
     ) -> None:
         """One turn: the agent plans, calls tools through the executor, and reports.
@@ -154,6 +162,10 @@ def register(app: typer.Typer, state: Any) -> None:
                 )
             if not confirm and not (goal or "").strip():
                 raise ConfigError('say what you want done: tether run "..."')
+            if not here:
+                handed = _hand_over(state.home, goal, thread, new_thread, confirm=confirm, as_json=as_json)
+                if handed is not None:
+                    return handed
             session = _session(state.home, state.registry_ref, detach=detach)
             if not as_json:
                 session.events.subscribe(render_event)
@@ -169,9 +181,7 @@ def register(app: typer.Typer, state: Any) -> None:
             finally:
                 session.executor.close()
             _print_turn(result, as_json=as_json, detach=detach, model=session.model_label)
-            if result.status == "needs_confirmation":
-                return EXIT_NEEDS_CONFIRMATION
-            return 0 if result.status == "completed" else 1
+            return _exit_code(result.status.value)
 
         _guarded(as_json, body)
 
@@ -261,6 +271,75 @@ def register(app: typer.Typer, state: Any) -> None:
             return 0
 
         _guarded(as_json, body)
+
+
+def _exit_code(status: str) -> int:
+    if status == "needs_confirmation":
+        return EXIT_NEEDS_CONFIRMATION
+    return 0 if status == "completed" else 1
+
+
+def _hand_over(
+    home: str | None, goal: str | None, thread: str | None, new_thread: str | None, *, confirm: bool,
+    as_json: bool,
+) -> int | None:  # fmt: skip
+    """Run the turn in the home's live executor and follow it; None when no executor runs."""
+    from tether.agent.turn import TurnResult
+    from tether.runtime import Runtime
+    from tether.supervisor import durable
+
+    with Runtime.open(home) as runtime:
+        if not durable.live_executors(runtime.home):
+            return None
+        thread_id = _start_thread(runtime, thread, new_thread)
+        if confirm:
+            state = runtime.threads.load(thread_id)
+            if state is None or state.pending is None:
+                raise ConfigError(f"thread {thread_id!r} is not waiting for a confirmation")
+        request = {"thread_id": thread_id, "message": goal or "", "confirm": confirm, "source": "person:cli"}
+        workflow_id = f"turn-{secrets.token_hex(8)}"
+        after = runtime.events.last_id()
+        with durable.client(runtime) as client:
+            durable.enqueue_turn(client, workflow_id, request)
+            if not as_json:
+                err.print(f"[dim]handed to the running executor · thread {escape(thread_id)}[/]")
+            output = _follow_turn(runtime, client, workflow_id, thread_id, after, render=not as_json)
+    if "error" in output:
+        raise ConfigError(str(output["error"]))
+    result = TurnResult.from_dict(output)
+    _print_turn(result, as_json=as_json, detach=True, model=str(output.get("model", "")))
+    return _exit_code(result.status.value)
+
+
+def _follow_turn(
+    runtime: Any, client: Any, workflow_id: str, thread_id: str, after: int, *, render: bool
+) -> dict[str, Any]:
+    """Show the thread's steps as the executor records them, until the turn's workflow ends."""
+    import time
+
+    from tether.supervisor import durable
+
+    told = False
+    while True:
+        for event in runtime.events.read(after, topics=[f"thread:{thread_id}"]):
+            after = event.id
+            if render:
+                render_event(event)
+        status, output = durable.outcome(client, workflow_id)
+        if status == "SUCCESS" and isinstance(output, dict):
+            for event in runtime.events.read(after, topics=[f"thread:{thread_id}"]):
+                if render:
+                    render_event(event)
+            return output
+        if status in ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+            return {"error": f"the executor's turn ended {status.lower()}: {output}"}
+        if not told and not durable.live_executors(runtime.home):
+            err.print(
+                "[yellow]the executor left; the turn goes on from its last step when one starts "
+                "(tether worker). Ctrl-C stops following; the turn is not lost.[/]"
+            )
+            told = True
+        time.sleep(0.05)
 
 
 def _print_turn(result: Any, *, as_json: bool, detach: bool, model: str) -> None:

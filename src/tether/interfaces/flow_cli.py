@@ -407,7 +407,7 @@ def register(app: typer.Typer, state: Any) -> None:
                             registry(),
                             until_idle=until_idle,
                             on_start=lambda eid: out.print(
-                                f"executor {eid} runs flows of {rt.home}", markup=False
+                                f"executor {eid} runs the flows and turns of {rt.home}", markup=False
                             ),
                         )
                     )

@@ -37,6 +37,7 @@ APP_NAME = "tether"
 APP_VERSION = "tether-flows-1"
 QUEUE = "tether-runs"
 WORKFLOW = "tether.run_segment"
+TURN_WORKFLOW = "tether.turn"
 POLL_S = 0.05
 SLOTS = 64
 SLOTS_DIR = "executors"
@@ -122,6 +123,26 @@ def enqueue_segment(runtime: Runtime, run_id: str, segment: int, delay_s: float 
         options["delay_seconds"] = delay_s
     with client(runtime) as c:
         c.enqueue(options, run_id, segment)
+
+
+def enqueue_turn(c: Any, workflow_id: str, request: dict[str, Any]) -> None:
+    """Hand a person's conversation turn to the home's executors (``turns.run_turn``)."""
+    options = {
+        "workflow_name": TURN_WORKFLOW,
+        "queue_name": QUEUE,
+        "workflow_id": workflow_id,
+        "app_version": APP_VERSION,
+    }
+    c.enqueue(options, request)
+
+
+def outcome(c: Any, workflow_id: str) -> tuple[str | None, Any]:
+    """A workflow's status and, once it has one, its output (or its error)."""
+    found = c.list_workflows(workflow_ids=[workflow_id])
+    if not found:
+        return None, None
+    status = found[0]
+    return status.status, status.output if status.error is None else status.error
 
 
 def continue_run(runtime: Runtime, run_id: str, segment: int) -> None:

@@ -11,6 +11,9 @@ Before each step it runs for the first time, a durable turn makes sure it is sti
 (``ThreadStore.hold_turn``: the record names this process) and that its deadline has not passed; if
 not, the step answers ``halt`` and the turn stops there.
 
+A person's turn runs here too when ``tether run`` finds an executor running: it is enqueued as the
+workflow ``tether.turn`` (``durable.enqueue_turn``) and the command follows the thread's events.
+
 Only executor processes import this module (it registers the steps with DBOS).
 """
 
@@ -26,6 +29,7 @@ from dbos import DBOS
 from tether.agent.steps import MODEL, OPEN, StepWork, TurnHalted
 from tether.execution import process
 from tether.store.threads import ThreadStore
+from tether.supervisor import durable
 
 if TYPE_CHECKING:
     from tether.supervisor.engine import Host
@@ -78,6 +82,35 @@ async def _model(steps: DurableSteps, work: StepWork) -> dict[str, Any]:
 @DBOS.step(name="tether.turn.tool", retries_allowed=False)
 async def _tool(steps: DurableSteps, work: StepWork) -> dict[str, Any]:
     return await steps.fresh(work)
+
+
+@DBOS.workflow(name=durable.TURN_WORKFLOW)
+async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
+    """A person's conversation turn, dispatched to this executor (``tether run`` while an executor
+    runs): ``{"thread_id", "message"}``, or ``{"thread_id", "confirm": true}`` to run the one call the
+    thread waits on. Its ``TurnResult`` as a dict, or ``{"error": ...}`` for a request that cannot run."""
+    from tether.agent.session import ConversationSession
+    from tether.errors import TetherError
+    from tether.supervisor.engine import host
+
+    h = host()
+    if h.model_for is None:
+        return {"error": "this executor has no model configured"}
+    thread_id = str(request.get("thread_id", ""))
+    steps = DurableSteps(h.runtime.threads, thread_id)
+    session = ConversationSession(h.executor, h.model_for(None), detach=True, steps=steps)
+    try:
+        if request.get("confirm"):
+            result = await session.confirm(
+                thread_id, approve=True, source=str(request.get("source", "person:cli"))
+            )
+        else:
+            result = await session.send(thread_id, str(request.get("message", "")))
+    except TurnHalted as halt:
+        return {"error": f"the turn stopped: {halt.reason}"}
+    except TetherError as exc:
+        return {"error": exc.message}
+    return {**result.to_dict(), "model": session.model_label}
 
 
 async def agent_turn(h: Host, opened: dict[str, Any]) -> list[Any]:
