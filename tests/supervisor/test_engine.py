@@ -529,3 +529,29 @@ def test_a_persons_turn_handed_to_an_executor_survives_its_crash_and_finishes_wh
     assert [s["kind"] for s in turn["steps"]] == ["model", "tool", "model", "final"]
     assert len(fake_openai.requests) == 2, "a model call that had answered was asked again"
     assert [e["key"] for e in ledger(home)] == ["slow"], "the tool acted other than once"
+
+
+def test_a_confirmation_handed_to_an_executor_runs_exactly_the_call_asked_about_once(
+    home: Path, fake_openai: FakeOpenAI
+) -> None:
+    """The question a handed-over turn ends with is answered by `tether run --thread ID --confirm`, also
+    handed over: exactly that destructive call runs, once, and the turn goes on to the model's answer."""
+    (home / "settings.toml").write_text(
+        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{fake_openai.url}"\n', encoding="utf-8"
+    )
+    fake_openai.reply(completion(None, tool_calls=[("c1", "f__wipe", '{"key": "disk"}')]))
+    fake_openai.reply(completion("disk wiped."))
+    env = {"TETHER_MODEL_STREAM": "0"}
+    worker = _worker(home, **env)
+    try:
+        code, asked, err = cli(home, "run", "wipe the disk", "--json")
+        assert code == 3 and asked["status"] == "needs_confirmation", (asked, err)
+        assert ledger(home) == []
+        code, done, err = cli(home, "run", "--thread", asked["thread_id"], "--confirm", "--json")
+        assert code == 0 and done["final"] == "disk wiped.", (done, err)
+        code, again, err = cli(home, "run", "--thread", asked["thread_id"], "--confirm", "--json")
+        assert code == 2 and "not waiting for a confirmation" in again["error"]["message"], (again, err)
+    finally:
+        _stop(worker)
+    assert [e["key"] for e in ledger(home)] == ["disk"]
+    assert len(fake_openai.requests) == 2

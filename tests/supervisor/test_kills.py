@@ -1,4 +1,5 @@
-"""Durability under SIGKILL: the executor of a 20-task flow is killed at random moments, again and again,
+"""Durability under SIGKILL: the executor of a 23-task flow (20 calls, 3 agent turns that each ask a model and
+run a tool) is killed at random moments, again and again,
 and a new one picks the run up each time (`tether flow resume`).
 
 What must hold after every storm: the run ends in an explicit state (never `running`), no task is left
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +27,7 @@ import pytest
 import yaml
 
 from tests.conftest import PG_REQUIRED_ENV, fresh_pg_database, pg_problem
+from tests.support.fake_openai import FakeOpenAI, completion
 from tests.support.figures import count as record_figure
 from tests.support.flowkit import ledger
 from tests.support.helpers import ROOT, tether_cli
@@ -34,9 +37,9 @@ KILLS = int(os.environ.get("TETHER_FLOW_KILLS", "6"))
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 
-def twenty_tasks(prefix: str) -> list[dict[str, Any]]:
-    """A DAG of 20: a start, three lanes of six (one lane shares a resource), a join. Ledger keys are
-    ``<prefix>-<task id>``."""
+def storm_tasks(prefix: str) -> list[dict[str, Any]]:
+    """A DAG of 23: a start, three lanes of six calls (one lane shares a resource), a lane of three agent
+    turns (each asks the model, runs one tool, asks again), a join. Ledger keys are ``<prefix>-<id>``."""
     tasks: list[dict[str, Any]] = [
         {"id": "start", "call": {"task": "f.once", "args": {"key": f"{prefix}-start"}}}
     ]
@@ -53,14 +56,41 @@ def twenty_tasks(prefix: str) -> list[dict[str, Any]]:
                 }
             )
             before = task_id
+    before = "start"
+    for i in range(3):
+        tasks.append(
+            {"id": f"g{i}", "executor": "agent", "description": f"act once on key {prefix}-g{i}",
+             "depends_on": [before]}
+        )  # fmt: skip
+        before = f"g{i}"
     tasks.append(
         {
             "id": "join",
             "call": {"task": "f.once", "args": {"key": f"{prefix}-join"}},
-            "depends_on": ["a5", "b5", "c5"],
+            "depends_on": ["a5", "b5", "c5", "g2"],
         }
     )
     return tasks
+
+
+def agent_model(request: dict[str, Any]) -> dict[str, Any]:
+    """The model of the agent lane, answering from the conversation alone (a replay asks again after a
+    kill): a task message gets one call of f.once on its key; a tool's result gets the final answer."""
+    said = [m for m in request["messages"] if m["role"] != "system"]
+    if said[-1]["role"] == "tool":
+        return completion(f"done: {json.loads(said[-1]['content']).get('status')}")
+    key = re.search(r"key (\S+)", str(said[-1]["content"]))
+    assert key is not None, said[-1]
+    arguments = json.dumps({"key": key.group(1), "seconds": round(random.uniform(0.05, 0.4), 2)})
+    return completion(None, tool_calls=[("c1", "f__once", arguments)])
+
+
+def model_settings(server: FakeOpenAI) -> str:
+    server.responder = agent_model
+    return f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{server.url}"\n'
+
+
+MODEL_ENV = {"TETHER_MODEL_STREAM": "0"}
 
 
 def _env(home: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -92,7 +122,7 @@ def _show(home: Path, run_id: str, extra: dict[str, str]) -> dict[str, Any]:
 
 
 def storms(home: Path, tmp_path: Path, kills: int, extra: dict[str, str], seed: int) -> tuple[int, int]:
-    """Runs of the 20-task flow, each under kills, until ``kills`` kills landed; (kills, runs)."""
+    """Runs of the storm flow, each under kills, until ``kills`` kills landed; (kills, runs)."""
     random.seed(seed)
     landed = runs = 0
     while landed < kills:
@@ -104,8 +134,8 @@ def storms(home: Path, tmp_path: Path, kills: int, extra: dict[str, str], seed: 
 
 
 def storm(home: Path, tmp_path: Path, prefix: str, kills: int, extra: dict[str, str]) -> dict[str, Any]:
-    flow = tmp_path / f"twenty-{prefix}.yaml"
-    flow.write_text(yaml.safe_dump({"caller": "cli", "max_parallel": 3, "tasks": twenty_tasks(prefix)}))
+    flow = tmp_path / f"storm-{prefix}.yaml"
+    flow.write_text(yaml.safe_dump({"caller": "cli", "max_parallel": 3, "tasks": storm_tasks(prefix)}))
     code, out, err = tether_cli("--registry", FLOWS, "flow", "run", str(flow), "--detach", "--json",
                                 home=home, env={"TETHER_CLI_SERVER": "0", **extra})  # fmt: skip
     # --detach with no executor started a background worker: stop it, this test plays the executor.
@@ -153,8 +183,14 @@ def check(home: Path, run: dict[str, Any], prefix: str) -> None:
     effects = Counter(str(m["key"]) for m in ledger(home))
     for task in run["tasks"]:
         key = f"{prefix}-{task['id']}"
-        if task["id"] in ("start", "join") or task["id"].startswith(("a", "c")):
+        if task["id"] in ("start", "join") or task["id"].startswith(("a", "c", "g")):
             assert effects[key] <= 1, f"{key} must run once and ran {effects[key]} times"
+        if task["id"].startswith("g"):  # an agent turn: its tool acted once iff the model was told so
+            if task["status"] == "completed" and task["message"] == "done: completed":
+                assert effects[key] == 1, (
+                    f"{key}: the agent saw its tool complete, but it acted {effects[key]}"
+                )
+            continue
         if task["status"] == "completed":
             assert effects[key] >= 1, f"{key} is completed but never acted"
         if task["status"] == "waiting_for_human":
@@ -167,15 +203,16 @@ def check(home: Path, run: dict[str, Any], prefix: str) -> None:
 
 
 def test_a_twenty_task_flow_survives_an_executor_killed_at_random_on_sqlite(
-    home: Path, tmp_path: Path
+    home: Path, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
+    (home / "settings.toml").write_text(model_settings(fake_openai))
     seed = int(os.environ.get("TETHER_FLOW_SEED", str(random.randrange(1 << 30))))
-    landed, runs = storms(home, tmp_path, KILLS, {}, seed)
+    landed, runs = storms(home, tmp_path, KILLS, MODEL_ENV, seed)
     record_figure("flow executor kills landed (SQLite)", landed)
     record_figure("flow runs under kills, all completed once (SQLite)", runs)
 
 
-def test_the_same_storm_on_postgresql(home: Path, tmp_path: Path) -> None:
+def test_the_same_storm_on_postgresql(home: Path, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     problem = pg_problem()
     if problem is not None:
         if os.environ.get(PG_REQUIRED_ENV) == "1":
@@ -187,9 +224,9 @@ def test_the_same_storm_on_postgresql(home: Path, tmp_path: Path) -> None:
         parsed = make_url(url)
         (home / "settings.toml").write_text(
             f'[store]\ndatabase_url = "postgresql+psycopg://{parsed.username}@{parsed.host}:'
-            f'{parsed.port or 5432}/{parsed.database}"\n'
+            f'{parsed.port or 5432}/{parsed.database}"\n' + model_settings(fake_openai)
         )
-        extra = {"TETHER_API_KEY_DATABASE": parsed.password or ""}
+        extra = {"TETHER_API_KEY_DATABASE": parsed.password or "", **MODEL_ENV}
         seed = int(os.environ.get("TETHER_FLOW_SEED", str(random.randrange(1 << 30))))
         landed, runs = storms(home, tmp_path, max(3, KILLS // 2), extra, seed)
         record_figure("flow executor kills landed (PostgreSQL)", landed)

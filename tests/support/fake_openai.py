@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -67,6 +68,9 @@ class FakeOpenAI:
 
     def __init__(self, *, strict: bool = False) -> None:
         self.script: deque[dict[str, Any]] = deque()
+        # When set, answers every request from the request itself (a model that does not depend on how
+        # many calls came before: what a test needs when processes die and ask again).
+        self.responder: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.strict = strict
@@ -94,9 +98,14 @@ class FakeOpenAI:
                 length = int(self.headers.get("content-length") or 0)
                 fake.requests.append(json.loads(self.rfile.read(length) or b"{}"))
                 fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-                step = (
-                    fake.script.popleft() if fake.script else error(500, "unscripted", "no scripted answer")
-                )
+                if fake.responder is not None:
+                    step = {"status": 200, "body": fake.responder(fake.requests[-1])}
+                else:
+                    step = (
+                        fake.script.popleft()
+                        if fake.script
+                        else error(500, "unscripted", "no scripted answer")
+                    )
                 request = fake.requests[-1]
                 if fake.strict and any(m.get("content", "") is None for m in request.get("messages", [])):
                     step = error(500, None, "Internal Server Error: content must be a string")

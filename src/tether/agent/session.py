@@ -162,7 +162,8 @@ class ConversationSession:
     ) -> TurnResult:
         """The person's explicit answer to the call the thread waits on (a flag, a button): exactly that
         call runs (or is declined), then the turn goes on. ``ConfigError`` if nothing waits."""
-        if self.pending(thread_id) is None:
+        if not self.steps.durable and self.pending(thread_id) is None:
+            # (a durable turn asks in its opening step instead: a replay must not read it again)
             raise ConfigError(f"thread {thread_id!r} is not waiting for a confirmation")
         return await self._turn(thread_id, "yes" if approve else "no", approve, source, require_pending=True)
 

@@ -548,7 +548,7 @@ def _accept_proposals(h: Host, run_id: str, plan: Plan, parent: str, proposals: 
     except Exception as exc:  # pydantic's ValidationError: a malformed proposal
         return f"proposal refused: {str(exc).splitlines()[0]}"[:1000]
     new_ids = [t.id for t in grown.tasks[len(plan.tasks) :]]
-    h.runtime.runs.add_tasks(run_id, grown.model_dump(mode="json"), new_ids)
+    h.runtime.runs.add_tasks(run_id, grown.model_dump(mode="json", exclude_defaults=True), new_ids)
     return f"accepted: {', '.join(new_ids)}"
 
 

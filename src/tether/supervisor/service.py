@@ -34,7 +34,7 @@ def start(runtime: Runtime, registry: Registry, plan: Plan, *, run_id: str | Non
     check(plan, registry)
     run_id = run_id or new_run_id()
     record = runtime.runs.create(
-        run_id, goal=plan.goal, plan=plan.model_dump(mode="json"), caller=plan.caller
+        run_id, goal=plan.goal, plan=plan.model_dump(mode="json", exclude_defaults=True), caller=plan.caller
     )
     durable.enqueue_segment(runtime, run_id, 0)
     return record
