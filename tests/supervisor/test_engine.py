@@ -555,3 +555,49 @@ def test_a_confirmation_handed_to_an_executor_runs_exactly_the_call_asked_about_
         _stop(worker)
     assert [e["key"] for e in ledger(home)] == ["disk"]
     assert len(fake_openai.requests) == 2
+
+
+def test_a_goals_plan_is_the_runs_first_step_and_a_crash_never_asks_the_planner_again(
+    home: Path, fake_openai: FakeOpenAI
+) -> None:
+    """With a model, `tether goal` records the run and its executor plans it in a step: the executor dies
+    while the first milestone's tool runs; the next one goes on without asking the planner (or the
+    milestone's first model call) again. A plan the model cannot make fails the run with its reason."""
+    (home / "settings.toml").write_text(
+        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{fake_openai.url}"\n', encoding="utf-8"
+    )
+    milestone = {"id": "m1", "description": "act once on slow"}
+    fake_openai.reply(
+        completion(None, tool_calls=[("p1", "submit_plan", json.dumps({"milestones": [milestone]}))])
+    )
+    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "seconds": 3}')]))
+    fake_openai.reply(completion("slow done."))
+    env = {"TETHER_MODEL_STREAM": "0"}
+    first = _worker(home, **env)
+    second = None
+    try:
+        code, run, err = cli(home, "goal", "do slow once", "--detach", "--json")
+        assert code == 0, (run, err)
+
+        def tool_running() -> bool:
+            _, jobs, _ = cli(home, "job", "list", "--json")
+            return any(j["task_id"] == "f.once" and j["status"] == "running" for j in jobs)
+
+        eventually(tool_running, timeout=60, what="the milestone's tool to run")
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        second = _worker(home, **env)
+        final = _settle(home, run["run_id"])
+        beyond = {"milestones": [], "beyond": "no tool can fly to Mars"}
+        fake_openai.reply(completion(None, tool_calls=[("p2", "submit_plan", json.dumps(beyond))]))
+        code, failed, err = cli(home, "goal", "fly to Mars", "--json")
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                _stop(proc)
+    assert final["status"] == "completed" and [t["id"] for t in final["tasks"]] == ["m1"], final
+    assert len(fake_openai.requests) == 4, "the planner or a model call that had answered was asked again"
+    assert [e["key"] for e in ledger(home)] == ["slow"]
+    assert code == 1 and failed["status"] == "failed", (failed, err)
+    code, shown, _ = cli(home, "flow", "show", failed["run_id"], "--json")
+    assert "no tool can fly to Mars" in shown["message"], shown

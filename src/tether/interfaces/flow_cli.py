@@ -143,7 +143,8 @@ def register(app: typer.Typer, state: Any) -> None:
         from tether.supervisor.service import run_document
 
         if not as_json:
-            out.print(f"run {record.run_id}: {len(record.tasks)} task(s)", markup=False)
+            planned = f"{len(record.tasks)} task(s)" if record.tasks else "its plan comes first"
+            out.print(f"run {record.run_id}: {planned}", markup=False)
         printer = None if (as_json or detach) else LinePrinter()
         try:
             final = asyncio.run(
@@ -367,9 +368,20 @@ def register(app: typer.Typer, state: Any) -> None:
         """Plan a goal and run it to the end (exit 0 completed, 3 waiting for you, 1 failed)."""
 
         def body() -> int:
+            from tether.errors import ConfigError
+            from tether.models.factory import resolve
             from tether.supervisor import service
 
             reg = registry()
+            with runtime() as rt:
+                choice = resolve(rt.home, rt.model_settings)
+                if choice.provider != "offline":  # a model plans it, in the run's first step
+                    if not goal.strip():
+                        raise ConfigError('say what you want done: tether goal "..."')
+                    if not as_json:
+                        out.print(f"planning with {choice.label} …", markup=False)
+                    record = service.start_goal(rt, goal)
+                    return drive_and_report(rt, reg, record, as_json, detach)
             plan, label = plan_goal(goal, reg)
             if not as_json:
                 out.print(f"plan ({label}):", markup=False)

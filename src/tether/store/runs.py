@@ -386,8 +386,16 @@ class SqlRunStore:
             created_at=at, updated_at=at, ended_at=None, tasks=tasks,
         )  # fmt: skip
 
-    def add_tasks(self, run_id: str, plan: dict[str, Any], new_ids: list[str]) -> None:
-        """Follow-up tasks an executor proposed (already validated against the whole plan)."""
+    def add_tasks(
+        self,
+        run_id: str,
+        plan: dict[str, Any],
+        new_ids: list[str],
+        *,
+        why: str = "proposed by an earlier task",
+    ) -> None:
+        """Tasks that join the run's plan (already validated against the whole plan): follow-ups an
+        executor proposed, or a goal's milestones once its planner has answered."""
         at = now()
         with self.db.write() as conn:
             known = {r[0] for r in conn.execute(select(RT.c.task_id).where(RT.c.run_id == run_id))}
@@ -403,7 +411,7 @@ class SqlRunStore:
                         insert(RT),
                         {
                             "run_id": run_id, "task_id": task["id"], "position": position,
-                            "status": "pending", "attempts": 0, "iterations": 0, "message": "proposed",
+                            "status": "pending", "attempts": 0, "iterations": 0, "message": why[:200],
                             "diagnostics": "{}", "outputs": "{}", "overrides": "{}", "updated_at": at,
                             "rev": rev,
                         },
@@ -412,7 +420,7 @@ class SqlRunStore:
                         conn,
                         RunTaskChanged(
                             topic=f"run:{run_id}", run_id=run_id, task_id=task["id"], status="pending",
-                            message="proposed by an earlier task",
+                            message=why,
                         ),
                     )  # fmt: skip
 

@@ -85,6 +85,8 @@ def _epoch(iso: str) -> float:
 @DBOS.workflow(name=WORKFLOW)
 async def run_segment(run_id: str, segment: int) -> str:
     try:
+        if segment == 0 and (await plan_run(run_id))["end"]:
+            return "failed"
         while True:
             decision = await decide(run_id, segment)
             if decision["end"] == "later":
@@ -147,6 +149,34 @@ async def decide(run_id: str, segment: int) -> dict[str, Any]:
         "run": [[t, n, "call" if known.tasks[t].call is not None else "agent"] for t, n in decision.run],
         "delay_s": decision.delay_s,
     }
+
+
+@DBOS.step(name="tether.plan", retries_allowed=False)
+async def plan_run(run_id: str) -> dict[str, Any]:
+    """A goal's run starts with no tasks: its planner (the model's call, or the offline planner) makes
+    them here, in a step of its own, so a replay never asks the model again."""
+    from tether.errors import ModelError, PlanError
+    from tether.supervisor.planner import plan_goal
+
+    h = host()
+    document, _ = await _io(h.runtime.runs.plan, run_id)
+    if document.get("tasks"):
+        return {"end": None}
+    goal, caller = str(document.get("goal", "")), str(document.get("caller") or "agent")
+    why = "this executor has no model configured to plan goals"
+    if h.model_for is not None:
+        try:
+            plan = await plan_goal(goal, h.executor.registry, h.model_for(None), caller=caller)
+        except PlanError as exc:
+            why = f"the goal cannot be planned: {exc.message}"
+        except ModelError as exc:
+            why = f"the model service failed while planning: {exc.message}"
+        else:
+            done = plan.model_dump(mode="json", exclude_defaults=True)
+            await _io(h.runtime.runs.add_tasks, run_id, done, [t.id for t in plan.tasks], why="planned")
+            return {"end": None}
+    await _io(h.runtime.runs.set_status, run_id, "failed", why[:2000])
+    return {"end": "failed"}
 
 
 @DBOS.step(name="tether.continue_later", retries_allowed=False)

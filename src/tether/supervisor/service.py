@@ -40,6 +40,17 @@ def start(runtime: Runtime, registry: Registry, plan: Plan, *, run_id: str | Non
     return record
 
 
+def start_goal(runtime: Runtime, goal: str, *, caller: str = "agent", run_id: str | None = None) -> RunRecord:
+    """Record a run of ``goal`` whose plan its executor makes first, in the run's first step (the model
+    call is checkpointed like every other), and enqueue it."""
+    run_id = run_id or new_run_id()
+    record = runtime.runs.create(
+        run_id, goal=goal, plan={"goal": goal, "caller": caller, "tasks": []}, caller=caller
+    )
+    durable.enqueue_segment(runtime, run_id, 0)
+    return record
+
+
 def find(runtime: Runtime, run_id: str) -> RunRecord:
     """A run by id or unique prefix; ``ConfigError`` naming the candidates otherwise."""
     if not isinstance(run_id, str) or not run_id or len(run_id) > 128:
@@ -73,6 +84,8 @@ def answer(
     again), ``reject`` (it does not run; its dependents are skipped), ``edit`` (new arguments or a new
     description, then run it). Recorded once; the run goes on in its next segment."""
     run = find(runtime, run_id)
+    if not run.plan.get("tasks"):
+        raise ConfigError(f"run {run.run_id} has no tasks yet: its goal is still being planned")
     plan = Plan.model_validate(run.plan)
     task = plan.task(task_id)
     state = run.task(task_id)
