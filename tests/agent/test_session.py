@@ -136,6 +136,23 @@ def test_an_explicit_confirmation_runs_exactly_the_waiting_call(running_game: Ex
         asyncio.run(s.confirm("t"))  # a confirmation is used once; nothing waits any more
 
 
+def test_a_confirmation_for_a_question_that_is_no_longer_waiting_runs_nothing(
+    running_game: Executor, home: Path
+) -> None:
+    """An answer bound to a question's id (as a handed-over `--confirm` is) confirms only that question:
+    when another one waits by the time it runs, nothing runs and the waiting question stays."""
+    model = ScriptedModel([calls(call("demo__salvage_relics", {"rarity": 3})), say("done")])
+    s = ConversationSession(running_game, model)
+    assert s.send_sync("t", "salvage 3-star").status == "needs_confirmation"
+    waiting = s.pending("t")
+    assert waiting is not None
+    with pytest.raises(ConfigError, match="another question"):
+        asyncio.run(s.confirm("t", source="person:test", pending_id="t:0:1"))
+    assert s.pending("t") == waiting and game.load_state(home).get("salvaged_total", 0) == 0
+    done = asyncio.run(s.confirm("t", source="person:test", pending_id=waiting["id"]))
+    assert tool_steps(done) == [("demo.salvage_relics", "completed")]
+
+
 def test_a_confirmation_covers_one_call_and_every_other_call_asks_again(
     running_game: Executor, home: Path
 ) -> None:

@@ -601,3 +601,59 @@ def test_a_goals_plan_is_the_runs_first_step_and_a_crash_never_asks_the_planner_
     assert code == 1 and failed["status"] == "failed", (failed, err)
     code, shown, _ = cli(home, "flow", "show", failed["run_id"], "--json")
     assert "no tool can fly to Mars" in shown["message"], shown
+
+
+def test_cancel_stops_an_agent_turn_and_its_tool_and_nothing_of_it_comes_back(
+    home: Path, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """An agent task's turn is a child workflow running tools from its own thread: cancelling the run
+    stops the tool and cancels the turn (its record ends), and a restarted executor does not bring the
+    turn back (the model is never asked again)."""
+    (home / "settings.toml").write_text(
+        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{fake_openai.url}"\n', encoding="utf-8"
+    )
+    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "long", "seconds": 30}')]))
+    tasks = [{"id": "agent", "executor": "agent", "description": "do the long thing"}]
+    env = {"TETHER_MODEL_STREAM": "0"}
+    worker = _worker(home, **env)
+    again = None
+    try:
+        code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--detach", "--json")
+        assert code == 0, (run, err)
+
+        def tool_running() -> bool:
+            _, jobs, _ = cli(home, "job", "list", "--json")
+            return any(j["task_id"] == "f.once" and j["status"] == "running" for j in jobs)
+
+        eventually(tool_running, timeout=60, what="the agent's tool to run")
+        code, _, err = cli(home, "flow", "cancel", run["run_id"])
+        assert code == 0, err
+
+        def tool_stopped() -> bool:
+            _, jobs, _ = cli(home, "job", "list", "--json")
+            return all(j["status"] != "running" for j in jobs)
+
+        eventually(tool_stopped, timeout=30, what="the agent's tool to stop")
+        _stop(worker)
+        again = _worker(home, **env)  # recovers what the first left: the cancelled turn must stay so
+        from tether.runtime import Runtime
+
+        def turn_ended() -> bool:
+            with Runtime.open(home) as runtime:
+                record = runtime.threads.turn(f"run-{run_id_of(home, run['run_id'])}", 1)
+            return record is not None and record.status != "running"
+
+        eventually(turn_ended, timeout=30, what="the cancelled turn's record to end")
+    finally:
+        _stop(worker)
+        if again is not None:
+            _stop(again)
+    code, final, _ = cli(home, "flow", "show", run["run_id"], "--json")
+    assert final["status"] == "cancelled", final
+    assert ledger(home) == [] and len(fake_openai.requests) == 1
+
+
+def run_id_of(home: Path, run_id: str) -> str:
+    """The execution id of the run's first attempt (an agent's thread is ``run-<it>``)."""
+    _, shown, _ = cli(home, "flow", "show", run_id, "--json")
+    return str(shown["tasks"][0]["steps"][0]["execution_id"])

@@ -158,14 +158,22 @@ class ConversationSession:
         return None if state is None else state.pending
 
     async def confirm(
-        self, thread_id: str, *, approve: bool = True, source: str = "person:cli"
+        self,
+        thread_id: str,
+        *,
+        approve: bool = True,
+        source: str = "person:cli",
+        pending_id: str | None = None,
     ) -> TurnResult:
         """The person's explicit answer to the call the thread waits on (a flag, a button): exactly that
-        call runs (or is declined), then the turn goes on. ``ConfigError`` if nothing waits."""
+        call runs (or is declined), then the turn goes on. With ``pending_id``, only if that question is
+        still the one waiting (an answer handed to an executor may arrive after another question).
+        ``ConfigError`` if nothing (or another question) waits."""
         if not self.steps.durable and self.pending(thread_id) is None:
             # (a durable turn asks in its opening step instead: a replay must not read it again)
             raise ConfigError(f"thread {thread_id!r} is not waiting for a confirmation")
-        return await self._turn(thread_id, "yes" if approve else "no", approve, source, require_pending=True)
+        word = "yes" if approve else "no"
+        return await self._turn(thread_id, word, approve, source, require_pending=True, pending_id=pending_id)
 
     # -- one turn -------------------------------------------------------------------------------
 
@@ -175,7 +183,14 @@ class ConversationSession:
         return await self._turn(thread_id, message, answer, "person:chat")
 
     async def _turn(
-        self, thread_id: str, message: str, answer: bool | None, source: str, *, require_pending: bool = False
+        self,
+        thread_id: str,
+        message: str,
+        answer: bool | None,
+        source: str,
+        *,
+        require_pending: bool = False,
+        pending_id: str | None = None,
     ) -> TurnResult:
         if not isinstance(thread_id, str) or not THREAD_ID_RE.match(thread_id):
             raise ConfigError(
@@ -183,7 +198,14 @@ class ConversationSession:
             )
         lock = self._locks.setdefault(thread_id, asyncio.Lock())
         async with lock:
-            opened = await self._step(OPEN, lambda: self._open(thread_id, message, require_pending))
+            try:
+                opened = await self._step(
+                    OPEN, lambda: self._open(thread_id, message, require_pending, pending_id)
+                )
+            except TurnHalted as halt:
+                if halt.ended and halt.number is not None:  # a replay of a turn that had ended
+                    return await asyncio.to_thread(self._recorded, thread_id, halt.number)
+                raise
             if opened.get("error"):
                 raise ConfigError(str(opened["error"]))
             number = int(opened["number"])
@@ -192,6 +214,7 @@ class ConversationSession:
                 state = await asyncio.to_thread(self.threads.load, thread_id)
                 assert state is not None
                 turn = Turn(self.threads, self.events, state, number, message)
+                turn.limits = dict(opened.get("limits") or self._limits())
                 await turn.started()
                 turn.stray_answer = bool(opened.get("stray"))
                 try:
@@ -211,7 +234,24 @@ class ConversationSession:
                 await asyncio.shield(asyncio.to_thread(self._end_failed, thread_id, number))
                 raise
 
-    async def _open(self, thread_id: str, message: str, require_pending: bool) -> dict[str, Any]:
+    def _limits(self) -> dict[str, int]:
+        s = self.settings
+        return {"max_steps": s.max_steps, "ceiling": s.max_steps_ceiling, "extend_by": s.extend_by}
+
+    def _recorded(self, thread_id: str, number: int) -> TurnResult:
+        """A turn's result as its record has it."""
+        record = self.threads.turn(thread_id, number)
+        assert record is not None
+        try:
+            status = TurnStatus(record.status)
+        except ValueError:
+            status = TurnStatus.FAILED
+        steps = tuple(self.threads.steps(thread_id, number))
+        return TurnResult(thread_id=thread_id, turn=number, status=status, final=record.final, steps=steps)
+
+    async def _open(
+        self, thread_id: str, message: str, require_pending: bool, pending_id: str | None = None
+    ) -> dict[str, Any]:
         """Claim the thread's next turn, settle what an interrupted turn left, and take the call the
         person answers (read and cleared by the one writer of this thread: a second answer to the
         same question finds nothing waiting). One step: a replayed turn gets the same answer."""
@@ -222,11 +262,19 @@ class ConversationSession:
             await recover_interrupted(self, state)
             state = await asyncio.to_thread(self.threads.load, thread_id)
             assert state is not None
+            if require_pending and (
+                state.pending is None or (pending_id is not None and state.pending.get("id") != pending_id)
+            ):
+                why = (
+                    f"thread {thread_id!r} is not waiting for a confirmation"
+                    if state.pending is None
+                    else f"thread {thread_id!r} waits on another question now: answer that one"
+                )
+                await asyncio.to_thread(
+                    self.threads.end_turn, thread_id, number, TurnStatus.FAILED.value, why
+                )
+                return {"error": why, "number": number}
             pending, state.pending = state.pending, None
-            if require_pending and pending is None:
-                await asyncio.to_thread(self.threads.end_turn, thread_id, number, TurnStatus.FAILED.value,
-                                        "nothing was waiting for a confirmation")  # fmt: skip
-                return {"error": f"thread {thread_id!r} is not waiting for a confirmation", "number": number}
             await asyncio.to_thread(self.threads.save, state)
         except BaseException:
             await asyncio.shield(asyncio.to_thread(self._end_failed, thread_id, number))
@@ -235,12 +283,18 @@ class ConversationSession:
             "number": number,
             "pending": pending,
             "stray": pending is None and (is_yes(message) or is_no(message)),
+            "limits": self._limits(),  # the step budget of this turn, as it was when it opened
         }
 
     async def _step(self, kind: str, work: StepWork) -> dict[str, Any]:
         out = await self.steps(kind, work)
         if "halt" in out:
-            raise TurnHalted(str(out["halt"]), taken_over=bool(out.get("taken_over")))
+            raise TurnHalted(
+                str(out["halt"]),
+                taken_over=bool(out.get("taken_over")),
+                ended=bool(out.get("ended")),
+                number=out.get("number"),
+            )
         return out
 
     def _end_failed(self, thread_id: str, number: int, why: str = "the turn ended abnormally") -> None:
@@ -312,7 +366,7 @@ class ConversationSession:
     async def _loop(
         self, turn: Turn, *, answer: bool | None, blocked: TaskResult | None = None
     ) -> TurnResult:
-        limit = self.settings.max_steps
+        limit = int(turn.limits["max_steps"])
         used = 0
         completed = failed = 0
         while True:
@@ -530,13 +584,14 @@ class ConversationSession:
     # -- budget ---------------------------------------------------------------------------------
 
     async def _review(self, turn: Turn, used: int, completed: int, failed: int, limit: int) -> int:
-        room = self.settings.max_steps_ceiling - limit
+        ceiling, extend_by = int(turn.limits["ceiling"]), int(turn.limits["extend_by"])
+        room = ceiling - limit
         review = BudgetReview(
             steps_used=used,
             completed_steps=completed,
             failed_steps=failed,
-            extend_by=min(self.settings.extend_by, max(room, 0)),
-            ceiling=self.settings.max_steps_ceiling,
+            extend_by=min(extend_by, max(room, 0)),
+            ceiling=ceiling,
         )
         extra = 0
         reason = "the hard ceiling of steps is reached"
@@ -552,7 +607,7 @@ class ConversationSession:
             )
             decision = loads_lenient(answer.text) or {}
             try:
-                extra = max(0, min(int(decision.get("extend", 0)), self.settings.extend_by, room))
+                extra = max(0, min(int(decision.get("extend", 0)), extend_by, room))
             except (TypeError, ValueError, OverflowError):
                 extra = 0
             reason = str(decision.get("stop") or ("extended" if extra else "the manager gave no extension"))

@@ -46,7 +46,11 @@ DIRECT = DirectSteps()
 class TurnHalted(Exception):
     """A step said ``halt``: the turn stops where it is."""
 
-    def __init__(self, reason: str, *, taken_over: bool = False) -> None:
+    def __init__(
+        self, reason: str, *, taken_over: bool = False, ended: bool = False, number: int | None = None
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.taken_over = taken_over  # another process owns the turn now: leave its record alone
+        self.ended = ended  # the turn had ended before this replay reached it: its record is the answer
+        self.number = number

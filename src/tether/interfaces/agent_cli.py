@@ -292,11 +292,12 @@ def _hand_over(
         if not durable.live_executors(runtime.home):
             return None
         thread_id = _start_thread(runtime, thread, new_thread)
-        if confirm:
+        request = {"thread_id": thread_id, "message": goal or "", "confirm": confirm, "source": "person:cli"}
+        if confirm:  # the question the person answers, by its id: not whatever waits when it runs
             state = runtime.threads.load(thread_id)
             if state is None or state.pending is None:
                 raise ConfigError(f"thread {thread_id!r} is not waiting for a confirmation")
-        request = {"thread_id": thread_id, "message": goal or "", "confirm": confirm, "source": "person:cli"}
+            request["pending_id"] = state.pending.get("id")
         workflow_id = f"turn-{secrets.token_hex(8)}"
         after = runtime.events.last_id()
         with durable.client(runtime) as client:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 APP_NAME = "tether"
 # Pinned and bumped deliberately: DBOS recovers only workflows of the running version, so a change to
 # the engine's workflow or step sequence that would replay differently must bump this.
-APP_VERSION = "tether-flows-1"
+APP_VERSION = "tether-flows-2"  # 2: agent attempts are child workflows; a goal is planned in its run
 QUEUE = "tether-runs"
 WORKFLOW = "tether.run_segment"
 TURN_WORKFLOW = "tether.turn"
@@ -156,7 +156,18 @@ def cancel_segment(runtime: Runtime, run_id: str, segment: int) -> None:
     with client(runtime) as c:
         found = c.list_workflows(workflow_ids=[segment_id(run_id, segment)])
         if found and found[0].status in ("ENQUEUED", "PENDING", "DELAYED"):
-            c.cancel_workflow(segment_id(run_id, segment))
+            # with its children: an agent's attempt is a child workflow whose turn must stop too
+            c.cancel_workflow(segment_id(run_id, segment), cancel_children=True)
+
+
+def cancel_workflows(runtime: Runtime, workflow_ids: list[str]) -> None:
+    """Cancel those of ``workflow_ids`` that have not ended (with their children)."""
+    if not workflow_ids:
+        return
+    with client(runtime) as c:
+        for status in c.list_workflows(workflow_ids=workflow_ids, load_input=False, load_output=False):
+            if status.status in ("ENQUEUED", "PENDING", "DELAYED"):
+                c.cancel_workflow(status.workflow_id, cancel_children=True)
 
 
 # A running run whose current segment is in one of these states has nothing to drive it: the segment

@@ -85,7 +85,7 @@ def _epoch(iso: str) -> float:
 @DBOS.workflow(name=WORKFLOW)
 async def run_segment(run_id: str, segment: int) -> str:
     try:
-        if segment == 0 and (await plan_run(run_id))["end"]:
+        if (await plan_run(run_id))["end"]:  # a goal's run with no tasks yet: plan it first
             return "failed"
         while True:
             decision = await decide(run_id, segment)
@@ -159,6 +159,9 @@ async def plan_run(run_id: str) -> dict[str, Any]:
     from tether.supervisor.planner import plan_goal
 
     h = host()
+    head = await _io(h.runtime.runs.view, run_id, task_ids=[])
+    if head is None or head.status != "running":
+        return {"end": None}  # the decision says what becomes of it
     document, _ = await _io(h.runtime.runs.plan, run_id)
     if document.get("tasks"):
         return {"end": None}
@@ -265,8 +268,10 @@ async def agent_attempt(run_id: str, task_id: str, number: int) -> dict[str, Any
     and tool executions are steps of this workflow (``supervisor/turns.py``). A crash mid-turn resumes
     the turn from its last finished step: no model call is asked twice, no tool runs twice."""
     opened = await open_agent(run_id, task_id, number)
+    if "outcome" in opened:  # refused before any turn (no model): settled like any outcome
+        return await finish_agent(run_id, task_id, number, opened["started"], opened["outcome"])
     if "ask" not in opened:
-        return opened
+        return opened  # nothing to run: its outcome is on record, or the run was cancelled
     outcome = await turns.agent_turn(host(), opened)
     return await finish_agent(run_id, task_id, number, opened["started"], outcome)
 
@@ -406,7 +411,7 @@ def _read_for_decide(h: Host, run_id: str) -> RunRecord | None:
         _SEEN.pop(run_id, None)
         return None
     head, changed = got
-    tasks = seen[1] if seen else {}
+    tasks = dict(seen[1]) if seen else {}  # a copy: a superseded segment may decide at the same time
     for state in changed:
         tasks[state.task_id] = state
     if head.terminal:

@@ -161,6 +161,20 @@ def spawn_worker(home: Path, registry_ref: str | None) -> int:
     return child.pid
 
 
+async def _pending_turns() -> list[Any]:
+    from dbos import DBOS
+
+    from tether.supervisor import durable
+
+    return await DBOS.list_workflows_async(
+        name=durable.TURN_WORKFLOW,
+        status=["PENDING", "ENQUEUED"],
+        limit=1,
+        load_input=False,
+        load_output=False,
+    )
+
+
 async def serve(
     runtime: Runtime,
     registry: Registry,
@@ -168,7 +182,8 @@ async def serve(
     until_idle: bool = False,
     on_start: Callable[[str], None] | None = None,
 ) -> None:
-    """Run as a long-lived executor (until cancelled, or, ``until_idle``, until no run is running)."""
+    """Run as a long-lived executor (until cancelled, or, ``until_idle``, until no run is running and no
+    handed-over turn is waiting or running)."""
     from tether.execution.executor import Executor
     from tether.supervisor import engine
 
@@ -183,6 +198,8 @@ async def serve(
                 if not until_idle:
                     continue
                 busy = any(r.status == "running" for r in await asyncio.to_thread(runtime.runs.active))
+                if not busy:  # a person's turn handed over by `tether run` keeps it too
+                    busy = bool(await _pending_turns())
                 if busy:
                     idle_since = None
                 elif idle_since is None:

@@ -167,11 +167,15 @@ def cancel(runtime: Runtime, executor: Any, run_id: str, *, by: str = "cli") -> 
         raise ConfigError(f"run {run.run_id} is {run.status} already")
     runtime.runs.set_status(run.run_id, "cancelled", f"cancelled by {by}")
     durable.cancel_segment(runtime, run.run_id, run.segment)
-    origin = f"run:{run.run_id}"
+    # An agent task's turn runs its tools from its own thread, and is a child workflow of its own.
+    turns = [a.execution_id for a in run.attempts if a.status == "running" and "description" in a.how]
+    durable.cancel_workflows(runtime, turns)
+    origins = [f"run:{run.run_id}", *(f"thread:run-{eid}" for eid in turns)]
 
     async def stop_jobs() -> None:
-        for job in executor.jobs_for(by, origin=origin, active=True):
-            await executor.control(job.execution_id, "stop", caller=by, reason="the run was cancelled")
+        for origin in origins:
+            for job in executor.jobs_for(by, origin=origin, active=True):
+                await executor.control(job.execution_id, "stop", caller=by, reason="the run was cancelled")
 
     asyncio.run(stop_jobs())
     for state in run.tasks:

@@ -48,8 +48,17 @@ class DurableSteps:
     async def __call__(self, kind: str, work: StepWork) -> dict[str, Any]:
         if kind == OPEN:
             out = await _open(self, work)
-            if "number" in out:
+            if "number" in out and not out.get("error"):
                 self.number = int(out["number"])
+                if not await self._hold():  # a replay: is the turn still this workflow's to go on with?
+                    record = await asyncio.to_thread(self.threads.turn, self.thread_id, self.number)
+                    ended = record is not None and record.status not in (
+                        "running",
+                        "interrupted",
+                        "recovered",
+                    )
+                    why = "the turn had ended" if ended else "another process recovered this turn"
+                    return {**out, "halt": why, "taken_over": not ended, "ended": ended}
             return out
         if kind == MODEL:
             return await _model(self, work)
@@ -57,16 +66,21 @@ class DurableSteps:
 
     async def fresh(self, work: StepWork) -> dict[str, Any]:
         """A step that runs for the first time: halt past the deadline or when the turn is not ours."""
+        if self.number is not None and not await self._hold():
+            return {"halt": "another process recovered this turn", "taken_over": True}
         if self.deadline is not None and time.time() > self.deadline:
             return {"halt": TIMED_OUT}
-        if self.number is not None:
-            me = process.current()
-            held = await asyncio.to_thread(
+        return await work()
+
+    async def _hold(self) -> bool:
+        """Make this process the turn's owner; False when the turn is not running any more."""
+        assert self.number is not None
+        me = process.current()
+        return bool(
+            await asyncio.to_thread(
                 self.threads.hold_turn, self.thread_id, self.number, (me.pid, me.create_time)
             )
-            if not held:
-                return {"halt": "another process recovered this turn", "taken_over": True}
-        return await work()
+        )
 
 
 @DBOS.step(name="tether.turn.open", retries_allowed=False)
@@ -101,8 +115,10 @@ async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
     session = ConversationSession(h.executor, h.model_for(None), detach=True, steps=steps)
     try:
         if request.get("confirm"):
+            source = str(request.get("source", "person:cli"))
+            asked = request.get("pending_id")
             result = await session.confirm(
-                thread_id, approve=True, source=str(request.get("source", "person:cli"))
+                thread_id, approve=True, source=source, pending_id=None if asked is None else str(asked)
             )
         else:
             result = await session.send(thread_id, str(request.get("message", "")))
