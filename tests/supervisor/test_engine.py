@@ -657,3 +657,43 @@ def run_id_of(home: Path, run_id: str) -> str:
     """The execution id of the run's first attempt (an agent's thread is ``run-<it>``)."""
     _, shown, _ = cli(home, "flow", "show", run_id, "--json")
     return str(shown["tasks"][0]["steps"][0]["execution_id"])
+
+
+def test_a_handed_over_turn_whose_executor_dies_is_finished_by_the_command_that_follows_it(
+    home: Path, fake_openai: FakeOpenAI
+) -> None:
+    """No executor comes back: the `tether run` that handed the turn over becomes the executor and
+    finishes the turn from the step it was on."""
+    (home / "settings.toml").write_text(
+        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{fake_openai.url}"\n', encoding="utf-8"
+    )
+    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "seconds": 3}')]))
+    fake_openai.reply(completion("slow is done, once."))
+    env = {"TETHER_MODEL_STREAM": "0"}
+    worker = _worker(home, **env)
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "run", "do slow", "--json"],
+        env={**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0", **env},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+
+        def tool_running() -> bool:
+            _, jobs, _ = cli(home, "job", "list", "--json")
+            return any(j["task_id"] == "f.once" and j["status"] == "running" for j in jobs)
+
+        eventually(tool_running, timeout=60, what="the turn's tool to run")
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+        out, err = follower.communicate(timeout=90)
+    finally:
+        if follower.poll() is None:
+            os.killpg(follower.pid, signal.SIGKILL)
+            follower.communicate()
+        _stop(worker)
+    assert follower.returncode == 0, (out, err)
+    assert json.loads(out)["final"] == "slow is done, once."
+    assert len(fake_openai.requests) == 2 and [e["key"] for e in ledger(home)] == ["slow"]

@@ -163,7 +163,9 @@ def register(app: typer.Typer, state: Any) -> None:
             if not confirm and not (goal or "").strip():
                 raise ConfigError('say what you want done: tether run "..."')
             if not here:
-                handed = _hand_over(state.home, goal, thread, new_thread, confirm=confirm, as_json=as_json)
+                handed = _hand_over(
+                    state.home, state.registry_ref, goal, thread, new_thread, confirm=confirm, as_json=as_json
+                )
                 if handed is not None:
                     return handed
             session = _session(state.home, state.registry_ref, detach=detach)
@@ -280,8 +282,8 @@ def _exit_code(status: str) -> int:
 
 
 def _hand_over(
-    home: str | None, goal: str | None, thread: str | None, new_thread: str | None, *, confirm: bool,
-    as_json: bool,
+    home: str | None, registry_ref: str, goal: str | None, thread: str | None, new_thread: str | None, *,
+    confirm: bool, as_json: bool,
 ) -> int | None:  # fmt: skip
     """Run the turn in the home's live executor and follow it; None when no executor runs."""
     from tether.agent.turn import TurnResult
@@ -304,7 +306,9 @@ def _hand_over(
             durable.enqueue_turn(client, workflow_id, request)
             if not as_json:
                 err.print(f"[dim]handed to the running executor · thread {escape(thread_id)}[/]")
-            output = _follow_turn(runtime, client, workflow_id, thread_id, after, render=not as_json)
+            output = _follow_turn(
+                runtime, client, workflow_id, thread_id, after, render=not as_json, registry_ref=registry_ref
+            )
     if "error" in output:
         raise ConfigError(str(output["error"]))
     result = TurnResult.from_dict(output)
@@ -312,35 +316,79 @@ def _hand_over(
     return _exit_code(result.status.value)
 
 
+TAKE_OVER_S = 1.0  # how long a handed-over turn may have no executor before its command runs it
+
+
 def _follow_turn(
-    runtime: Any, client: Any, workflow_id: str, thread_id: str, after: int, *, render: bool
+    runtime: Any,
+    client: Any,
+    workflow_id: str,
+    thread_id: str,
+    after: int,
+    *,
+    render: bool,
+    registry_ref: str,
 ) -> dict[str, Any]:
-    """Show the thread's steps as the executor records them, until the turn's workflow ends."""
-    import time
+    """Show the thread's steps as the executor records them, until the turn's workflow ends. If the
+    executor leaves first (and none is left), this command becomes the executor and finishes the turn
+    from its last step, as `tether flow run` does for a run."""
+    import asyncio
 
-    from tether.supervisor import durable
+    follower = _Follower(runtime, client, workflow_id, thread_id, after, render)
+    return asyncio.run(follower.follow(registry_ref))
 
-    told = False
-    while True:
-        for event in runtime.events.read(after, topics=[f"thread:{thread_id}"]):
-            after = event.id
-            if render:
+
+class _Follower:
+    def __init__(
+        self, runtime: Any, client: Any, workflow_id: str, thread_id: str, after: int, render: bool
+    ) -> None:
+        self.runtime, self.client, self.workflow_id = runtime, client, workflow_id
+        self.topic, self.after, self.render = f"thread:{thread_id}", after, render
+
+    def _show(self) -> None:
+        for event in self.runtime.events.read(self.after, topics=[self.topic]):
+            self.after = event.id
+            if self.render:
                 render_event(event)
-        status, output = durable.outcome(client, workflow_id)
-        if status == "SUCCESS" and isinstance(output, dict):
-            for event in runtime.events.read(after, topics=[f"thread:{thread_id}"]):
-                if render:
-                    render_event(event)
-            return output
-        if status in ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
-            return {"error": f"the executor's turn ended {status.lower()}: {output}"}
-        if not told and not durable.live_executors(runtime.home):
-            err.print(
-                "[yellow]the executor left; the turn goes on from its last step when one starts "
-                "(tether worker). Ctrl-C stops following; the turn is not lost.[/]"
-            )
-            told = True
-        time.sleep(0.05)
+
+    async def follow(self, registry_ref: str | None) -> dict[str, Any]:
+        import asyncio
+        import time
+
+        from tether.supervisor import durable
+
+        gone_since: float | None = None
+        while True:
+            await asyncio.to_thread(self._show)
+            status, output = await asyncio.to_thread(durable.outcome, self.client, self.workflow_id)
+            if status == "SUCCESS" and isinstance(output, dict):
+                await asyncio.to_thread(self._show)
+                return output
+            if status in ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+                return {"error": f"the executor's turn ended {status.lower()}: {output}"}
+            if registry_ref is not None:
+                if await asyncio.to_thread(durable.live_executors, self.runtime.home):
+                    gone_since = None
+                elif gone_since is None:
+                    gone_since = time.monotonic()
+                elif time.monotonic() - gone_since > TAKE_OVER_S:
+                    return await self._execute_here(registry_ref)
+            await asyncio.sleep(0.05)
+
+    async def _execute_here(self, registry_ref: str) -> dict[str, Any]:
+        from tether.execution.executor import Executor
+        from tether.interfaces.cli import load_registry
+        from tether.supervisor import engine
+        from tether.supervisor.runner import models_of
+
+        if self.render:
+            err.print("[yellow]the executor left: this command goes on with the turn, from its last step[/]")
+        with Executor(load_registry(registry_ref), runtime=self.runtime) as executor:
+            await engine.launch(self.runtime, executor, model_for=models_of(self.runtime))
+            try:
+                return await self.follow(None)
+            finally:
+                engine.shutdown()
 
 
 def _print_turn(result: Any, *, as_json: bool, detach: bool, model: str) -> None:

@@ -67,7 +67,9 @@ async def _segment_settled(runtime: Runtime, run: RunRecord, timeout_s: float = 
         await asyncio.sleep(0.02)
 
 
-def _model_for(runtime: Runtime) -> Callable[[str | None], Any]:
+def models_of(runtime: Runtime) -> Callable[[str | None], Any]:
+    """The models an executor of ``runtime``'s home asks: its ``[model]``, or a named one."""
+
     def model_for(name: str | None) -> Any:
         from tether.models.factory import model_from_settings
 
@@ -90,7 +92,7 @@ async def execute_here(
     from tether.supervisor import engine
 
     with Executor(registry, runtime=runtime) as executor:
-        await engine.launch(runtime, executor, model_for=_model_for(runtime))
+        await engine.launch(runtime, executor, model_for=models_of(runtime))
         try:
             run = await follow(runtime, run_id, on_change)
             await _segment_settled(runtime, run)
@@ -188,7 +190,7 @@ async def serve(
     from tether.supervisor import engine
 
     with Executor(registry, runtime=runtime) as executor:
-        host = await engine.launch(runtime, executor, model_for=_model_for(runtime))
+        host = await engine.launch(runtime, executor, model_for=models_of(runtime))
         if on_start is not None:
             on_start(host.slot.executor_id if host.slot else "?")
         try:
