@@ -1,12 +1,14 @@
 """The engine: a run is a chain of DBOS workflow segments that drive its plan to the end.
 
-A segment (workflow id ``<run>.<n>``) loops: one ``decide`` step reads the run from tether's store,
-applies ``policies.schedule`` (skips, review requests, the end) and returns the next wave; the wave's
-tasks run in parallel, each attempt one ``attempt`` step. Decisions are checkpointed by DBOS, so a
-segment replayed after a crash takes the same path; an attempt that was in flight is executed again
-under the **same execution id** (derived from run, task and attempt), which the executor resolves:
-the published result is adopted, a live worker is re-attached, a worker that died mid-run is an
-explicit ``unknown`` that the task's failure policy settles. Nothing runs twice silently.
+A segment (workflow id ``<run>.<n>``) begins, for a goal's run with no tasks yet, with the ``plan``
+step; then it loops: one ``decide`` step reads what changed in the run, applies ``policies.schedule``
+(skips, review requests, the end), records the next wave's attempts as started and returns the wave; the
+wave's tasks run in parallel — a call is one ``attempt`` step, an agent's task a child workflow
+(``agent_attempt``) whose model calls and tool executions are steps of their own. Decisions are
+checkpointed by DBOS, so a segment replayed after a crash takes the same path; an attempt that was in
+flight is executed again under the **same execution id** (derived from run, task and attempt), which the
+executor resolves: the published result is adopted, a live worker is re-attached, a worker that died
+mid-run is an explicit ``unknown`` that the task's failure policy settles. Nothing runs twice silently.
 
 A segment ends when the run is over, when a person must answer (the pending review is in the store;
 no worker, lock, thread or parked workflow is held), or when a retry is due later (the next segment is
@@ -250,16 +252,16 @@ def _apply(store: Any, run_id: str, move: Move) -> None:
 async def attempt(run_id: str, task_id: str, number: int) -> dict[str, Any]:
     """One attempt of a task that calls a registry task: one step, one execution."""
     h = host()
-    opened = await _io(_open_attempt, h, run_id, task_id, number)
-    if isinstance(opened, dict):
-        return opened
-    known, run, execution_id = opened
-    task = known.tasks[task_id]
-    state = run.task(task_id)
-    assert state is not None
+    at = await _io(_open_attempt, h, run_id, task_id, number)
+    if isinstance(at, dict):
+        return at
     started = time.monotonic()
-    outcome, message, data = await _perform(h, known.plan, run, task, state, execution_id, number)
-    return await _finish(h, known, run, task_id, number, outcome, message, data, time.monotonic() - started)
+    outcome, message, data = await _perform(
+        h, at.known.plan, at.run, at.task, at.state, at.execution_id, number
+    )
+    return await _finish(
+        h, at.known, at.run, task_id, number, outcome, message, data, time.monotonic() - started
+    )
 
 
 @DBOS.workflow(name="tether.agent_attempt")
@@ -279,14 +281,10 @@ async def agent_attempt(run_id: str, task_id: str, number: int) -> dict[str, Any
 @DBOS.step(name="tether.open_agent", retries_allowed=False)
 async def open_agent(run_id: str, task_id: str, number: int) -> dict[str, Any]:
     h = host()
-    opened = await _io(_open_attempt, h, run_id, task_id, number)
-    if isinstance(opened, dict):
-        return opened
-    known, run, execution_id = opened
-    task = known.tasks[task_id]
-    state = run.task(task_id)
-    assert state is not None
-    plan = known.plan
+    at = await _io(_open_attempt, h, run_id, task_id, number)
+    if isinstance(at, dict):
+        return at
+    plan, run, task, state = at.known.plan, at.run, at.task, at.state
     name = executor_of(task, state, plan.caller)
     profile = plan.profiles.get(name) or Profile(caller=name)
     if h.model_for is None:
@@ -298,7 +296,7 @@ async def open_agent(run_id: str, task_id: str, number: int) -> dict[str, Any]:
     message = description if not given else f"{description}\n\n{json.dumps(given, ensure_ascii=False)[:8000]}"
     return {
         "ask": message,
-        "thread_id": f"run-{execution_id}",
+        "thread_id": f"run-{at.execution_id}",
         "caller": profile.caller,
         "model": profile.model,
         "deadline": _deadline(plan, run, task),
@@ -379,9 +377,18 @@ async def _finish(
     return {"status": outcome, "next": move.status}
 
 
-def _open_attempt(
-    h: Host, run_id: str, task_id: str, number: int
-) -> dict[str, Any] | tuple[_Known, RunRecord, str]:
+@dataclass(frozen=True)
+class _Opened:
+    """An attempt about to run: the plan, the run narrowed to what its policy reads, its task."""
+
+    known: _Known
+    run: RunRecord
+    task: Task
+    state: TaskState
+    execution_id: str
+
+
+def _open_attempt(h: Host, run_id: str, task_id: str, number: int) -> dict[str, Any] | _Opened:
     """Read what attempt ``number`` needs (its decision recorded it as started), in one trip to a thread;
     a dict when there is nothing to run (its outcome is on record already, or the run was cancelled)."""
     known, run = _read_for_attempt(h, run_id, task_id)
@@ -391,12 +398,9 @@ def _open_attempt(
         return {"status": state.status, "settled": True}  # this attempt's outcome is on record
     if run.status == "cancelled":
         return {"status": "cancelled"}
-    if state.attempts < number:  # a wave recorded before begin_attempts existed
-        h.runtime.runs.begin_attempt(
-            run_id, task_id, number, execution_id_for("run", run_id, task_id, str(number)),
-            _how(known.tasks[task_id], state, known.plan.caller),
-        )  # fmt: skip
-    return known, run, execution_id_for("run", run_id, task_id, str(number))
+    return _Opened(
+        known, run, known.tasks[task_id], state, execution_id_for("run", run_id, task_id, str(number))
+    )
 
 
 _SEEN: dict[str, tuple[int, dict[str, TaskState]]] = {}
