@@ -429,15 +429,37 @@ def test_an_approval_killed_between_its_record_and_its_enqueue_is_not_a_stuck_ru
     assert [m["key"] for m in ledger(home)] == ["gate"]
 
 
+def use_model(home: Path, server: FakeOpenAI) -> None:
+    """The home's model is the fake OpenAI-compatible server."""
+    (home / "settings.toml").write_text(
+        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{server.url}"\n', encoding="utf-8"
+    )
+
+
+def tool_running(home: Path, task: str = "f.once") -> bool:
+    _, jobs, _ = cli(home, "job", "list", "--json")
+    return any(j["task_id"] == task and j["status"] == "running" for j in jobs)
+
+
+def _in_background(home: Path, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    """A `tether` command of its own process group, its output kept for ``communicate``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, *args],
+        env={**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0", **env},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
 def test_an_agent_turn_killed_mid_tool_resumes_from_its_last_step_asking_nothing_twice(
     home: Path, tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
     """An agent task's turn is a workflow whose model calls and tool executions are steps: the executor
     dies while the turn's tool runs; the next executor replays the turn (the model is not asked again
     for what it answered), re-attaches to the live tool (it acts once) and goes on to the end."""
-    (home / "settings.toml").write_text(
-        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{fake_openai.url}"\n', encoding="utf-8"
-    )
+    use_model(home, fake_openai)
     fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "seconds": 3}')]))
     fake_openai.reply(completion("已完成：slow 做了一次。"))
     tasks = [{"id": "agent", "executor": "agent", "description": "做一次 slow 的工作"}]
@@ -448,11 +470,7 @@ def test_an_agent_turn_killed_mid_tool_resumes_from_its_last_step_asking_nothing
         code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--detach", "--json")
         assert code == 0, (run, err)
 
-        def tool_running() -> bool:
-            _, jobs, _ = cli(home, "job", "list", "--json")
-            return any(j["task_id"] == "f.once" and j["status"] == "running" for j in jobs)
-
-        eventually(tool_running, timeout=60, what="the agent's tool to run")
+        eventually(lambda: tool_running(home), timeout=60, what="the agent's tool to run")
         os.killpg(first.pid, signal.SIGKILL)  # the executor only: the tool's worker has its own group
         first.wait()
         assert len(fake_openai.requests) == 1
@@ -489,29 +507,15 @@ def test_a_persons_turn_handed_to_an_executor_survives_its_crash_and_finishes_wh
 ) -> None:
     """`tether run` hands the turn to the running executor and follows it; the executor dies while the
     turn's tool runs; the next executor resumes the turn and the waiting `tether run` prints its end."""
-    (home / "settings.toml").write_text(
-        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{fake_openai.url}"\n', encoding="utf-8"
-    )
+    use_model(home, fake_openai)
     fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "seconds": 3}')]))
     fake_openai.reply(completion("slow is done, once."))
     env = {"TETHER_MODEL_STREAM": "0"}
     first = _worker(home, **env)
     second = None
-    follower = subprocess.Popen(
-        [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "run", "do slow", "--json"],
-        env={**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0", **env},
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    follower = _in_background(home, env, "run", "do slow", "--json")
     try:
-
-        def tool_running() -> bool:
-            _, jobs, _ = cli(home, "job", "list", "--json")
-            return any(j["task_id"] == "f.once" and j["status"] == "running" for j in jobs)
-
-        eventually(tool_running, timeout=60, what="the turn's tool to run")
+        eventually(lambda: tool_running(home), timeout=60, what="the turn's tool to run")
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
         second = _worker(home, **env)
@@ -536,9 +540,7 @@ def test_a_confirmation_handed_to_an_executor_runs_exactly_the_call_asked_about_
 ) -> None:
     """The question a handed-over turn ends with is answered by `tether run --thread ID --confirm`, also
     handed over: exactly that destructive call runs, once, and the turn goes on to the model's answer."""
-    (home / "settings.toml").write_text(
-        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{fake_openai.url}"\n', encoding="utf-8"
-    )
+    use_model(home, fake_openai)
     fake_openai.reply(completion(None, tool_calls=[("c1", "f__wipe", '{"key": "disk"}')]))
     fake_openai.reply(completion("disk wiped."))
     env = {"TETHER_MODEL_STREAM": "0"}
@@ -563,9 +565,7 @@ def test_a_goals_plan_is_the_runs_first_step_and_a_crash_never_asks_the_planner_
     """With a model, `tether goal` records the run and its executor plans it in a step: the executor dies
     while the first milestone's tool runs; the next one goes on without asking the planner (or the
     milestone's first model call) again. A plan the model cannot make fails the run with its reason."""
-    (home / "settings.toml").write_text(
-        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{fake_openai.url}"\n', encoding="utf-8"
-    )
+    use_model(home, fake_openai)
     milestone = {"id": "m1", "description": "act once on slow"}
     fake_openai.reply(
         completion(None, tool_calls=[("p1", "submit_plan", json.dumps({"milestones": [milestone]}))])
@@ -579,11 +579,7 @@ def test_a_goals_plan_is_the_runs_first_step_and_a_crash_never_asks_the_planner_
         code, run, err = cli(home, "goal", "do slow once", "--detach", "--json")
         assert code == 0, (run, err)
 
-        def tool_running() -> bool:
-            _, jobs, _ = cli(home, "job", "list", "--json")
-            return any(j["task_id"] == "f.once" and j["status"] == "running" for j in jobs)
-
-        eventually(tool_running, timeout=60, what="the milestone's tool to run")
+        eventually(lambda: tool_running(home), timeout=60, what="the milestone's tool to run")
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
         second = _worker(home, **env)
@@ -609,9 +605,7 @@ def test_cancel_stops_an_agent_turn_and_its_tool_and_nothing_of_it_comes_back(
     """An agent task's turn is a child workflow running tools from its own thread: cancelling the run
     stops the tool and cancels the turn (its record ends), and a restarted executor does not bring the
     turn back (the model is never asked again)."""
-    (home / "settings.toml").write_text(
-        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{fake_openai.url}"\n', encoding="utf-8"
-    )
+    use_model(home, fake_openai)
     fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "long", "seconds": 30}')]))
     tasks = [{"id": "agent", "executor": "agent", "description": "do the long thing"}]
     env = {"TETHER_MODEL_STREAM": "0"}
@@ -621,11 +615,7 @@ def test_cancel_stops_an_agent_turn_and_its_tool_and_nothing_of_it_comes_back(
         code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--detach", "--json")
         assert code == 0, (run, err)
 
-        def tool_running() -> bool:
-            _, jobs, _ = cli(home, "job", "list", "--json")
-            return any(j["task_id"] == "f.once" and j["status"] == "running" for j in jobs)
-
-        eventually(tool_running, timeout=60, what="the agent's tool to run")
+        eventually(lambda: tool_running(home), timeout=60, what="the agent's tool to run")
         code, _, err = cli(home, "flow", "cancel", run["run_id"])
         assert code == 0, err
 
@@ -640,7 +630,7 @@ def test_cancel_stops_an_agent_turn_and_its_tool_and_nothing_of_it_comes_back(
 
         def turn_ended() -> bool:
             with Runtime.open(home) as runtime:
-                record = runtime.threads.turn(f"run-{run_id_of(home, run['run_id'])}", 1)
+                record = runtime.threads.turn(f"run-{first_execution_id(home, run['run_id'])}", 1)
             return record is not None and record.status != "running"
 
         eventually(turn_ended, timeout=30, what="the cancelled turn's record to end")
@@ -653,7 +643,7 @@ def test_cancel_stops_an_agent_turn_and_its_tool_and_nothing_of_it_comes_back(
     assert ledger(home) == [] and len(fake_openai.requests) == 1
 
 
-def run_id_of(home: Path, run_id: str) -> str:
+def first_execution_id(home: Path, run_id: str) -> str:
     """The execution id of the run's first attempt (an agent's thread is ``run-<it>``)."""
     _, shown, _ = cli(home, "flow", "show", run_id, "--json")
     return str(shown["tasks"][0]["steps"][0]["execution_id"])
@@ -664,28 +654,14 @@ def test_a_handed_over_turn_whose_executor_dies_is_finished_by_the_command_that_
 ) -> None:
     """No executor comes back: the `tether run` that handed the turn over becomes the executor and
     finishes the turn from the step it was on."""
-    (home / "settings.toml").write_text(
-        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{fake_openai.url}"\n', encoding="utf-8"
-    )
+    use_model(home, fake_openai)
     fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "seconds": 3}')]))
     fake_openai.reply(completion("slow is done, once."))
     env = {"TETHER_MODEL_STREAM": "0"}
     worker = _worker(home, **env)
-    follower = subprocess.Popen(
-        [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "run", "do slow", "--json"],
-        env={**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0", **env},
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    follower = _in_background(home, env, "run", "do slow", "--json")
     try:
-
-        def tool_running() -> bool:
-            _, jobs, _ = cli(home, "job", "list", "--json")
-            return any(j["task_id"] == "f.once" and j["status"] == "running" for j in jobs)
-
-        eventually(tool_running, timeout=60, what="the turn's tool to run")
+        eventually(lambda: tool_running(home), timeout=60, what="the turn's tool to run")
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
         out, err = follower.communicate(timeout=90)

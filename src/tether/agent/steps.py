@@ -10,7 +10,8 @@ finish. Everything a turn writes between steps is keyed by (thread, turn, index)
 nothing twice.
 
 A step may answer ``{"halt": reason}`` instead of running: the turn stops there (its deadline passed,
-or another process recovered the turn meanwhile).
+or another process recovered the turn meanwhile); a replay that finds its turn already ended answers with
+the turn as its record has it.
 """
 
 from __future__ import annotations
