@@ -128,9 +128,10 @@ class Settings(_Section):
     # Callers that are a person acting directly (a typed command): `caution` tasks need no confirmation
     # for them. Every other caller (a model: agent, mcp, a supervisor run) asks the person first.
     direct_callers: Annotated[tuple[CallerName, ...], Field(strict=False)] = ("cli",)
-    # Callers that act for the person who owns this home (a typed command): they may see and stop every
-    # job of the home, whatever started it (contract 9). Other callers see only tasks exposed to them.
-    operator_callers: Annotated[tuple[CallerName, ...], Field(strict=False)] = ("cli",)
+    # Callers that act for the person who owns this home (a typed command, a click on the web page of
+    # `tether serve`): they may see and stop every job of the home, whatever started it (contract 9).
+    # Other callers see only tasks exposed to them.
+    operator_callers: Annotated[tuple[CallerName, ...], Field(strict=False)] = ("cli", "web")
     # Environment variables handed to workers beyond the built-in allowlist (names, not values).
     worker_env: Annotated[tuple[EnvName, ...], Field(strict=False)] = ()
 

@@ -207,9 +207,14 @@ def register(app: typer.Typer, state: Any) -> None:
 
         _guarded(False, body)
 
-    @app.command("threads")
-    def threads_command(as_json: JsonFlag = False) -> None:
+    threads_app = typer.Typer(help="Conversation threads: list (the default), rename, delete.")
+    app.add_typer(threads_app, name="threads")
+
+    @threads_app.callback(invoke_without_command=True)
+    def threads_command(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         """Conversation threads, newest first."""
+        if ctx.invoked_subcommand is not None:
+            return
 
         def body() -> int:
             store = _thread_store(state.home)
@@ -230,6 +235,58 @@ def register(app: typer.Typer, state: Any) -> None:
                     overflow="ellipsis",
                     no_wrap=True,
                 )
+            return 0
+
+        _guarded(as_json, body)
+
+    @threads_app.command("rename")
+    def rename_command(
+        thread_id: Annotated[str, typer.Argument(help="The thread (or a unique prefix)")],
+        title: Annotated[str, typer.Argument(help="Its new title")],
+    ) -> None:
+        """Give a thread a new title."""
+
+        def body() -> int:
+            from tether.runtime import Runtime
+
+            shown = " ".join(title.split())[:200]
+            if not shown:
+                raise ConfigError("a title needs at least one visible character")
+            with Runtime.open(state.home) as runtime:
+                found = resolve_thread(runtime, thread_id)
+                runtime.threads.rename(found, shown)
+            out.print(f"thread {found} is now {shown!r}", markup=False)
+            return 0
+
+        _guarded(False, body)
+
+    @threads_app.command("delete")
+    def delete_command(
+        thread_id: Annotated[str, typer.Argument(help="The thread (or a unique prefix)")],
+        as_json: JsonFlag = False,
+    ) -> None:
+        """Delete a thread: its turn is cancelled, its jobs are stopped, then its records go."""
+
+        def body() -> int:
+            import asyncio
+
+            from tether.execution.executor import Executor
+            from tether.interfaces.cli import load_registry
+            from tether.supervisor import conversations, durable
+            from tether.tasks.spec import CLI
+
+            with Executor(load_registry(state.registry_ref), home=state.home) as executor:
+                runtime = executor.runtime
+                found = resolve_thread(runtime, thread_id)
+                with durable.client(runtime) as client:
+                    done = asyncio.run(
+                        conversations.delete_thread(runtime, executor, client, found, caller=CLI)
+                    )
+            if as_json:
+                print(json.dumps(done, ensure_ascii=False))
+            else:
+                stopped = len(done["stopped_jobs"])
+                out.print(f"deleted thread {found} ({stopped} job(s) stopped)", markup=False)
             return 0
 
         _guarded(as_json, body)

@@ -543,6 +543,10 @@ from tether.interfaces import flow_cli  # noqa: E402 - registers flow validate, 
 
 flow_cli.register(app, state)
 
+from tether.interfaces import web_cli  # noqa: E402 - registers serve, approvals, job log, events
+
+web_cli.register(app, job_app, state)
+
 
 if __name__ == "__main__":
     main()

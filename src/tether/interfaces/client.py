@@ -31,7 +31,10 @@ if TYPE_CHECKING:
 SERVER_ENV = "TETHER_CLI_SERVER"
 WITH_VALUE = frozenset({"--home", "--registry"})  # global options that take a value
 # Run here, never in the server: they talk with the person at the terminal, or manage the server.
-LOCAL = (("chat",), ("auth", "set"), ("server",), ("worker",), ("goal",), ("flow", "run"), ("flow", "resume"))
+LOCAL = (
+    *(("chat",), ("auth", "set"), ("server",), ("worker",), ("serve",), ("events",), ("goal",)),
+    *(("flow", "run"), ("flow", "resume")),
+)
 CONNECT_TIMEOUT_S = 2.0
 LOG_LIMIT = 1024 * 1024
 SOCKET_PATH_LIMIT = 100  # sun_path holds 108 bytes on Linux, 104 on the BSDs

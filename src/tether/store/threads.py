@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -116,7 +116,12 @@ class ThreadStore(Protocol):
         self, step: StepRecord, event: Event | None = None, message: dict[str, Any] | None = None
     ) -> int: ...
     def steps(self, thread_id: str, turn: int | None = None) -> list[StepRecord]: ...
-    def threads(self, limit: int = 50) -> list[ThreadState]: ...
+    def threads(self, limit: int = 50, before: tuple[str, str] | None = None) -> list[ThreadState]: ...
+    def turns(self, thread_id: str, limit: int = 500) -> list[TurnRecord]: ...
+    def rename(self, thread_id: str, title: str) -> bool: ...
+    def interrupt_orphans(
+        self, alive: Alive, spare: Collection[str] = (), only: str | None = None
+    ) -> list[tuple[str, int]]: ...
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]: ...
     def emit(self, event: Event) -> Event: ...
 
@@ -199,8 +204,26 @@ class MemoryThreadStore:
         found = self._steps.get(thread_id, {}).values()
         return sorted((s for s in found if turn is None or s.turn == turn), key=lambda s: (s.turn, s.index))
 
-    def threads(self, limit: int = 50) -> list[ThreadState]:
-        return sorted(self._threads.values(), key=lambda t: t.updated_at, reverse=True)[:limit]
+    def threads(self, limit: int = 50, before: tuple[str, str] | None = None) -> list[ThreadState]:
+        found = sorted(self._threads.values(), key=lambda t: (t.updated_at, t.thread_id), reverse=True)
+        if before is not None:
+            found = [t for t in found if (t.updated_at, t.thread_id) < before]
+        return [replace(t) for t in found[:limit]]
+
+    def turns(self, thread_id: str, limit: int = 500) -> list[TurnRecord]:
+        return [t for (tid, _), t in sorted(self._turns.items()) if tid == thread_id][-limit:]
+
+    def rename(self, thread_id: str, title: str) -> bool:
+        found = self._threads.get(thread_id)
+        if found is None:
+            return False
+        found.title, found.updated_at = title, _now()
+        return True
+
+    def interrupt_orphans(
+        self, alive: Alive, spare: Collection[str] = (), only: str | None = None
+    ) -> list[tuple[str, int]]:
+        return []  # an ephemeral thread dies with its process: nothing outlives it to settle
 
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]:
         return sorted(t for t in self._threads if t.startswith(prefix))[:limit]
@@ -303,7 +326,25 @@ _UPDATE_STEP = (
 )
 _STEPS = select(S).where(S.c.thread_id == _K_THREAD).order_by(S.c.turn, S.c.idx)
 _STEPS_OF_TURN = select(S).where(S.c.thread_id == _K_THREAD, S.c.turn == _K_TURN).order_by(S.c.idx)
-_RECENT = select(Th).order_by(Th.c.updated_at.desc()).limit(bindparam("k_limit"))
+_RECENT = select(Th).order_by(Th.c.updated_at.desc(), Th.c.thread_id.desc()).limit(bindparam("k_limit"))
+_RECENT_BEFORE = (
+    select(Th)
+    .where(
+        (Th.c.updated_at < bindparam("k_at"))
+        | ((Th.c.updated_at == bindparam("k_at")) & (Th.c.thread_id < _K_THREAD))
+    )
+    .order_by(Th.c.updated_at.desc(), Th.c.thread_id.desc())
+    .limit(bindparam("k_limit"))
+)
+_LAST_TURNS = (
+    select(Tu).where(Tu.c.thread_id == _K_THREAD).order_by(Tu.c.turn.desc()).limit(bindparam("k_limit"))
+)
+_ALL_RUNNING = select(Tu).where(Tu.c.status == "running")
+_RENAME = (
+    update(Th)
+    .where(Th.c.thread_id == _K_THREAD)
+    .values(title=bindparam("v_title"), updated_at=bindparam("v_at"))
+)
 
 
 class SqlThreadStore:
@@ -489,10 +530,50 @@ class SqlThreadStore:
             for m in (row._mapping for row in rows)
         ]
 
-    def threads(self, limit: int = 50) -> list[ThreadState]:
+    def threads(self, limit: int = 50, before: tuple[str, str] | None = None) -> list[ThreadState]:
+        """Newest first (by last change); ``before`` is the (updated_at, thread_id) of the last thread of
+        the previous page."""
         with self.db.read() as conn:
-            rows = conn.execute(_RECENT, {"k_limit": limit}).all()
+            if before is None:
+                rows = conn.execute(_RECENT, {"k_limit": limit}).all()
+            else:
+                at, thread_id = before
+                rows = conn.execute(
+                    _RECENT_BEFORE, {"k_limit": limit, "k_at": at, "k_thread": thread_id}
+                ).all()
         return [_state(row) for row in rows]
+
+    def turns(self, thread_id: str, limit: int = 500) -> list[TurnRecord]:
+        """The thread's last ``limit`` turns, oldest first."""
+        with self.db.read() as conn:
+            rows = conn.execute(_LAST_TURNS, {"k_thread": thread_id, "k_limit": limit}).all()
+        return sorted((_turn(row) for row in rows), key=lambda t: t.turn)
+
+    def rename(self, thread_id: str, title: str) -> bool:
+        with self.db.write() as conn:
+            moved = conn.execute(_RENAME, {"k_thread": thread_id, "v_title": title, "v_at": _now()}).rowcount
+        return bool(moved)
+
+    def interrupt_orphans(
+        self, alive: Alive, spare: Collection[str] = (), only: str | None = None
+    ) -> list[tuple[str, int]]:
+        """Mark ``interrupted`` every running turn (of thread ``only``, if given) whose process is dead,
+        except on the threads in ``spare`` (a durable workflow will resume those). The next turn on each
+        thread settles it. The (thread, turn) pairs marked."""
+        marked: list[tuple[str, int]] = []
+        stamp = _now()
+        with self.db.write() as conn:
+            for row in conn.execute(_ALL_RUNNING).all():
+                m = row._mapping
+                if m["thread_id"] in spare or (only is not None and m["thread_id"] != only):
+                    continue
+                if m["owner_pid"] is not None and alive(m["owner_pid"], m["owner_create_time"] or 0.0):
+                    continue
+                conn.execute(
+                    _INTERRUPT_TURN, {"k_thread": m["thread_id"], "k_turn": m["turn"], "v_at": stamp}
+                )
+                marked.append((m["thread_id"], m["turn"]))
+        return marked
 
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]:
         query = select(Th.c.thread_id).where(Th.c.thread_id.startswith(prefix, autoescape=True))

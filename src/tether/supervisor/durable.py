@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from tether.errors import ConfigError
 from tether.execution.lock import try_hold
 
 if TYPE_CHECKING:
@@ -125,15 +126,28 @@ def enqueue_segment(runtime: Runtime, run_id: str, segment: int, delay_s: float 
         c.enqueue(options, run_id, segment)
 
 
+class TurnBusy(ConfigError):
+    """The thread has a turn under way (enqueued or running) already."""
+
+
 def enqueue_turn(c: Any, workflow_id: str, request: dict[str, Any]) -> None:
-    """Hand a person's conversation turn to the home's executors (``turns.run_turn``)."""
+    """Hand a person's conversation turn to the home's executors (``turns.run_turn``). One per thread
+    at a time: the queue deduplicates on the thread, so of two racing requests one is refused
+    (``TurnBusy``), never queued behind the other."""
+    from dbos._error import DBOSQueueDeduplicatedError
+
+    thread_id = str(request.get("thread_id", ""))
     options = {
         "workflow_name": TURN_WORKFLOW,
         "queue_name": QUEUE,
         "workflow_id": workflow_id,
         "app_version": APP_VERSION,
+        "deduplication_id": f"thread:{thread_id}",
     }
-    c.enqueue(options, request)
+    try:
+        c.enqueue(options, request)
+    except DBOSQueueDeduplicatedError:
+        raise TurnBusy(f"thread {thread_id!r} is in a turn already: wait for it to end") from None
 
 
 def outcome(c: Any, workflow_id: str) -> tuple[str | None, Any]:

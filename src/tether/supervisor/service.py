@@ -51,6 +51,21 @@ def start_goal(runtime: Runtime, goal: str, *, caller: str = "agent", run_id: st
     return record
 
 
+async def begin_goal(
+    runtime: Runtime, registry: Registry, goal: str, *, offline: bool, caller: str = "agent"
+) -> RunRecord:
+    """A run of ``goal``: the offline planner plans it here, at once (it asks no model); with a model,
+    the run's executor plans it in the run's first step (``start_goal``)."""
+    import asyncio
+
+    if not offline:
+        return await asyncio.to_thread(start_goal, runtime, goal, caller=caller)
+    from tether.supervisor.goals import plan_offline
+
+    plan = plan_offline(goal, registry, caller=caller)
+    return await asyncio.to_thread(start, runtime, registry, plan)
+
+
 def find(runtime: Runtime, run_id: str) -> RunRecord:
     """A run by id or unique prefix; ``ConfigError`` naming the candidates otherwise."""
     if not isinstance(run_id, str) or not run_id or len(run_id) > 128:
@@ -162,28 +177,34 @@ def cancel(runtime: Runtime, executor: Any, run_id: str, *, by: str = "cli") -> 
     the executor's control entry point."""
     import asyncio
 
-    run = find(runtime, run_id)
+    return asyncio.run(cancel_run(runtime, executor, run_id, by=by))
+
+
+async def cancel_run(runtime: Runtime, executor: Any, run_id: str, *, by: str = "cli") -> RunRecord:
+    """``cancel`` for a caller with an event loop (the web app)."""
+    import asyncio
+
+    run = await asyncio.to_thread(find, runtime, run_id)
     if run.terminal:
         raise ConfigError(f"run {run.run_id} is {run.status} already")
-    runtime.runs.set_status(run.run_id, "cancelled", f"cancelled by {by}")
-    durable.cancel_segment(runtime, run.run_id, run.segment)
+    await asyncio.to_thread(runtime.runs.set_status, run.run_id, "cancelled", f"cancelled by {by}")
+    await asyncio.to_thread(durable.cancel_segment, runtime, run.run_id, run.segment)
     # An agent task's turn runs its tools from its own thread, and is a child workflow of its own.
     turns = [a.execution_id for a in run.attempts if a.status == "running" and "description" in a.how]
-    durable.cancel_workflows(runtime, turns)
-    origins = [f"run:{run.run_id}", *(f"thread:run-{eid}" for eid in turns)]
-
-    async def stop_jobs() -> None:
-        for origin in origins:
-            for job in executor.jobs_for(by, origin=origin, active=True):
-                await executor.control(job.execution_id, "stop", caller=by, reason="the run was cancelled")
-
-    asyncio.run(stop_jobs())
+    await asyncio.to_thread(durable.cancel_workflows, runtime, turns)
+    for origin in [f"run:{run.run_id}", *(f"thread:run-{eid}" for eid in turns)]:
+        for job in await asyncio.to_thread(executor.jobs_for, by, origin=origin, active=True):
+            await executor.control(job.execution_id, "stop", caller=by, reason="the run was cancelled")
     for state in run.tasks:
         if state.status in ("pending", "running", "waiting_for_human"):
-            runtime.runs.update_task(
-                run.run_id, state.task_id, status="cancelled", message="the run was cancelled"
+            await asyncio.to_thread(
+                runtime.runs.update_task,
+                run.run_id,
+                state.task_id,
+                status="cancelled",
+                message="the run was cancelled",
             )
-    record = runtime.runs.get(run.run_id)
+    record = await asyncio.to_thread(runtime.runs.get, run.run_id)
     assert record is not None
     return record
 
@@ -243,4 +264,15 @@ def run_document(run: RunRecord) -> dict[str, Any]:
     }
 
 
-__all__ = ["PlanError", "answer", "cancel", "find", "new_run_id", "resume", "run_document", "start"]
+__all__ = [
+    "PlanError",
+    "answer",
+    "begin_goal",
+    "cancel",
+    "cancel_run",
+    "find",
+    "new_run_id",
+    "resume",
+    "run_document",
+    "start",
+]

@@ -102,7 +102,8 @@ async def _tool(steps: DurableSteps, work: StepWork) -> dict[str, Any]:
 async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
     """A person's conversation turn, dispatched to this executor (``tether run`` while an executor
     runs): ``{"thread_id", "message"}``, or ``{"thread_id", "confirm": true}`` to run the one call the
-    thread waits on. Its ``TurnResult`` as a dict, or ``{"error": ...}`` for a request that cannot run."""
+    thread waits on (``"approve": false`` declines it instead). Its ``TurnResult`` as a dict, or
+    ``{"error": ...}`` for a request that cannot run."""
     from tether.agent.session import ConversationSession
     from tether.errors import TetherError
     from tether.supervisor.engine import host
@@ -118,7 +119,10 @@ async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
             source = str(request.get("source", "person:cli"))
             asked = request.get("pending_id")
             result = await session.confirm(
-                thread_id, approve=True, source=source, pending_id=None if asked is None else str(asked)
+                thread_id,
+                approve=bool(request.get("approve", True)),
+                source=source,
+                pending_id=None if asked is None else str(asked),
             )
         else:
             result = await session.send(thread_id, str(request.get("message", "")))

@@ -1,0 +1,207 @@
+"""Who may talk to ``tether serve``, and how: one ASGI layer in front of the whole app.
+
+- **Where it listens.** 127.0.0.1 by default. Bound to a loopback address, requests must name a
+  loopback host (``Host: 127.0.0.1:…``, ``localhost``, ``[::1]``): a web page on another site that
+  rebinds its own name to 127.0.0.1 (DNS rebinding) is refused.
+- **The token.** Anywhere else a token is required on every API request: generated on first use and
+  kept owner-only in ``<home>/web/token``, sent as ``Authorization: Bearer …``. The page gets it once,
+  through the URL ``tether serve`` prints (``/?token=…``), which sets it as an http-only, same-site
+  cookie and redirects to a URL without it. The token never appears in a page or an event.
+- **Cross-site requests.** A request that changes state (anything but GET, HEAD, OPTIONS) coming from a
+  browser must come from this server's own origin (``Origin``, or ``Sec-Fetch-Site``); CORS stays closed
+  (no ``Access-Control-Allow-*`` header is ever sent).
+- **Bounds.** Request bodies beyond ``max_body`` bytes are refused (413) whether or not they announce
+  their length. Responses carry a strict Content-Security-Policy and no-sniff, no-frame headers.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from http.cookies import SimpleCookie
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+COOKIE = "tether_token"
+TOKEN_FILE = "web/token"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+]
+PUBLIC = ("/static/", "/favicon.ico")  # the page's own files: nothing in them is private
+
+
+def token_path(home: Path) -> Path:
+    return home / TOKEN_FILE
+
+
+def load_or_create_token(home: Path) -> str:
+    """The home's web token, created (owner-only) on first use."""
+    path = token_path(home)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        token = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        token = ""
+    if len(token) >= 32:
+        os.chmod(path, 0o600)
+        return token
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        handle.write(token + "\n")
+    os.chmod(path, 0o600)
+    return token
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    token: str | None  # None: no token asked (loopback)
+    loopback: bool  # bound to a loopback address: Host must be one too
+    max_body: int = 256 * 1024
+
+    def authorized(self, headers: dict[str, str]) -> bool:
+        if self.token is None:
+            return True
+        given = _bearer(headers.get("authorization", "")) or _cookie(headers.get("cookie", ""))
+        return given is not None and secrets.compare_digest(given.encode(), self.token.encode())
+
+    def valid_token(self, given: str) -> bool:
+        return self.token is not None and secrets.compare_digest(given.encode(), self.token.encode())
+
+
+def _bearer(value: str) -> str | None:
+    scheme, _, credential = value.partition(" ")
+    return credential.strip() or None if scheme.lower() == "bearer" else None
+
+
+def _cookie(value: str) -> str | None:
+    if not value:
+        return None
+    jar: SimpleCookie = SimpleCookie()
+    try:
+        jar.load(value)
+    except Exception:  # a malformed Cookie header is only "no token"
+        return None
+    morsel = jar.get(COOKIE)
+    return morsel.value if morsel is not None else None
+
+
+def host_name(host_header: str) -> str:
+    """The name part of a Host header (``[::1]:8765`` → ``::1``)."""
+    if host_header.startswith("["):
+        return host_header[1:].partition("]")[0]
+    return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
+
+
+class Guard:
+    """The ASGI middleware that applies a ``Policy`` (see the module's docstring)."""
+
+    def __init__(self, app: Any, policy: Policy) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            status, code, message = refusal
+            await _error(send, status, code, message)
+            return
+        started = False
+
+        async def sending(message: dict[str, Any]) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                message = {**message, "headers": [*message.get("headers", []), *HEADERS]}
+            await send(message)
+
+        try:
+            await self.app(scope, self._bounded(receive), sending)
+        except BodyTooLarge:
+            if not started:
+                limit = self.policy.max_body
+                await _error(send, 413, "too_large", f"a request body may hold at most {limit} bytes")
+
+    def _refusal(self, scope: dict[str, Any], headers: dict[str, str]) -> tuple[int, str, str] | None:
+        policy = self.policy
+        host = headers.get("host", "")
+        if policy.loopback and not is_loopback(host_name(host)):
+            return 421, "wrong_host", "this server answers only to a loopback address such as 127.0.0.1"
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > policy.max_body):
+            return 413, "too_large", f"a request body may hold at most {policy.max_body} bytes"
+        method = scope["method"]
+        if method not in SAFE_METHODS and _cross_site(headers, scope):
+            return 403, "cross_site", "state-changing requests must come from this server's own page"
+        path = scope["path"]
+        if path == "/" or path.startswith(PUBLIC):
+            return None  # the page (its login sets the cookie) and its own files
+        if not policy.authorized(headers):
+            return 401, "unauthorized", "open the URL `tether serve` printed, or send its token as a bearer"
+        return None
+
+    def _bounded(self, receive: Any) -> Any:
+        limit = self.policy.max_body
+        seen = 0
+
+        async def bounded() -> dict[str, Any]:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise BodyTooLarge
+            return message
+
+        return bounded
+
+
+class BodyTooLarge(Exception):
+    """A request body without a Content-Length went past the limit (answered 413 by the app)."""
+
+
+def _cross_site(headers: dict[str, str], scope: dict[str, Any]) -> bool:
+    site = headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return True
+    origin = headers.get("origin")
+    if origin is None:
+        return False  # not a browser (or one that says where it is by Sec-Fetch-Site above)
+    parts = urlsplit(origin)
+    scheme = scope.get("scheme", "http")
+    return origin == "null" or parts.scheme != scheme or parts.netloc != headers.get("host", "")
+
+
+async def _error(send: Any, status: int, code: str, message: str) -> None:
+    body = json.dumps({"detail": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *HEADERS]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,112 @@
+"""``tether serve``: one process that is the home's executor and serves the web page.
+
+It launches the supervisor's engine (so turns handed over from the page, from ``tether run`` and from
+goal runs execute here, durably), settles the turns a crash left running, relays workers' progress into
+the event log, and serves the app (``app.py``) with uvicorn on the same event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from tether.interfaces.web import security
+from tether.runtime import Runtime
+from tether.tasks.spec import Registry
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port`` (0: any free port); ``OSError`` says why not."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(False)
+    return sock
+
+
+def page_url(host: str, port: int, token: str | None) -> str:
+    shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+    if ":" in shown:
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+
+
+async def serve(
+    runtime: Runtime,
+    registry: Registry,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    on_ready: Callable[[str, dict[str, Any]], None] | None = None,
+    max_subscribers: int = 64,
+) -> None:
+    """Serve until interrupted (SIGINT or SIGTERM end it gracefully)."""
+    import uvicorn
+
+    from tether.execution.executor import Executor
+    from tether.execution.progress import ProgressRelay
+    from tether.interfaces.web.app import WebContext, create_app
+    from tether.models.factory import resolve
+    from tether.supervisor import conversations, durable, engine
+    from tether.supervisor.runner import models_of
+
+    loopback = security.is_loopback(host.strip("[]"))
+    token = None if loopback else security.load_or_create_token(runtime.home)
+    policy = security.Policy(token=token, loopback=loopback)
+    choice = resolve(runtime.home, runtime.model_settings)
+    sock = bind(host, port)
+    with Executor(registry, runtime=runtime) as executor:
+        await asyncio.to_thread(executor.maintain)
+        launched = await engine.launch(runtime, executor, model_for=models_of(runtime))
+        try:
+            with durable.client(runtime) as client:
+                settled = await asyncio.to_thread(conversations.settle_orphans, runtime, client)
+                ctx = WebContext(
+                    runtime=runtime,
+                    registry=registry,
+                    executor=executor,
+                    client=client,
+                    policy=policy,
+                    model_label=choice.label,
+                    executor_id=launched.slot.executor_id if launched.slot else "",
+                    max_subscribers=max_subscribers,
+                    offline=choice.provider == "offline",
+                    background=[ProgressRelay(runtime).run()],
+                )
+                config = uvicorn.Config(
+                    create_app(ctx),
+                    log_level="warning",
+                    access_log=False,
+                    lifespan="on",
+                    timeout_graceful_shutdown=2,
+                    ws="none",
+                )
+                server = uvicorn.Server(config)
+                bound = sock.getsockname()[1]
+
+                async def announce() -> None:
+                    while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for it
+                        await asyncio.sleep(0.01)
+                    if on_ready is not None:
+                        url = page_url(host, bound, token)
+                        on_ready(url, {"port": bound, "settled_turns": len(settled), "model": choice.label})
+
+                announcing = asyncio.create_task(announce())
+                try:
+                    await server.serve(sockets=[sock])
+                finally:
+                    announcing.cancel()
+        finally:
+            engine.shutdown()
+            sock.close()

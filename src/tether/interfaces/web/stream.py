@@ -1,0 +1,127 @@
+"""The event log as Server-Sent Events, to many pages at once.
+
+One ``EventHub`` reads the log for everyone: a single poller follows it from its last id and hands each
+new batch to every subscriber's bounded queue. A subscriber (one open page) first catches up from the
+id it already has (its ``Last-Event-ID``) by reading the log itself, then takes the live batches,
+skipping what it sent already — event ids only grow in commit order, so it misses nothing and sees
+nothing twice. A subscriber too slow for its queue is not dropped: it falls back to reading the log
+from its last id, then rejoins.
+
+The number of subscribers is bounded (``Full``); the HTTP layer answers 503 beyond it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+
+from tether.events import Event
+from tether.store.events import EventLog
+
+POLL_S = 0.03
+QUEUE_BATCHES = 256
+PAGE = 500
+HEARTBEAT_S = 15.0
+
+
+class Full(Exception):
+    """As many pages are following the log as the server allows."""
+
+
+class _Subscriber:
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[list[Event]] = asyncio.Queue(QUEUE_BATCHES)
+        self.lagged = False
+
+
+class EventHub:
+    def __init__(self, log: EventLog, *, max_subscribers: int = 64, poll_s: float = POLL_S) -> None:
+        self.log = log
+        self.max_subscribers = max_subscribers
+        self.poll_s = poll_s
+        self._subscribers: set[_Subscriber] = set()
+        self._position = 0
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._subscribers)
+
+    async def start(self) -> None:
+        self._position = await asyncio.to_thread(self.log.last_id)
+        self._task = asyncio.create_task(self._poll(), name="tether-event-hub")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def _poll(self) -> None:
+        while True:
+            batch = await asyncio.to_thread(self.log.read, self._position, limit=PAGE)
+            if batch:
+                self._position = batch[-1].id
+                for subscriber in self._subscribers:
+                    try:
+                        subscriber.queue.put_nowait(batch)
+                    except asyncio.QueueFull:
+                        subscriber.lagged = True
+            if len(batch) < PAGE:
+                await asyncio.sleep(self.poll_s)
+
+    def subscribe(self) -> _Subscriber:
+        if len(self._subscribers) >= self.max_subscribers:
+            raise Full(f"{self.max_subscribers} pages follow the events already")
+        subscriber = _Subscriber()
+        self._subscribers.add(subscriber)
+        return subscriber
+
+    def unsubscribe(self, subscriber: _Subscriber) -> None:
+        self._subscribers.discard(subscriber)
+
+    async def events(
+        self, subscriber: _Subscriber, after: int, topics: Sequence[str] | None = None
+    ) -> AsyncIterator[Event | None]:
+        """Every event after ``after`` (of ``topics``, if given) as it is committed; None now and then
+        when nothing happened (for a heartbeat)."""
+        sent = after
+        catch_up = True
+        while True:
+            if catch_up or subscriber.lagged:
+                subscriber.lagged = False
+                _drain(subscriber.queue)
+                while True:
+                    page = await asyncio.to_thread(self.log.read, sent, limit=PAGE, topics=topics)
+                    for event in page:
+                        sent = event.id
+                        yield event
+                    if len(page) < PAGE:
+                        break
+                catch_up = False
+            try:
+                batch = await asyncio.wait_for(subscriber.queue.get(), HEARTBEAT_S)
+            except TimeoutError:
+                yield None
+                continue
+            for event in batch:
+                if event.id > sent and (topics is None or event.topic in topics):
+                    sent = event.id
+                    yield event
+
+
+def _drain(queue: asyncio.Queue[list[Event]]) -> None:
+    while not queue.empty():
+        queue.get_nowait()
+
+
+def sse(event: Event | None) -> bytes:
+    """One Server-Sent Events message (a comment line for None: keeps proxies from closing the stream)."""
+    if event is None:
+        return b": keep-alive\n\n"
+    data = json.dumps(event.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
+    return f"id: {event.id}\nevent: {event.kind}\ndata: {data}\n\n".encode()

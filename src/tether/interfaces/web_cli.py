@@ -1,0 +1,167 @@
+"""``tether serve`` (the web page) and the commands that give the CLI what the page can do:
+``tether approvals`` (the questions waiting for a person), ``tether job log`` (a job's log tail) and
+``tether events`` (the event log the page streams). Registered on the main app by ``cli.py``.
+
+The web app's modules (FastAPI, uvicorn) are imported only by ``tether serve``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from tether.interfaces.render import err, out
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
+
+
+def register(app: typer.Typer, job_app: typer.Typer, state: Any) -> None:
+    from tether.interfaces.cli import _guard, load_registry
+
+    @app.command("serve")
+    def serve_command(
+        host: Annotated[
+            str, typer.Option("--host", help="Address to listen on; anything but loopback needs the token")
+        ] = "127.0.0.1",
+        port: Annotated[int, typer.Option("--port", min=0, max=65535, help="0: any free port")] = 8765,
+        open_page: Annotated[bool, typer.Option("--open", help="Open the page in your browser")] = False,
+    ) -> None:
+        """Be this home's executor and serve the web page: talk to the agent, watch its steps live,
+        approve, stop jobs, follow goal runs (Ctrl-C stops it)."""
+
+        def body() -> int:
+            import asyncio
+
+            from tether.interfaces.web.server import serve
+            from tether.runtime import Runtime
+
+            def ready(url: str, facts: dict[str, Any]) -> None:
+                out.print(f"tether serve: {url}", markup=False, soft_wrap=True)
+                if facts.get("settled_turns"):
+                    err.print(f"{facts['settled_turns']} turn(s) left running by a crash are now interrupted")
+                if "?token=" in url:
+                    err.print("open that URL once: it keeps the token in a cookie (keep the URL private)")
+                if open_page:
+                    import webbrowser
+
+                    webbrowser.open(url)
+
+            with Runtime.open(state.home) as runtime:
+                try:
+                    asyncio.run(serve(runtime, load_registry(state.registry_ref), host=host, port=port,
+                                      on_ready=ready))  # fmt: skip
+                except KeyboardInterrupt:
+                    pass
+                except OSError as exc:
+                    from tether.errors import ConfigError
+
+                    raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+            out.print("tether serve stopped", markup=False)
+            return 0
+
+        _guard(False, body)
+
+    @app.command("approvals")
+    def approvals_command(as_json: JsonFlag = False) -> None:
+        """The calls waiting for your confirmation, in every thread (answer with `tether run --thread ID
+        --confirm`, or `"no"`)."""
+
+        def body() -> int:
+            from tether.runtime import Runtime
+
+            with Runtime.open(state.home) as runtime:
+                rows = []
+                for thread in runtime.threads.threads(limit=200):
+                    if not thread.pending:
+                        continue
+                    turn = runtime.threads.turn(thread.thread_id, thread.turns)
+                    rows.append({
+                        "thread_id": thread.thread_id,
+                        "pending_id": thread.pending.get("id"),
+                        "tool": thread.pending.get("tool"),
+                        "args": thread.pending.get("args"),
+                        "danger": thread.pending.get("danger"),
+                        "question": turn.final if turn is not None else "",
+                    })  # fmt: skip
+            if as_json:
+                print(json.dumps({"items": rows}, ensure_ascii=False))
+                return 0
+            if not rows:
+                out.print("nothing waits for your confirmation", markup=False)
+            for row in rows:
+                args = json.dumps(row["args"], ensure_ascii=False)
+                out.print(f"{row['thread_id']}  {row['danger'] or ''}  {row['tool']} {args}", markup=False)
+                out.print(f'  tether run --thread {row["thread_id"]} --confirm   (or "no")', markup=False)
+            return 0
+
+        _guard(as_json, body)
+
+    @job_app.command("log")
+    def job_log(
+        execution_id: Annotated[str, typer.Argument(help="The execution id (or a unique prefix)")],
+        lines: Annotated[int, typer.Option("--lines", "-n", min=1, max=10_000)] = 50,
+        as_json: JsonFlag = False,
+    ) -> None:
+        """The last lines of a job's log."""
+
+        def body() -> int:
+            import asyncio
+
+            from tether.execution.executor import Executor
+            from tether.execution.protocol import ExecutionPaths, log_tail
+            from tether.interfaces.cli import print_error
+            from tether.tasks.result import TaskStatus
+            from tether.tasks.spec import CLI
+
+            with Executor(load_registry(state.registry_ref), home=state.home) as executor:
+                result = asyncio.run(executor.control(execution_id, "status", caller=CLI))
+                if result.status is TaskStatus.NOT_FOUND:
+                    print_error(result.message, as_json=as_json, code="not_found")
+                    return 2
+                text = log_tail(ExecutionPaths.of(executor.runtime.home, result.execution_id), lines)
+            if as_json:
+                print(json.dumps({"execution_id": result.execution_id, "text": text}, ensure_ascii=False))
+            else:
+                print(text)
+            return 0
+
+        _guard(as_json, body)
+
+    @app.command("events")
+    def events_command(
+        after: Annotated[int, typer.Option("--after", min=0, help="Only events after this id")] = 0,
+        topic: Annotated[
+            list[str] | None, typer.Option("--topic", help="thread:ID, run:ID or job:ID (repeatable)")
+        ] = None,
+        follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events")] = False,
+        limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 200,
+    ) -> None:
+        """The event log the web page streams, one JSON document per line (with --follow, until Ctrl-C)."""
+
+        def body() -> int:
+            import asyncio
+
+            from tether.runtime import Runtime
+
+            def show(event: Any) -> None:
+                print(event.model_dump_json(), flush=True)
+
+            with Runtime.open(state.home) as runtime:
+                if not follow:
+                    for event in runtime.events.read(after, topics=topic, limit=limit):
+                        show(event)
+                    return 0
+
+                async def stream() -> None:
+                    async for event in runtime.events.stream(after, topics=topic):
+                        show(event)
+
+                try:
+                    asyncio.run(stream())
+                except KeyboardInterrupt:
+                    pass
+            return 0
+
+        _guard(False, body)

@@ -1,0 +1,132 @@
+"""A person's conversations, managed from outside a turn: what ``tether serve`` and the thread commands
+of the CLI share.
+
+- ``submit`` hands a message, or the answer to the question a thread waits on, to the home's executors
+  as a durable turn (``tether.turn``, see ``turns.py``) and returns at once with the turn's request id;
+  one turn per thread at a time, so a second message while one is under way is refused, not queued.
+- ``delete_thread`` makes a thread converge to gone: its turn's workflow is cancelled, its jobs are
+  stopped through the executor's control entry point (as the person who asked), and once its turn has
+  ended its records are removed.
+- ``settle_orphans`` runs when an executor starts serving people: turns a crash left ``running`` become
+  ``interrupted`` (unless a durable workflow will resume them), so no page waits on them forever; the
+  next turn on the thread settles their tool steps (``agent/recovery.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+from tether.errors import ConfigError
+from tether.execution import process
+from tether.supervisor import durable
+
+if TYPE_CHECKING:
+    from tether.runtime import Runtime
+
+LIVE = ["PENDING", "ENQUEUED"]
+ATTEMPT_WORKFLOW = "tether.agent_attempt"
+SETTLE_TIMEOUT_S = 10.0
+
+
+Busy = durable.TurnBusy  # the thread is in a turn already
+
+def request_id() -> str:
+    return f"turn-{secrets.token_hex(8)}"
+
+
+def live_turns(client: Any, thread_id: str | None = None) -> list[tuple[str, str]]:
+    """(workflow id, thread id) of every handed-over turn not yet ended (of one thread if given)."""
+    found = []
+    for status in client.list_workflows(name=durable.TURN_WORKFLOW, status=LIVE, load_output=False):
+        args = (status.input or {}).get("args") or [{}]
+        thread = str(args[0].get("thread_id", "")) if isinstance(args[0], dict) else ""
+        if thread_id is None or thread == thread_id:
+            found.append((status.workflow_id, thread))
+    return found
+
+
+def running(runtime: Runtime, thread_id: str) -> bool:
+    return bool(runtime.threads.turns_with_status(thread_id, "running"))
+
+
+def submit(
+    runtime: Runtime,
+    client: Any,
+    thread_id: str,
+    *,
+    message: str | None = None,
+    approve: bool | None = None,
+    pending_id: str | None = None,
+    source: str,
+) -> str:
+    """Hand one turn on ``thread_id`` to the executors: ``message``, or (``approve`` given) the answer to
+    the question ``pending_id`` (exactly that call runs, once, or is declined). Its request id."""
+    if running(runtime, thread_id) or live_turns(client, thread_id):
+        raise Busy(f"thread {thread_id!r} is in a turn already: wait for it to end, or stop it")
+    request: dict[str, Any] = {"thread_id": thread_id, "source": source}
+    if approve is None:
+        if not (message or "").strip():
+            raise ConfigError("say what you want done")
+        request["message"] = message
+    else:
+        state = runtime.threads.load(thread_id)
+        waiting = None if state is None or state.pending is None else str(state.pending.get("id"))
+        if waiting is None or (pending_id is not None and waiting != pending_id):
+            raise ConfigError(f"thread {thread_id!r} is not waiting for that confirmation")
+        request.update(confirm=True, approve=approve, pending_id=waiting, message="")
+    workflow_id = request_id()
+    durable.enqueue_turn(client, workflow_id, request)
+    return workflow_id
+
+
+async def delete_thread(
+    runtime: Runtime, executor: Any, client: Any, thread_id: str, *, caller: str
+) -> dict[str, Any]:
+    """Cancel the thread's turn, stop its jobs (through ``executor.control`` as ``caller``), then remove
+    its records once its turn has ended. What was done."""
+    if await asyncio.to_thread(runtime.threads.load, thread_id) is None:
+        raise ConfigError(f"no thread {thread_id!r}")
+    workflows = [w for w, _ in await asyncio.to_thread(live_turns, client, thread_id)]
+    for workflow_id in workflows:
+        await asyncio.to_thread(client.cancel_workflow, workflow_id, cancel_children=True)
+    stopped = []
+    origin = f"thread:{thread_id}"
+    for job in await asyncio.to_thread(executor.jobs_for, caller, origin=origin, active=True):
+        result = await executor.control(
+            job.execution_id, "stop", caller=caller, origin=origin, reason="its thread was deleted"
+        )
+        stopped.append(result.execution_id)
+    # A cancelled turn ends at its next step (its session records it failed); wait for that before the
+    # records go, so nothing it writes on its way out lands on a deleted thread. A turn whose process
+    # died is settled here; one run by another live process without an executor (`tether run --here`)
+    # cannot be cancelled from here, so the thread stays.
+    deadline = time.monotonic() + (SETTLE_TIMEOUT_S if workflows else 0.0)
+    while await asyncio.to_thread(running, runtime, thread_id):
+        await asyncio.to_thread(runtime.threads.interrupt_orphans, alive, (), thread_id)
+        if not await asyncio.to_thread(running, runtime, thread_id):
+            break
+        if time.monotonic() >= deadline:
+            raise Busy(
+                f"thread {thread_id!r} is in a turn run by another process: stop it there (Ctrl-C), then "
+                "delete the thread"
+            )
+        await asyncio.sleep(0.05)
+    await asyncio.to_thread(runtime.threads.forget, thread_id)
+    return {"thread_id": thread_id, "cancelled_turns": len(workflows), "stopped_jobs": stopped}
+
+
+def alive(pid: int, create_time: float) -> bool:
+    return process.is_alive(process.ProcessRef(pid=pid, create_time=create_time))
+
+
+def settle_orphans(runtime: Runtime, client: Any) -> list[tuple[str, int]]:
+    """Mark ``interrupted`` the turns a crash left running that no durable workflow will resume."""
+    spare = {thread for _, thread in live_turns(client)}
+    for status in client.list_workflows(
+        name=ATTEMPT_WORKFLOW, status=LIVE, load_input=False, load_output=False
+    ):
+        spare.add(f"run-{status.workflow_id}")  # an agent task's turn runs on thread run-<execution id>
+    return runtime.threads.interrupt_orphans(alive, spare)

@@ -1,0 +1,295 @@
+"""The HTTP API of ``tether serve``, from the outside: a real server process on 127.0.0.1, real turns on
+the offline model, real workers, the real event log."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import _kill_game
+from tests.support.helpers import tether_cli, wait_for
+from tests.support.webserver import Served, serving, sse_events
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    home = tmp_path_factory.mktemp("web") / "home"
+    home.mkdir()
+    with serving(home, TETHER_DEMO_STEP_S="1.0") as server:
+        yield server
+    _kill_game(home)
+
+
+def new_thread(served: Served, title: str = "") -> str:
+    return served.post("/api/threads", {"title": title}, expect=201)["thread_id"]
+
+
+def turn_over(served: Served, thread_id: str, turns: int = 1) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        thread = served.get(f"/api/threads/{thread_id}")
+        return thread if thread["turns"] >= turns and not thread["running"] else None
+
+    return wait_for(done, 60, f"turn {turns} of {thread_id} to end")
+
+
+def say(served: Served, thread_id: str, text: str) -> dict[str, Any]:
+    turns = served.get(f"/api/threads/{thread_id}")["turns"]
+    accepted = served.post(f"/api/threads/{thread_id}/messages", {"text": text}, expect=202)
+    assert accepted["thread_id"] == thread_id and accepted["request_id"].startswith("turn-")
+    return turn_over(served, thread_id, turns + 1)
+
+
+def test_threads_are_created_paged_renamed_and_deleted(served: Served) -> None:
+    made = [new_thread(served, f"paging {n}") for n in range(5)]
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = served.get("/api/threads", params={"limit": 2, **({"before": cursor} if cursor else {})})
+        assert len(page["items"]) <= 2
+        seen += [t["thread_id"] for t in page["items"]]
+        cursor = page["next"]
+        if cursor is None:
+            break
+    assert set(made) <= set(seen) and len(seen) == len(set(seen))  # every thread once, none twice
+    renamed = served.http.patch(f"/api/threads/{made[0]}", json={"title": "  新的 名字 "})
+    assert renamed.status_code == 200 and renamed.json()["title"] == "新的 名字"
+    assert served.http.patch(f"/api/threads/{made[0]}", json={"title": "   "}).status_code == 400
+    gone = served.http.delete(f"/api/threads/{made[1]}")
+    assert gone.status_code == 200 and gone.json() == {
+        "thread_id": made[1], "cancelled_turns": 0, "stopped_jobs": []
+    }  # fmt: skip
+    assert served.http.get(f"/api/threads/{made[1]}").status_code == 404
+    assert served.http.delete(f"/api/threads/{made[1]}").status_code == 404
+
+
+def test_a_message_starts_a_turn_whose_steps_stream_live_and_resume_without_gaps(served: Served) -> None:
+    start = served.get("/api/info")["last_event_id"]
+    thread = new_thread(served)
+    served.post(f"/api/threads/{thread}/messages", {"text": "查看游戏状态"}, expect=202)
+    mine = f"thread:{thread}"
+    events = sse_events(
+        served,
+        after=start,
+        until=lambda es: any(e["kind"] == "turn_finished" and e["topic"] == mine for e in es),
+    )
+    kinds = [e["kind"] for e in events if e["topic"] == mine]
+    assert kinds[0] == "turn_started" and kinds[-1] == "turn_finished"
+    assert "tool_started" in kinds and "tool_finished" in kinds
+    ids = [e["id"] for e in events]
+    assert ids == sorted(set(ids))
+    # A page that reconnects with the id it saw last gets exactly the rest, nothing twice.
+    cut = events[1]["id"]
+    rest = sse_events(served, last_event_id=cut, until=lambda es: es[-1]["id"] >= events[-1]["id"])
+    assert [e["id"] for e in rest] == [e["id"] for e in events if e["id"] > cut]
+    # The record matches what was streamed.
+    messages = served.get(f"/api/threads/{thread}/messages")["items"]
+    assert [m["role"] for m in messages] == ["user", "assistant"] and messages[0]["text"] == "查看游戏状态"
+    steps = served.get(f"/api/threads/{thread}/steps")["items"]
+    assert [s["kind"] for s in steps][0] == "model" and any(s["kind"] == "tool" for s in steps)
+    assert served.get(f"/api/threads/{thread}/steps", params={"turn": 1})["items"] == steps
+    assert served.get(f"/api/threads/{thread}/steps", params={"turn": 2})["items"] == []
+
+
+def test_a_second_message_while_a_turn_runs_is_refused_not_queued(served: Served) -> None:
+    say(served, new_thread(served), "启动游戏")
+    thread = new_thread(served)
+    served.post(f"/api/threads/{thread}/messages", {"text": "每日训练"}, expect=202)
+    second = served.http.post(f"/api/threads/{thread}/messages", json={"text": "查看游戏状态"})
+    assert second.status_code == 409, second.text
+    assert second.json()["detail"]["code"] == "conflict"
+    turn_over(served, thread)
+    assert served.get(f"/api/threads/{thread}")["turns"] == 1
+
+
+def test_a_confirmation_runs_exactly_the_call_asked_about_once_and_a_denial_runs_nothing(
+    served: Served,
+) -> None:
+    say(served, new_thread(served), "启动游戏")
+    def salvaged() -> list[dict[str, Any]]:
+        jobs = served.get("/api/jobs", params={"limit": 200})["items"]
+        return [j for j in jobs if j["task_id"] == "demo.salvage_relics" and j["status"] == "completed"]
+
+    before = salvaged()
+    asked = new_thread(served)
+    thread = say(served, asked, "分解四星遗器")
+    pending = thread["pending"]
+    assert (
+        pending is not None
+        and pending["tool"] == "demo.salvage_relics"
+        and pending["danger"] == "destructive"
+    )
+    assert pending["args"] == {"rarity": 4} and pending["question"]
+    listed = served.get("/api/confirmations")["items"]
+    assert any(c["pending_id"] == pending["pending_id"] and c["thread_id"] == asked for c in listed)
+    # An answer to another question id is refused; the right one runs the call.
+    wrong = served.http.post(f"/api/threads/{asked}/confirmations/{asked}:9:9/approve")
+    assert wrong.status_code == 404
+    served.post(f"/api/threads/{asked}/confirmations/{pending['pending_id']}/approve", expect=202)
+    done = turn_over(served, asked, 2)
+    assert done["pending"] is None
+    ran = salvaged()
+    assert len(ran) == len(before) + 1 and ran[0]["data"].get("confirmed_by") == "person:web"
+    # Approving again answers nothing: the question is gone.
+    again = served.http.post(f"/api/threads/{asked}/confirmations/{pending['pending_id']}/approve")
+    assert again.status_code == 404
+    # Deny another: nothing runs.
+    denied = new_thread(served)
+    pending = say(served, denied, "分解三星遗器")["pending"]
+    served.post(f"/api/threads/{denied}/confirmations/{pending['pending_id']}/deny", expect=202)
+    assert turn_over(served, denied, 2)["pending"] is None
+    assert len(salvaged()) == len(ran)
+
+
+def test_a_background_job_reports_progress_live_and_stops_from_the_api(served: Served) -> None:
+    say(served, new_thread(served), "启动游戏")
+    start = served.get("/api/info")["last_event_id"]
+    thread = new_thread(served)
+    say(served, thread, "后台一直刷金币")
+    jobs = served.get("/api/jobs", params={"active": True})["items"]
+    job = next(j for j in jobs if j["data"]["origin"] == f"thread:{thread}")
+    eid = job["execution_id"]
+    progress = sse_events(
+        served,
+        after=start,
+        until=lambda es: sum(1 for e in es if e["kind"] == "tool_progress" and e["execution_id"] == eid) >= 2,
+    )
+    moved = [e for e in progress if e["kind"] == "tool_progress" and e["execution_id"] == eid]
+    assert all(e["topic"] == f"thread:{thread}" for e in moved) and moved[-1]["message"]
+    assert served.get(f"/api/jobs/{eid}")["status"] == "running"
+    assert served.get(f"/api/jobs/{eid[:8]}")["execution_id"] == eid  # a unique prefix names it
+    stopped = served.post(f"/api/jobs/{eid}/stop")
+    assert stopped["status"] == "stopped", stopped
+    log = served.get(f"/api/jobs/{eid}/log", params={"lines": 5})
+    assert log["execution_id"] == eid and isinstance(log["text"], str)
+    assert served.http.get("/api/jobs/no-such-job").status_code == 404
+    assert served.http.post("/api/jobs/no-such-job/stop").status_code == 404
+
+
+def test_deleting_a_thread_stops_its_jobs_and_its_records_go(served: Served) -> None:
+    say(served, new_thread(served), "启动游戏")
+    thread = new_thread(served)
+    say(served, thread, "后台一直刷金币")
+    active = served.get("/api/jobs", params={"active": True, "origin": f"thread:{thread}"})["items"]
+    assert len(active) == 1
+    gone = served.http.delete(f"/api/threads/{thread}").json()
+    assert gone["stopped_jobs"] == [active[0]["execution_id"]]
+    assert served.get(f"/api/jobs/{active[0]['execution_id']}")["status"] == "stopped"
+    assert served.http.get(f"/api/threads/{thread}/messages").status_code == 404
+
+
+def test_a_turn_handed_over_by_tether_run_in_a_terminal_shows_up_live(served: Served) -> None:
+    start = served.get("/api/info")["last_event_id"]
+    code, out, err = tether_cli(
+        "run", "查看游戏状态", "--new-thread", "from-terminal", "--json", home=served.home
+    )
+    assert code == 0, err
+    events = sse_events(
+        served,
+        after=start,
+        until=lambda es: any(
+            e["kind"] == "turn_finished" and e["topic"] == "thread:from-terminal" for e in es
+        ),
+    )
+    assert any(e["kind"] == "turn_started" and e["thread_id"] == "from-terminal" for e in events)
+    assert served.get("/api/threads/from-terminal")["turns"] == 1
+
+
+def test_a_goal_run_goes_through_its_review_point_from_the_api(served: Served) -> None:
+    run = served.post("/api/runs", {"goal": "启动游戏，然后分解四星遗器"}, expect=201)
+    run_id = run["run_id"]
+    tasks = {t["task_id"]: t for t in run["tasks"]}
+    assert len(tasks) == 2
+    second = run["tasks"][1]
+    assert second["needs"] == [run["tasks"][0]["task_id"]] and second["call"]["task"] == "demo.salvage_relics"
+
+    def waiting() -> dict[str, Any] | None:
+        found = served.get(f"/api/runs/{run_id}")
+        return found if found["status"] == "waiting_for_human" else None
+
+    found = wait_for(waiting, 60, "the run to wait at its review point")
+    paused = next(t for t in found["tasks"] if t["status"] == "waiting_for_human")
+    assert paused["review"]["kind"] == "before"
+    assert any(r["run_id"] == run_id for r in served.get("/api/runs")["items"])
+    wrong = served.http.post(f"/api/runs/{run_id}/tasks/nope/approve", json={})
+    assert wrong.status_code == 400 and "no task" in wrong.json()["detail"]["message"]
+    served.post(f"/api/runs/{run_id}/tasks/{paused['task_id']}/approve", {"reason": "ok"})
+
+    def over() -> dict[str, Any] | None:
+        found = served.get(f"/api/runs/{run_id}")
+        return found if found["status"] == "completed" else None
+
+    done = wait_for(over, 60, "the run to complete")
+    assert all(t["status"] == "completed" for t in done["tasks"])
+    assert served.http.post(f"/api/runs/{run_id}/cancel").status_code == 400  # over already
+    resumed = served.post(f"/api/runs/{run_id}/resume")
+    assert resumed["run"]["status"] == "completed" and "nothing to resume" in resumed["done"]
+
+
+def test_a_goal_run_is_cancelled_and_resumed_from_the_api(served: Served) -> None:
+    run = served.post("/api/runs", {"goal": "启动游戏，然后分解四星遗器"}, expect=201)
+    run_id = run["run_id"]
+    wait_for(lambda: served.get(f"/api/runs/{run_id}")["status"] == "waiting_for_human", 60, "review point")
+    cancelled = served.post(f"/api/runs/{run_id}/cancel")
+    assert cancelled["status"] == "cancelled"
+    resumed = served.post(f"/api/runs/{run_id}/resume")
+    assert resumed["run"]["status"] in ("running", "waiting_for_human"), resumed
+    wait_for(lambda: served.get(f"/api/runs/{run_id}")["status"] == "waiting_for_human", 60, "review again")
+    served.post(f"/api/runs/{run_id}/tasks/{run['tasks'][1]['task_id']}/reject", {})
+    wait_for(lambda: served.get(f"/api/runs/{run_id}")["status"] != "waiting_for_human", 60, "the run to end")
+
+
+def test_bad_identifiers_and_bodies_get_clear_errors_never_a_traceback(served: Served) -> None:
+    for path in (
+        "/api/threads/..%2F..%2Fetc",
+        "/api/threads/a%20b/messages",
+        "/api/jobs/..%2Fsecret/log",
+        "/api/runs/-x",
+        "/api/threads/" + "a" * 300,
+    ):
+        response = served.http.get(path)
+        assert response.status_code in (404, 422), (path, response.status_code)
+        assert "Traceback" not in response.text
+    assert served.http.get("/static/../app.py").status_code == 404
+    assert served.http.get("/static/%2e%2e/app.py").status_code == 404
+    bad = served.http.post(
+        "/api/threads/x/messages", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert bad.status_code == 422
+    assert served.http.post("/api/threads/nope-thread/messages", json={"text": ""}).status_code == 422
+    assert served.http.get("/api/events", params={"topic": "evil"}).status_code == 400
+    assert served.http.get("/api/events", headers={"Last-Event-ID": "x1"}).status_code == 400
+    assert served.http.get("/api/threads", params={"before": "garbage"}).status_code == 400
+    assert served.http.post("/api/runs", json={"goal": "   "}).status_code == 400
+
+
+def test_the_cli_does_what_the_page_does(served: Served) -> None:
+    """CLI parity for what is new with the page: pending approvals, a job's log, the event log."""
+    say(served, new_thread(served), "启动游戏")
+    asked = new_thread(served)
+    say(served, asked, "分解四星遗器")
+    code, out, _ = tether_cli("approvals", "--json", home=served.home)
+    assert code == 0
+    rows = json.loads(out)["items"]
+    assert any(r["thread_id"] == asked and r["tool"] == "demo.salvage_relics" for r in rows)
+    served.post(f"/api/threads/{asked}/confirmations/{rows[0]['pending_id']}/deny", expect=202)
+    turn_over(served, asked, 2)
+    code, out, _ = tether_cli("events", "--topic", f"thread:{asked}", home=served.home)
+    kinds = [json.loads(line)["kind"] for line in out.splitlines()]
+    assert kinds.count("turn_started") == 2 and "confirmation_answered" in kinds
+    job = served.get("/api/jobs", params={"limit": 1})["items"][0]
+    code, out, _ = tether_cli("job", "log", job["execution_id"], "--json", home=served.home)
+    assert code == 0 and json.loads(out)["execution_id"] == job["execution_id"]
+    code, out, _ = tether_cli("job", "log", "nope-nope", "--json", home=served.home)
+    assert code == 2 and json.loads(out)["error"]["code"] == "not_found"
+    # Threads: rename and delete from the CLI too.
+    code, _, err = tether_cli("threads", "rename", asked, "从终端改名", home=served.home)
+    assert code == 0, err
+    assert served.get(f"/api/threads/{asked}")["title"] == "从终端改名"
+    code, _, err = tether_cli("threads", "delete", asked, home=served.home)
+    assert code == 0, err
+    assert served.http.get(f"/api/threads/{asked}").status_code == 404
