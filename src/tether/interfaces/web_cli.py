@@ -27,6 +27,9 @@ def register(app: typer.Typer, job_app: typer.Typer, state: Any) -> None:
         ] = "127.0.0.1",
         port: Annotated[int, typer.Option("--port", min=0, max=65535, help="0: any free port")] = 8765,
         open_page: Annotated[bool, typer.Option("--open", help="Open the page in your browser")] = False,
+        max_streams: Annotated[
+            int, typer.Option("--max-streams", min=1, max=10_000, help="Pages that may follow events at once")
+        ] = 64,
     ) -> None:
         """Be this home's executor and serve the web page: talk to the agent, watch its steps live,
         approve, stop jobs, follow goal runs (Ctrl-C stops it)."""
@@ -51,7 +54,7 @@ def register(app: typer.Typer, job_app: typer.Typer, state: Any) -> None:
             with Runtime.open(state.home) as runtime:
                 try:
                     asyncio.run(serve(runtime, load_registry(state.registry_ref), host=host, port=port,
-                                      on_ready=ready))  # fmt: skip
+                                      on_ready=ready, max_subscribers=max_streams))  # fmt: skip
                 except KeyboardInterrupt:
                     pass
                 except OSError as exc:

@@ -90,7 +90,7 @@ def test_a_message_starts_a_turn_whose_steps_stream_live_and_resume_without_gaps
     messages = served.get(f"/api/threads/{thread}/messages")["items"]
     assert [m["role"] for m in messages] == ["user", "assistant"] and messages[0]["text"] == "查看游戏状态"
     steps = served.get(f"/api/threads/{thread}/steps")["items"]
-    assert [s["kind"] for s in steps][0] == "model" and any(s["kind"] == "tool" for s in steps)
+    assert next(s["kind"] for s in steps) == "model" and any(s["kind"] == "tool" for s in steps)
     assert served.get(f"/api/threads/{thread}/steps", params={"turn": 1})["items"] == steps
     assert served.get(f"/api/threads/{thread}/steps", params={"turn": 2})["items"] == []
 
@@ -98,7 +98,7 @@ def test_a_message_starts_a_turn_whose_steps_stream_live_and_resume_without_gaps
 def test_a_second_message_while_a_turn_runs_is_refused_not_queued(served: Served) -> None:
     say(served, new_thread(served), "启动游戏")
     thread = new_thread(served)
-    served.post(f"/api/threads/{thread}/messages", {"text": "每日训练"}, expect=202)
+    served.post(f"/api/threads/{thread}/messages", {"text": "每日实训"}, expect=202)
     second = served.http.post(f"/api/threads/{thread}/messages", json={"text": "查看游戏状态"})
     assert second.status_code == 409, second.text
     assert second.json()["detail"]["code"] == "conflict"
@@ -110,6 +110,7 @@ def test_a_confirmation_runs_exactly_the_call_asked_about_once_and_a_denial_runs
     served: Served,
 ) -> None:
     say(served, new_thread(served), "启动游戏")
+
     def salvaged() -> list[dict[str, Any]]:
         jobs = served.get("/api/jobs", params={"limit": 200})["items"]
         return [j for j in jobs if j["task_id"] == "demo.salvage_relics" and j["status"] == "completed"]
@@ -184,7 +185,7 @@ def test_deleting_a_thread_stops_its_jobs_and_its_records_go(served: Served) -> 
 
 def test_a_turn_handed_over_by_tether_run_in_a_terminal_shows_up_live(served: Served) -> None:
     start = served.get("/api/info")["last_event_id"]
-    code, out, err = tether_cli(
+    code, _out, err = tether_cli(
         "run", "查看游戏状态", "--new-thread", "from-terminal", "--json", home=served.home
     )
     assert code == 0, err

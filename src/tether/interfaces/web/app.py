@@ -27,6 +27,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether.agent.session import THREAD_ID_RE
 from tether.errors import TetherError
@@ -287,6 +288,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (403, "a cross-site request"),
         (404, "no such thing (or not visible to this caller)"),
         (409, "the thread is in a turn already"),
+        (405, "the path does not take that method"),
         (413, "the request body is too large"),
         (421, "not a loopback host"),
         (503, "too many pages follow the events"),
@@ -331,6 +333,13 @@ def create_app(ctx: WebContext) -> Any:
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse({"detail": {"code": exc.code, "message": exc.message}}, status_code=exc.status)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """Starlette's own refusals (unknown path, wrong method, an unreadable body) in our shape."""
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid")
+        body = {"detail": {"code": code, "message": str(exc.detail)}}
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
     @app.exception_handler(conversations.Busy)
     async def busy(_: Request, exc: conversations.Busy) -> JSONResponse:
         return JSONResponse({"detail": {"code": "conflict", "message": exc.message}}, status_code=409)
@@ -338,12 +347,6 @@ def create_app(ctx: WebContext) -> Any:
     @app.exception_handler(TetherError)
     async def refused(_: Request, exc: TetherError) -> JSONResponse:
         return JSONResponse({"detail": {"code": "invalid", "message": exc.message}}, status_code=400)
-
-    @app.exception_handler(security.BodyTooLarge)
-    async def too_large(_: Request, exc: security.BodyTooLarge) -> JSONResponse:
-        limit = ctx.policy.max_body
-        message = f"a request body may hold at most {limit} bytes"
-        return JSONResponse({"detail": {"code": "too_large", "message": message}}, status_code=413)
 
     _page_routes(app, ctx)
     _thread_routes(app, ctx)

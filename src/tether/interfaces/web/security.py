@@ -11,7 +11,8 @@
   browser must come from this server's own origin (``Origin``, or ``Sec-Fetch-Site``); CORS stays closed
   (no ``Access-Control-Allow-*`` header is ever sent).
 - **Bounds.** Request bodies beyond ``max_body`` bytes are refused (413) whether or not they announce
-  their length. Responses carry a strict Content-Security-Policy and no-sniff, no-frame headers.
+  their length (a body without one is read, up to the limit, before the app sees it). Responses carry
+  a strict Content-Security-Policy and no-sniff, no-frame headers.
 """
 
 from __future__ import annotations
@@ -134,21 +135,20 @@ class Guard:
             status, code, message = refusal
             await _error(send, status, code, message)
             return
-        started = False
+        if "content-length" not in headers and scope["method"] not in SAFE_METHODS:
+            body = await _read_bounded(receive, self.policy.max_body)
+            if body is None:
+                limit = self.policy.max_body
+                await _error(send, 413, "too_large", f"a request body may hold at most {limit} bytes")
+                return
+            receive = _replay(body, receive)
 
         async def sending(message: dict[str, Any]) -> None:
-            nonlocal started
             if message["type"] == "http.response.start":
-                started = True
                 message = {**message, "headers": [*message.get("headers", []), *HEADERS]}
             await send(message)
 
-        try:
-            await self.app(scope, self._bounded(receive), sending)
-        except BodyTooLarge:
-            if not started:
-                limit = self.policy.max_body
-                await _error(send, 413, "too_large", f"a request body may hold at most {limit} bytes")
+        await self.app(scope, receive, sending)
 
     def _refusal(self, scope: dict[str, Any], headers: dict[str, str]) -> tuple[int, str, str] | None:
         policy = self.policy
@@ -168,24 +168,36 @@ class Guard:
             return 401, "unauthorized", "open the URL `tether serve` printed, or send its token as a bearer"
         return None
 
-    def _bounded(self, receive: Any) -> Any:
-        limit = self.policy.max_body
-        seen = 0
 
-        async def bounded() -> dict[str, Any]:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise BodyTooLarge
-            return message
+async def _read_bounded(receive: Any, limit: int) -> bytes | None:
+    """A body sent without its length (chunked), read whole; None past ``limit`` bytes."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(parts)
 
-        return bounded
 
+def _replay(body: bytes, receive: Any) -> Any:
+    sent = False
 
-class BodyTooLarge(Exception):
-    """A request body without a Content-Length went past the limit (answered 413 by the app)."""
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def _cross_site(headers: dict[str, str], scope: dict[str, Any]) -> bool:

@@ -1,0 +1,1784 @@
+// The page of `tether serve`: threads | conversation | side panel (Trace, Jobs, Approvals, Runs).
+//
+// State is rebuilt from the REST API on load (and after a reconnect or when the tab becomes visible
+// again), then kept current by the server's event stream. Server data is untrusted: it reaches the
+// DOM only through textContent and attribute values (see h() in dag.js), never as markup.
+
+import { api } from './api.js';
+import { applyLang, lang, onLangChange, t, toggleLang } from './i18n.js';
+import {
+  chip,
+  compactJson,
+  formatSeconds,
+  h,
+  prettyJson,
+  renderDag,
+  renderTaskDetail,
+} from './dag.js';
+
+const $ = (id) => document.getElementById(id);
+
+const ACTIVE_JOB = new Set(['pending', 'starting', 'running']);
+const STOPPABLE_JOB = new Set(['pending', 'starting', 'running']);
+const TERMINAL_RUN = new Set(['completed', 'failed', 'cancelled']);
+const DONE_TASK = new Set(['completed', 'skipped', 'rejected', 'cancelled', 'failed']); // as the server counts
+const SIDE_TABS = ['trace', 'jobs', 'approvals', 'runs'];
+const THEME_KEY = 'tether.theme';
+const WORKING_GRACE_MS = 2500; // a turn just asked for may not be "running" on the server yet
+const WATCHDOG_MS = 4000;
+
+const state = {
+  info: null,
+  lastEventId: 0,
+  // threads
+  threads: [],
+  threadsNext: null,
+  threadsPaged: false,
+  threadsLoaded: false,
+  currentId: null,
+  current: null,
+  // the current thread's conversation and trace
+  messages: [],
+  optimistic: [],
+  cards: new Map(),
+  sending: false,
+  // live turn state, by thread id
+  working: new Set(),
+  workingSince: new Map(),
+  finishedTurn: new Map(),
+  unread: new Set(),
+  execOfThread: new Map(),
+  // side panel
+  confirmations: [],
+  answered: new Set(),
+  jobs: [],
+  jobsFilter: 'active',
+  jobLogs: new Map(),
+  progress: new Map(),
+  runs: [],
+  runId: null,
+  run: null,
+  taskId: null,
+  taskDraft: {},
+  sideTab: 'trace',
+  view: 'chat',
+};
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+
+function debounce(fn, ms) {
+  let timer;
+  return (...args) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => fn(...args), ms);
+  };
+}
+
+/** Run `action`; a failure is shown in the error banner, never swallowed. */
+async function attempt(action) {
+  try {
+    return await action();
+  } catch (err) {
+    showError(err);
+    return undefined;
+  }
+}
+
+function readStorage(key) {
+  try {
+    return localStorage.getItem(key);
+  } catch {
+    return null;
+  }
+}
+
+function writeStorage(key, value) {
+  try {
+    localStorage.setItem(key, value);
+  } catch {
+    // not remembered; the choice still applies to this page
+  }
+}
+
+function toDate(value) {
+  const date = typeof value === 'number' ? new Date(value * 1000) : new Date(value);
+  return Number.isNaN(date.getTime()) ? null : date;
+}
+
+function formatTime(value) {
+  const date = toDate(value);
+  if (!date) return '';
+  const today = date.toDateString() === new Date().toDateString();
+  const options = today
+    ? { hour: '2-digit', minute: '2-digit' }
+    : { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' };
+  return date.toLocaleString(lang() === 'zh' ? 'zh-CN' : 'en', options);
+}
+
+function secondsOf(value) {
+  const date = toDate(value);
+  return date ? date.getTime() / 1000 : NaN;
+}
+
+function nearBottom(el) {
+  return el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+}
+
+function setBusy(buttons, busy) {
+  for (const button of buttons) if (button) button.disabled = busy;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering that leaves unchanged nodes (and the focus) alone
+
+const keyedCaches = new WeakMap();
+
+function focusedKey(parent) {
+  const active = document.activeElement;
+  if (!active || !parent.contains(active)) return null;
+  const holder = active.closest('[data-focus-key]');
+  if (!holder || !parent.contains(holder)) return { key: null };
+  const selection = 'selectionStart' in active ? [active.selectionStart, active.selectionEnd] : null;
+  return { key: holder.dataset.focusKey, selection };
+}
+
+function restoreFocus(parent, saved) {
+  if (!saved || parent.contains(document.activeElement)) return;
+  const target = saved.key ? parent.querySelector(`[data-focus-key="${CSS.escape(saved.key)}"]`) : null;
+  if (target) {
+    target.focus({ preventScroll: true });
+    if (saved.selection && 'setSelectionRange' in target) {
+      try {
+        target.setSelectionRange(...saved.selection);
+      } catch {
+        // not a text field after all
+      }
+    }
+  } else {
+    const fallback = parent.closest('[tabindex]');
+    if (fallback) fallback.focus({ preventScroll: true });
+  }
+}
+
+/** Make `parent`'s children exactly `nodes`, moving only what moved. */
+function reconcile(parent, nodes) {
+  nodes.forEach((node, i) => {
+    const at = parent.childNodes[i];
+    if (at !== node) parent.insertBefore(node, at ?? null);
+  });
+  while (parent.childNodes.length > nodes.length) parent.lastChild.remove();
+}
+
+/**
+ * Render `items` into `parent`, reusing the node of every item whose key and signature are
+ * unchanged: focus, scroll and screen readers see only what really changed.
+ */
+function keyedRender(parent, items, { key, sig, build }) {
+  const old = keyedCaches.get(parent) || new Map();
+  const next = new Map();
+  const saved = focusedKey(parent);
+  const nodes = items.map((item, i) => {
+    let k = key(item);
+    if (next.has(k)) k = `${k}#${i}`;
+    const signature = `${lang()}|${sig(item)}`;
+    const found = old.get(k);
+    const node = found && found.sig === signature ? found.node : build(item);
+    next.set(k, { sig: signature, node });
+    return node;
+  });
+  keyedCaches.set(parent, next);
+  reconcile(parent, nodes);
+  restoreFocus(parent, saved);
+}
+
+/** Replace `parent`'s content wholesale, keeping the focus on the "same" element when it exists. */
+function renderInto(parent, nodes) {
+  const saved = focusedKey(parent);
+  parent.replaceChildren(...nodes.filter(Boolean));
+  restoreFocus(parent, saved);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Banners and the confirmation dialog
+
+let errorTimer;
+let noticeTimer;
+
+function showError(err) {
+  const message = err && err.message ? err.message : String(err);
+  $('error-text').textContent = message;
+  $('error').hidden = false;
+  clearTimeout(errorTimer);
+  errorTimer = setTimeout(hideError, 15000);
+}
+
+function hideError() {
+  $('error').hidden = true;
+}
+
+function showNotice(message) {
+  $('notice-text').textContent = message;
+  $('notice').hidden = false;
+  clearTimeout(noticeTimer);
+  noticeTimer = setTimeout(hideNotice, 6000);
+}
+
+function hideNotice() {
+  $('notice').hidden = true;
+}
+
+/** Ask a yes/no question in a modal dialog; resolves true for OK. */
+function confirmDialog(text) {
+  const dialog = $('confirm-dialog');
+  $('confirm-text').textContent = text;
+  if (typeof dialog.showModal !== 'function') return Promise.resolve(window.confirm(text));
+  return new Promise((resolve) => {
+    dialog.addEventListener('close', () => resolve(dialog.returnValue === 'ok'), { once: true });
+    dialog.returnValue = '';
+    dialog.showModal();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Top bar: model, theme, language, live indicator
+
+function renderInfo() {
+  const label = $('model-label');
+  const info = state.info;
+  label.textContent = info && info.model ? t('app.model', { model: info.model }) : t('app.modelUnknown');
+  label.title = info ? [t('app.version', { version: info.version || '' }), info.executor_id, info.home].filter(Boolean).join(' · ') : '';
+}
+
+function effectiveTheme() {
+  const chosen = document.documentElement.dataset.theme;
+  if (chosen === 'light' || chosen === 'dark') return chosen;
+  return window.matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light';
+}
+
+function renderThemeButton() {
+  const dark = effectiveTheme() === 'dark';
+  const button = $('theme-switch');
+  const label = t(dark ? 'theme.toLight' : 'theme.toDark');
+  button.textContent = dark ? '☀' : '☾';
+  button.setAttribute('aria-label', label);
+  button.title = label;
+  button.dataset.theme = effectiveTheme();
+}
+
+function initTheme() {
+  const stored = readStorage(THEME_KEY);
+  if (stored === 'light' || stored === 'dark') document.documentElement.dataset.theme = stored;
+  window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', renderThemeButton);
+  renderThemeButton();
+}
+
+function toggleTheme() {
+  const next = effectiveTheme() === 'dark' ? 'light' : 'dark';
+  document.documentElement.dataset.theme = next;
+  writeStorage(THEME_KEY, next);
+  renderThemeButton();
+}
+
+function setLive(status) {
+  const live = $('live');
+  live.dataset.state = status;
+  live.querySelector('.live-text').textContent = t(`live.${status}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tabs: the side panel's tabs, and the single-column navigation on a phone
+
+function markTabs(list, isSelected) {
+  for (const tab of list.querySelectorAll('[role="tab"]')) {
+    const selected = isSelected(tab);
+    tab.setAttribute('aria-selected', selected ? 'true' : 'false');
+    tab.tabIndex = selected ? 0 : -1;
+  }
+}
+
+/** WAI-ARIA tabs: click selects, arrow keys / Home / End move and select. */
+function setupTablist(list, select) {
+  list.addEventListener('click', (event) => {
+    const tab = event.target.closest('[role="tab"]');
+    if (tab && list.contains(tab)) select(tab);
+  });
+  list.addEventListener('keydown', (event) => {
+    const tabs = [...list.querySelectorAll('[role="tab"]')];
+    const i = tabs.indexOf(document.activeElement);
+    if (i < 0) return;
+    const moves = { ArrowRight: i + 1, ArrowDown: i + 1, ArrowLeft: i - 1, ArrowUp: i - 1, Home: 0, End: tabs.length - 1 };
+    if (!(event.key in moves)) return;
+    event.preventDefault();
+    const tab = tabs[(moves[event.key] + tabs.length) % tabs.length];
+    tab.focus();
+    select(tab);
+  });
+}
+
+function showSideTab(name) {
+  state.sideTab = name;
+  markTabs($('side-tabs'), (tab) => tab.dataset.tab === name);
+  for (const tab of SIDE_TABS) $(`panel-${tab}`).hidden = tab !== name;
+  if (SIDE_TABS.includes(state.view) && state.view !== name) showView(name);
+  if (name === 'jobs') attempt(loadJobs);
+  if (name === 'approvals') attempt(loadConfirmations);
+}
+
+function showView(view) {
+  state.view = view;
+  document.body.dataset.view = view;
+  markTabs($('mobile-nav'), (tab) => tab.dataset.view === view);
+  if (SIDE_TABS.includes(view) && state.sideTab !== view) showSideTab(view);
+}
+
+function renderBadges() {
+  const approvals = visibleConfirmations().length;
+  const jobs = activeJobCount();
+  setBadge('approvals', approvals, t('badge.approvals', { n: approvals }));
+  setBadge('jobs', jobs, t('badge.jobs', { n: jobs }));
+}
+
+function setBadge(name, count, label) {
+  for (const badge of document.querySelectorAll(`[data-badge="${name}"]`)) {
+    badge.hidden = count === 0;
+    badge.textContent = String(count);
+    badge.title = label;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads
+
+function titleOf(thread) {
+  return (thread && thread.title) || t('threads.untitled');
+}
+
+function findThread(threadId) {
+  if (state.current && state.current.thread_id === threadId) return state.current;
+  return state.threads.find((thread) => thread.thread_id === threadId) || null;
+}
+
+function threadTitle(threadId) {
+  const thread = findThread(threadId);
+  return thread ? titleOf(thread) : threadId;
+}
+
+function isRunning(thread) {
+  return Boolean(thread.running) || state.working.has(thread.thread_id);
+}
+
+function setWorking(threadId, on) {
+  if (on) {
+    if (!state.working.has(threadId)) state.workingSince.set(threadId, Date.now());
+    state.working.add(threadId);
+  } else {
+    state.working.delete(threadId);
+    state.workingSince.delete(threadId);
+  }
+}
+
+/** The server's `running` wins, except just after this page asked for a turn (it may be queued). */
+function syncWorking(thread) {
+  if (thread.running) return setWorking(thread.thread_id, true);
+  const since = state.workingSince.get(thread.thread_id) || 0;
+  if (Date.now() - since > WORKING_GRACE_MS) setWorking(thread.thread_id, false);
+}
+
+function knownTurns(threadId) {
+  const thread = findThread(threadId);
+  let turns = Math.max(thread ? thread.turns || 0 : 0, state.finishedTurn.get(threadId) || 0);
+  if (threadId === state.currentId) for (const m of state.messages) turns = Math.max(turns, m.turn || 0);
+  return turns;
+}
+
+/** After a POST that starts a turn: show "working" unless that turn already finished meanwhile. */
+function markWorkingAfterPost(threadId, baseTurn) {
+  if ((state.finishedTurn.get(threadId) || 0) > baseTurn) return;
+  setWorking(threadId, true);
+}
+
+function upsertThread(thread, { prepend = false } = {}) {
+  const i = state.threads.findIndex((item) => item.thread_id === thread.thread_id);
+  if (i >= 0) state.threads[i] = thread;
+  else if (prepend) state.threads.unshift(thread);
+  if (thread.thread_id === state.currentId) state.current = thread;
+  syncWorking(thread);
+}
+
+function mergeFirstPage(items) {
+  if (!state.threadsPaged) return items;
+  const fresh = new Set(items.map((thread) => thread.thread_id));
+  return [...items, ...state.threads.filter((thread) => !fresh.has(thread.thread_id))];
+}
+
+async function loadThreads({ more = false } = {}) {
+  const page = await api.threads({ before: more ? state.threadsNext : undefined });
+  const items = page.items || [];
+  if (more) {
+    const known = new Set(state.threads.map((thread) => thread.thread_id));
+    state.threads = [...state.threads, ...items.filter((thread) => !known.has(thread.thread_id))];
+    state.threadsPaged = true;
+    state.threadsNext = page.next ?? null;
+  } else {
+    state.threads = mergeFirstPage(items);
+    if (!state.threadsPaged) state.threadsNext = page.next ?? null;
+  }
+  for (const thread of items) syncWorking(thread);
+  const current = state.threads.find((thread) => thread.thread_id === state.currentId);
+  if (current) state.current = current;
+  state.threadsLoaded = true;
+  renderThreads();
+  renderWorking();
+}
+
+const refreshThreadsSoon = debounce(() => attempt(loadThreads), 400);
+
+function threadMarker(thread) {
+  if (isRunning(thread)) {
+    return h('span', { class: 'dot spin', 'data-testid': 'thread-running', role: 'img', 'aria-label': t('threads.running'), title: t('threads.running') });
+  }
+  if (thread.pending) {
+    return h('span', { class: 'dot warn', role: 'img', 'aria-label': t('threads.waiting'), title: t('threads.waiting') });
+  }
+  if (state.unread.has(thread.thread_id)) {
+    return h('span', { class: 'dot unread', 'data-testid': 'thread-unread', role: 'img', 'aria-label': t('threads.unread'), title: t('threads.unread') });
+  }
+  return null;
+}
+
+function threadItem(thread) {
+  const id = thread.thread_id;
+  const turns = thread.turns === 1 ? t('threads.turn1') : t('threads.turns', { n: thread.turns || 0 });
+  return h(
+    'li',
+    {},
+    h(
+      'button',
+      {
+        type: 'button',
+        class: 'thread-item',
+        'data-testid': 'thread-item',
+        'data-thread': id,
+        'data-focus-key': `thread:${id}`,
+        'aria-current': id === state.currentId ? 'true' : null,
+        onclick: () => openThread(id),
+      },
+      h('span', { class: 'thread-title' }, titleOf(thread)),
+      h('span', { class: 'thread-meta' }, `${turns} · ${formatTime(thread.updated_at)}`),
+      threadMarker(thread),
+    ),
+  );
+}
+
+function renderThreads() {
+  keyedRender($('thread-list'), state.threads, {
+    key: (thread) => thread.thread_id,
+    sig: (thread) =>
+      [thread.title, thread.turns, thread.updated_at, isRunning(thread), Boolean(thread.pending),
+        state.unread.has(thread.thread_id), thread.thread_id === state.currentId].join('|'),
+    build: threadItem,
+  });
+  $('threads-empty').hidden = !state.threadsLoaded || state.threads.length > 0;
+  $('threads-more').hidden = !state.threadsNext;
+}
+
+function setHash(threadId) {
+  const want = threadId ? `#thread=${encodeURIComponent(threadId)}` : '';
+  if (location.hash === want) return;
+  history.replaceState(null, '', want || `${location.pathname}${location.search}`);
+}
+
+function threadFromHash() {
+  const found = /(?:^#|&)thread=([^&]+)/.exec(location.hash);
+  if (!found) return null;
+  try {
+    return decodeURIComponent(found[1]);
+  } catch {
+    return null;
+  }
+}
+
+function resetConversation() {
+  state.messages = [];
+  state.optimistic = [];
+  state.cards = new Map();
+  keyedCaches.delete($('conversation'));
+  keyedCaches.delete($('trace'));
+  cancelRename();
+}
+
+async function openThread(threadId) {
+  showView('chat');
+  if (threadId === state.currentId && state.current) return;
+  state.currentId = threadId;
+  state.current = findThread(threadId);
+  state.unread.delete(threadId);
+  resetConversation();
+  setHash(threadId);
+  renderThreads();
+  renderChat();
+  renderTrace();
+  await loadCurrentThread({ scroll: true });
+}
+
+function forgetCurrent() {
+  state.currentId = null;
+  state.current = null;
+  resetConversation();
+  setHash(null);
+  renderThreads();
+  renderChat();
+  renderTrace();
+}
+
+async function newThread() {
+  const thread = await api.createThread();
+  upsertThread(thread, { prepend: true });
+  await openThread(thread.thread_id);
+  $('composer').focus();
+}
+
+function startRename() {
+  if (!state.current) return;
+  const input = $('rename-input');
+  input.value = state.current.title || '';
+  $('rename-form').hidden = false;
+  $('chat-title').hidden = true;
+  $('chat-actions').hidden = true;
+  input.focus();
+  input.select();
+}
+
+function cancelRename({ focus = false } = {}) {
+  $('rename-form').hidden = true;
+  $('chat-title').hidden = false;
+  $('chat-actions').hidden = false;
+  if (focus) $('rename-thread').focus();
+}
+
+async function saveRename() {
+  const title = $('rename-input').value.trim();
+  if (!state.currentId || !title) return cancelRename({ focus: true });
+  const thread = await api.renameThread(state.currentId, title);
+  upsertThread(thread);
+  cancelRename({ focus: true });
+  renderThreads();
+  renderChatHead();
+}
+
+async function deleteThread() {
+  const thread = state.current;
+  if (!thread) return;
+  if (!(await confirmDialog(t('threads.deleteConfirm', { title: titleOf(thread) })))) return;
+  const out = await api.deleteThread(thread.thread_id);
+  state.threads = state.threads.filter((item) => item.thread_id !== thread.thread_id);
+  setWorking(thread.thread_id, false);
+  forgetCurrent();
+  showNotice(t('threads.deleted', { turns: out.cancelled_turns ?? 0, jobs: (out.stopped_jobs || []).length }));
+  attempt(loadConfirmations);
+  attempt(loadJobs);
+  $('new-thread').focus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The conversation of the current thread
+
+async function loadCurrentThread({ scroll = false } = {}) {
+  const id = state.currentId;
+  if (!id) return;
+  const busy = [$('conversation'), $('trace')];
+  for (const el of busy) el.setAttribute('aria-busy', 'true');
+  try {
+    const [thread, messages, steps] = await Promise.all([api.thread(id), api.messages(id), api.steps(id)]);
+    if (id !== state.currentId) return; // the person moved on meanwhile
+    upsertThread(thread);
+    state.messages = messages.items || [];
+    dropSettledOptimistic();
+    mergeSteps(steps.items || []);
+    renderThreads();
+    renderChat({ scroll });
+    renderTrace({ scroll });
+  } catch (err) {
+    if (err.status === 404 && id === state.currentId) {
+      state.threads = state.threads.filter((thread) => thread.thread_id !== id);
+      forgetCurrent();
+      showError(new Error(t('threads.notFound')));
+    } else {
+      showError(err);
+    }
+  } finally {
+    for (const el of busy) el.removeAttribute('aria-busy');
+  }
+}
+
+const reloadCurrentSoon = debounce(() => loadCurrentThread(), 250);
+
+function dropSettledOptimistic() {
+  state.optimistic = state.optimistic.filter(
+    (sent) => !state.messages.some((m) => m.role === 'user' && m.turn > sent.base && m.text.trim() === sent.text),
+  );
+}
+
+function visibleConfirmations() {
+  return state.confirmations.filter((c) => !state.answered.has(c.pending_id));
+}
+
+function currentPending() {
+  if (!state.currentId) return null;
+  const listed = visibleConfirmations().find((c) => c.thread_id === state.currentId);
+  if (listed) return listed;
+  const pending = state.current && state.current.pending;
+  if (!pending || state.answered.has(pending.pending_id)) return null;
+  return { thread_id: state.currentId, ...pending };
+}
+
+function renderChat(options) {
+  renderChatHead();
+  renderConversation(options);
+  renderWorking();
+}
+
+function renderChatHead() {
+  const has = Boolean(state.currentId);
+  $('chat-title').textContent = has ? titleOf(state.current) : t('chat.noThread');
+  $('rename-thread').hidden = !has;
+  $('delete-thread').hidden = !has;
+}
+
+function conversationItems() {
+  const items = state.messages.map((m) => ({ key: `${m.turn}:${m.role}`, message: m }));
+  for (const sent of state.optimistic) {
+    items.push({ key: `local:${sent.id}`, message: { role: 'user', text: sent.text, at: sent.at } });
+  }
+  const pending = currentPending();
+  if (pending) items.push({ key: `confirm:${pending.pending_id}`, confirmation: pending });
+  if (!items.length) items.push({ key: 'empty', empty: true });
+  return items;
+}
+
+function conversationSig(item) {
+  if (item.message) return [item.message.text, item.message.status, item.message.at].join('|');
+  if (item.confirmation) return compactJson(item.confirmation);
+  return 'empty';
+}
+
+function buildConversationItem(item) {
+  if (item.message) return messageBubble(item.message);
+  if (item.confirmation) return confirmationCard(item.confirmation, { inline: true });
+  return h(
+    'div',
+    { class: 'empty-chat', 'data-testid': 'chat-empty' },
+    h('p', { class: 'empty-lead' }, t('chat.empty')),
+    h('p', { class: 'muted' }, t('chat.emptyHint')),
+  );
+}
+
+function messageBubble(message) {
+  const user = message.role === 'user';
+  const showStatus = !user && message.status && message.status !== 'completed';
+  return h(
+    'article',
+    {
+      class: `msg ${user ? 'msg-user' : 'msg-assistant'}`,
+      'data-testid': user ? 'msg-user' : 'msg-assistant',
+      'data-turn': message.turn ?? null,
+    },
+    h(
+      'div',
+      { class: 'msg-meta' },
+      h('span', { class: 'who' }, user ? t('chat.you') : t('chat.assistant')),
+      message.at ? h('time', { datetime: message.at }, formatTime(message.at)) : null,
+      showStatus ? chip(message.status) : null,
+    ),
+    h('div', { class: 'msg-text' }, message.text || ''),
+  );
+}
+
+function renderConversation({ scroll = false } = {}) {
+  const box = $('conversation');
+  const stick = scroll || nearBottom(box);
+  keyedRender(box, conversationItems(), {
+    key: (item) => item.key,
+    sig: conversationSig,
+    build: buildConversationItem,
+  });
+  if (stick) box.scrollTop = box.scrollHeight;
+}
+
+function workingText() {
+  const execution = state.execOfThread.get(state.currentId);
+  const progress = execution ? state.progress.get(execution) : null;
+  if (!progress) return t('chat.working');
+  const parts = [];
+  if (typeof progress.fraction === 'number') parts.push(`${Math.round(progress.fraction * 100)}%`);
+  if (progress.message) parts.push(progress.message);
+  return parts.length ? t('chat.workingProgress', { progress: parts.join(' · ') }) : t('chat.working');
+}
+
+function renderWorking() {
+  const slot = $('working-slot');
+  const on = Boolean(state.currentId) && state.working.has(state.currentId);
+  if (!on) {
+    slot.replaceChildren();
+    stopWatchdog();
+    return;
+  }
+  let el = slot.firstElementChild;
+  if (!el) {
+    el = h(
+      'div',
+      { class: 'working', 'data-testid': 'working', role: 'status' },
+      h('span', { class: 'spinner', 'aria-hidden': 'true' }),
+      h('span', { class: 'working-text' }),
+    );
+    slot.append(el);
+  }
+  el.querySelector('.working-text').textContent = workingText();
+  startWatchdog();
+}
+
+// While "working" shows, check now and then that the turn still runs: a missed event never leaves
+// it spinning forever.
+let watchdog = null;
+
+function startWatchdog() {
+  if (!watchdog) watchdog = setInterval(checkWorking, WATCHDOG_MS);
+}
+
+function stopWatchdog() {
+  clearInterval(watchdog);
+  watchdog = null;
+}
+
+async function checkWorking() {
+  const id = state.currentId;
+  if (!id || !state.working.has(id)) return stopWatchdog();
+  let thread;
+  try {
+    thread = await api.thread(id);
+  } catch {
+    return; // the stream's indicator already says the server is away
+  }
+  if (id !== state.currentId) return;
+  upsertThread(thread);
+  if (!state.working.has(id)) await loadCurrentThread();
+  renderWorking();
+  renderThreads();
+}
+
+function titleFrom(text) {
+  const line = text.split('\n')[0].trim();
+  return Array.from(line).length > 60 ? `${Array.from(line).slice(0, 59).join('')}…` : line;
+}
+
+let sentCount = 0;
+
+async function sendMessage() {
+  const box = $('composer');
+  const text = box.value.trim();
+  if (!text || state.sending) return;
+  state.sending = true;
+  $('send').disabled = true;
+  let sent = null;
+  try {
+    if (!state.currentId) {
+      const thread = await api.createThread(titleFrom(text));
+      upsertThread(thread, { prepend: true });
+      await openThread(thread.thread_id);
+    }
+    const id = state.currentId;
+    const base = knownTurns(id);
+    sent = { id: ++sentCount, text, at: new Date().toISOString(), base };
+    state.optimistic.push(sent);
+    box.value = '';
+    autosize();
+    renderConversation({ scroll: true });
+    await api.sendMessage(id, text);
+    markWorkingAfterPost(id, base);
+    renderWorking();
+    renderThreads();
+  } catch (err) {
+    if (sent) state.optimistic = state.optimistic.filter((item) => item !== sent);
+    if (!box.value) box.value = text;
+    renderConversation();
+    showError(err);
+  } finally {
+    state.sending = false;
+    $('send').disabled = false;
+  }
+}
+
+function autosize() {
+  const box = $('composer');
+  box.style.height = 'auto';
+  box.style.height = `${Math.min(box.scrollHeight, 240)}px`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Confirmations: inline in the conversation and in the Approvals panel
+
+function dangerChip(danger) {
+  const level = danger || 'unknown';
+  const tone = { destructive: 'bad', caution: 'warn', safe: 'ok' }[level] || 'neutral';
+  return h(
+    'span',
+    { class: 'chip danger-chip', 'data-tone': tone, 'data-testid': 'danger', 'data-danger': level },
+    `${t('confirm.danger')}: ${t(`danger.${level}`)}`,
+  );
+}
+
+function confirmationCard(c, { inline = false } = {}) {
+  const approve = h('button', { type: 'button', class: 'primary', 'data-testid': 'approve', 'data-focus-key': `approve:${c.pending_id}` }, t('confirm.approve'));
+  const deny = h('button', { type: 'button', class: 'danger', 'data-testid': 'deny', 'data-focus-key': `deny:${c.pending_id}` }, t('confirm.deny'));
+  approve.addEventListener('click', () => answerConfirmation(c, true, [approve, deny]));
+  deny.addEventListener('click', () => answerConfirmation(c, false, [approve, deny]));
+  const thread = inline
+    ? null
+    : h(
+        'p',
+        { class: 'approval-thread' },
+        h('span', { class: 'muted' }, `${t('confirm.thread')}: `),
+        h('button', { type: 'button', class: 'link', 'data-testid': 'approval-open', onclick: () => openThread(c.thread_id) }, threadTitle(c.thread_id)),
+      );
+  return h(
+    'article',
+    {
+      class: `approval${inline ? ' inline' : ''}`,
+      'data-testid': inline ? 'inline-approval' : 'approval',
+      'data-thread': c.thread_id,
+      'data-pending': c.pending_id,
+      'data-danger': c.danger || 'unknown',
+    },
+    h('header', { class: 'approval-head' }, h('h3', {}, t('confirm.heading')), dangerChip(c.danger)),
+    thread,
+    c.question ? h('p', { class: 'approval-question prewrap' }, c.question) : null,
+    h('p', { class: 'approval-tool' }, h('span', { class: 'muted' }, `${t('confirm.tool')}: `), h('code', { 'data-testid': 'approval-tool' }, c.tool)),
+    h('p', { class: 'muted small' }, t('confirm.args')),
+    h('pre', { class: 'json', 'data-testid': 'approval-args' }, prettyJson(c.args)),
+    h('div', { class: 'row' }, approve, deny),
+  );
+}
+
+async function answerConfirmation(c, approve, buttons) {
+  setBusy(buttons, true);
+  const base = knownTurns(c.thread_id);
+  try {
+    await api.answerConfirmation(c.thread_id, c.pending_id, approve);
+  } catch (err) {
+    setBusy(buttons, false);
+    showError(err);
+    attempt(loadConfirmations);
+    return;
+  }
+  state.answered.add(c.pending_id);
+  markWorkingAfterPost(c.thread_id, base);
+  showNotice(t('confirm.sent'));
+  renderApprovals();
+  renderChat();
+  renderThreads();
+  renderBadges();
+  refreshConfirmationsSoon();
+}
+
+async function loadConfirmations() {
+  const data = await api.confirmations();
+  state.confirmations = data.items || [];
+  const listed = new Set(state.confirmations.map((c) => c.pending_id));
+  for (const id of state.answered) if (!listed.has(id)) state.answered.delete(id);
+  renderApprovals();
+  renderConversation();
+  renderBadges();
+}
+
+const refreshConfirmationsSoon = debounce(() => attempt(loadConfirmations), 200);
+
+function renderApprovals() {
+  const items = visibleConfirmations();
+  keyedRender($('approval-list'), items.length ? items : [{ empty: true }], {
+    key: (c) => (c.empty ? 'empty' : c.pending_id),
+    sig: (c) => (c.empty ? 'empty' : `${compactJson(c)}|${threadTitle(c.thread_id)}`),
+    build: (c) => (c.empty ? h('p', { class: 'empty' }, t('approvals.empty')) : confirmationCard(c)),
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trace: the steps of the current thread's turns, as cards
+
+const KIND_ORDER = { plan: 0, action: 0, confirmation: 1, observation: 2, budget: 0, result: 0 };
+
+function toolNames(calls) {
+  return (calls || []).map((call) => call.name || call.tool || '?');
+}
+
+function turnStatus(turn) {
+  const answer = state.messages.find((m) => m.turn === turn && m.role === 'assistant');
+  return answer ? answer.status : undefined;
+}
+
+function toolCards(step, at) {
+  const action = { kind: 'action', tool: step.tool, args: step.args, ts: at };
+  const result = step.result;
+  if (step.status === 'started' || !result) return [action];
+  const observation = {
+    kind: 'observation',
+    tool: step.tool,
+    status: result.status,
+    message: result.message,
+    duration: result.duration_seconds,
+    ts: at,
+  };
+  if (result.status === 'skipped') return [observation]; // skipped calls never started
+  if (typeof result.duration_seconds === 'number') action.ts = at - result.duration_seconds;
+  return [action, observation];
+}
+
+function confirmationCards(step, at) {
+  const base = { kind: 'confirmation', tool: step.tool, args: step.args, ts: at };
+  if (step.result && step.result.status === 'needs_confirmation') {
+    return [{ kind: 'action', tool: step.tool, args: step.args, ts: at }, { ...base, question: step.text }];
+  }
+  // An answered confirmation: the step's text says which way ("confirmed …" / "declined …").
+  return [{ ...base, approved: !/^declined/i.test(step.text || '') }];
+}
+
+/** The cards one recorded step stands for. */
+function cardsFromStep(step) {
+  const at = secondsOf(step.created_at);
+  let cards = [];
+  if (step.kind === 'model') {
+    cards = [{ kind: 'plan', text: step.text, tools: toolNames(step.args && step.args.tool_calls), ts: at }];
+  } else if (step.kind === 'tool') {
+    cards = toolCards(step, at);
+  } else if (step.kind === 'confirmation') {
+    cards = confirmationCards(step, at);
+  } else if (step.kind === 'budget') {
+    cards = [{ kind: 'budget', extend: step.result ? step.result.extend : 0, reason: step.text, ts: at }];
+  } else if (step.kind === 'final') {
+    cards = [{ kind: 'result', status: turnStatus(step.turn), text: step.text, ts: at }];
+  }
+  return cards.map((card) => ({ ...card, turn: step.turn, index: step.index }));
+}
+
+const EVENT_CARDS = {
+  model_decided: (e) => ({ kind: 'plan', text: e.text, tools: toolNames(e.tool_calls) }),
+  tool_started: (e) => ({ kind: 'action', tool: e.tool, args: e.args }),
+  tool_finished: (e) => ({
+    kind: 'observation',
+    tool: e.tool,
+    status: e.result && e.result.status,
+    message: e.result && e.result.message,
+    duration: e.result && e.result.duration_seconds,
+  }),
+  confirmation_requested: (e) => ({ kind: 'confirmation', tool: e.tool, args: e.args, question: e.question }),
+  confirmation_answered: (e) => ({ kind: 'confirmation', tool: e.tool, args: e.args, approved: e.approved }),
+  budget_reviewed: (e) => ({ kind: 'budget', extend: e.extend, reason: e.reason }),
+  turn_finished: (e) => ({ kind: 'result', status: e.status, text: e.final }),
+};
+
+const cardKey = (card) => `${card.turn}:${card.index}:${card.kind}`;
+
+/** Steps are the record: they replace what live events drew for the same (turn, index, kind). */
+function mergeSteps(steps) {
+  for (const step of steps) for (const card of cardsFromStep(step)) state.cards.set(cardKey(card), card);
+}
+
+/** A live event's card, unless that (turn, index, kind) is drawn already. */
+function addLiveCard(event) {
+  const make = EVENT_CARDS[event.kind];
+  if (!make) return false;
+  const card = { ...make(event), turn: event.turn, index: event.index, ts: event.ts };
+  const key = cardKey(card);
+  if (state.cards.has(key)) return false;
+  state.cards.set(key, card);
+  return true;
+}
+
+function sortedCards() {
+  return [...state.cards.values()].sort(
+    (a, b) => a.turn - b.turn || a.index - b.index || KIND_ORDER[a.kind] - KIND_ORDER[b.kind],
+  );
+}
+
+function turnAsk(turn) {
+  return state.messages.find((m) => m.turn === turn && m.role === 'user') || null;
+}
+
+/** Turn headings and cards in order; each card knows the seconds since the one before it. */
+function traceItems() {
+  const items = [];
+  let turn = null;
+  let previous = NaN;
+  for (const card of sortedCards()) {
+    if (card.turn !== turn) {
+      turn = card.turn;
+      const ask = turnAsk(turn);
+      previous = ask ? secondsOf(ask.at) : NaN;
+      items.push({ key: `turn:${turn}`, heading: turn, ask: ask ? ask.text : '' });
+    }
+    const delta = card.ts - previous;
+    items.push({ key: cardKey(card), card, delta: Number.isFinite(delta) && delta >= 0 ? delta : null });
+    if (Number.isFinite(card.ts)) previous = card.ts;
+  }
+  return items;
+}
+
+function cardTiming(card, delta) {
+  if (card.kind === 'observation') {
+    if (typeof card.duration !== 'number') return null;
+    const d = formatSeconds(card.duration);
+    return { text: d, label: t('trace.took', { d }) };
+  }
+  if (delta === null) return null;
+  const d = formatSeconds(delta);
+  return { text: `+${d}`, label: t('trace.after', { d }) };
+}
+
+function cardStatus(card) {
+  if (card.kind === 'observation' || card.kind === 'result') return card.status ? chip(card.status) : null;
+  if (card.kind === 'confirmation') {
+    if (card.approved === true) return chip('completed', { title: t('trace.approved') });
+    if (card.approved === false) return chip('rejected', { title: t('trace.declined') });
+    return chip('needs_confirmation');
+  }
+  return null;
+}
+
+function toolChips(tools) {
+  if (!tools.length) return h('p', { class: 'muted small' }, t('trace.noTool'));
+  return h('p', { class: 'tool-chips' }, h('span', { class: 'muted small' }, `${t('trace.chose')}: `), tools.map((name) => h('code', { class: 'tool-chip' }, name)));
+}
+
+function cardBody(card) {
+  switch (card.kind) {
+    case 'plan':
+      return [card.text ? h('p', { class: 'prewrap' }, card.text) : null, toolChips(card.tools || [])];
+    case 'action':
+      return [h('code', { class: 'json block' }, compactJson(card.args))];
+    case 'observation':
+      return [card.message ? h('p', { class: 'prewrap' }, card.message) : null];
+    case 'confirmation':
+      if (card.approved === undefined) {
+        return [card.question ? h('p', { class: 'prewrap' }, card.question) : h('p', {}, t('trace.asked')), h('code', { class: 'json block' }, compactJson(card.args))];
+      }
+      return [h('p', {}, t(card.approved ? 'trace.approved' : 'trace.declined'))];
+    case 'budget':
+      return [h('p', {}, card.extend ? t('trace.extend', { n: card.extend }) : t('trace.noExtend')), card.reason ? h('p', { class: 'muted prewrap' }, card.reason) : null];
+    case 'result':
+      return [card.text ? h('p', { class: 'prewrap' }, card.text) : null];
+    default:
+      return [];
+  }
+}
+
+function traceCard({ card, delta }) {
+  const timing = cardTiming(card, delta);
+  return h(
+    'article',
+    { class: 'trace-card', 'data-testid': 'trace-card', 'data-kind': card.kind, 'data-turn': card.turn, 'data-index': card.index },
+    h(
+      'header',
+      { class: 'card-head' },
+      h('span', { class: 'card-kind' }, t(`trace.kind.${card.kind}`)),
+      card.tool ? h('code', { class: 'card-tool' }, card.tool) : null,
+      cardStatus(card),
+      timing ? h('span', { class: 'card-time', title: timing.label }, timing.text) : null,
+    ),
+    ...cardBody(card),
+  );
+}
+
+function traceItem(item) {
+  if (item.empty) return h('p', { class: 'empty' }, item.empty);
+  if (item.heading !== undefined) {
+    return h(
+      'h3',
+      { class: 'turn-heading', 'data-testid': 'trace-turn' },
+      h('span', {}, t('trace.turn', { n: item.heading })),
+      item.ask ? h('span', { class: 'turn-ask' }, item.ask) : null,
+    );
+  }
+  return traceCard(item);
+}
+
+function traceSig(item) {
+  if (item.empty) return item.empty;
+  if (item.heading !== undefined) return item.ask;
+  const delta = item.delta === null ? '' : item.delta.toFixed(2);
+  return `${compactJson(item.card)}|${delta}`;
+}
+
+function renderTrace({ scroll = false } = {}) {
+  const box = $('trace');
+  const scroller = $('panel-trace');
+  const stick = scroll || nearBottom(scroller);
+  let items = traceItems();
+  if (!state.currentId) items = [{ key: 'empty', empty: t('trace.noThread') }];
+  else if (!items.length) items = [{ key: 'empty', empty: t('trace.empty') }];
+  keyedRender(box, items, { key: (item) => item.key, sig: traceSig, build: traceItem });
+  if (stick) scroller.scrollTop = scroller.scrollHeight;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs
+
+function activeJobCount() {
+  return state.jobs.filter((job) => ACTIVE_JOB.has(job.status)).length;
+}
+
+function seedProgress(job) {
+  const progress = job.data && job.data.progress;
+  if (!progress) return;
+  const known = state.progress.get(job.execution_id);
+  if (!known || (progress.ts || 0) >= (known.ts || 0)) state.progress.set(job.execution_id, progress);
+}
+
+async function loadJobs() {
+  const data = await api.jobs({ active: state.jobsFilter === 'active' });
+  state.jobs = data.items || [];
+  for (const job of state.jobs) seedProgress(job);
+  renderJobs();
+  renderBadges();
+}
+
+const refreshJobsSoon = debounce(() => attempt(loadJobs), 150);
+
+function fillProgress(box, progress) {
+  const bar = box.querySelector('progress');
+  const fraction = progress && typeof progress.fraction === 'number' ? Math.max(0, Math.min(1, progress.fraction)) : null;
+  if (fraction === null) bar.removeAttribute('value');
+  else bar.value = fraction;
+  bar.setAttribute('aria-valuetext', fraction === null ? (progress && progress.message) || '' : `${Math.round(fraction * 100)}%`);
+  box.querySelector('.progress-pct').textContent = fraction === null ? '' : `${Math.round(fraction * 100)}%`;
+  box.querySelector('.progress-msg').textContent = (progress && progress.message) || '';
+}
+
+function progressBlock(job) {
+  const progress = state.progress.get(job.execution_id);
+  if (!progress && !ACTIVE_JOB.has(job.status)) return null;
+  const box = h(
+    'div',
+    { class: 'progress', 'data-testid': 'job-progress' },
+    h('progress', { max: '1', 'aria-label': job.task_id }),
+    h('span', { class: 'progress-pct' }),
+    h('span', { class: 'progress-msg', 'data-testid': 'job-progress-text' }),
+  );
+  fillProgress(box, progress);
+  return box;
+}
+
+function jobRow(job) {
+  const id = job.execution_id;
+  const log = state.jobLogs.get(id);
+  const logOpen = state.jobLogs.has(id);
+  const origin = job.data && job.data.origin;
+  return h(
+    'li',
+    { class: 'job-row', 'data-testid': 'job-row', 'data-job': id, 'data-status': job.status },
+    h(
+      'div',
+      { class: 'job-head' },
+      h('code', { class: 'job-task' }, job.task_id),
+      chip(job.status),
+      job.duration_seconds ? h('span', { class: 'muted small' }, formatSeconds(job.duration_seconds)) : null,
+    ),
+    job.message ? h('p', { class: 'job-msg prewrap' }, job.message) : null,
+    h('p', { class: 'muted small job-id' }, id, origin ? ` · ${t('jobs.origin', { origin })}` : ''),
+    progressBlock(job),
+    h(
+      'div',
+      { class: 'row' },
+      STOPPABLE_JOB.has(job.status)
+        ? h('button', { type: 'button', class: 'small danger', 'data-testid': 'job-stop', 'data-focus-key': `stop:${id}`, onclick: (e) => stopJob(job, e.currentTarget) }, t('jobs.stop'))
+        : null,
+      h(
+        'button',
+        { type: 'button', class: 'small', 'data-testid': 'job-log', 'data-focus-key': `log:${id}`, 'aria-expanded': logOpen ? 'true' : 'false', onclick: () => toggleLog(id) },
+        logOpen ? t('jobs.hideLog') : t('jobs.log'),
+      ),
+    ),
+    logOpen && typeof log === 'string' ? h('pre', { class: 'log', 'data-testid': 'job-log-text', tabindex: '0' }, log || t('jobs.logEmpty')) : null,
+  );
+}
+
+function renderJobs() {
+  for (const button of document.querySelectorAll('[data-filter]')) {
+    button.setAttribute('aria-pressed', button.dataset.filter === state.jobsFilter ? 'true' : 'false');
+  }
+  const items = state.jobs.length ? state.jobs : [{ empty: true }];
+  keyedRender($('job-list'), items, {
+    key: (job) => (job.empty ? 'empty' : job.execution_id),
+    sig: (job) => (job.empty ? state.jobsFilter : `${compactJson(job)}|${state.jobLogs.has(job.execution_id)}|${state.jobLogs.get(job.execution_id) ?? ''}`),
+    build: (job) => (job.empty ? h('li', { class: 'empty' }, t(state.jobsFilter === 'active' ? 'jobs.emptyActive' : 'jobs.empty')) : jobRow(job)),
+  });
+}
+
+/** A live progress report: update the bar in place (no re-render of the list). */
+function showProgress(executionId) {
+  const row = document.querySelector(`[data-testid="job-row"][data-job="${CSS.escape(executionId)}"]`);
+  if (!row) return;
+  let box = row.querySelector('.progress');
+  if (!box) {
+    const job = state.jobs.find((item) => item.execution_id === executionId);
+    if (!job) return;
+    box = progressBlock({ ...job, status: 'running' });
+    row.querySelector('.row').before(box);
+  }
+  fillProgress(box, state.progress.get(executionId));
+}
+
+async function stopJob(job, button) {
+  button.disabled = true;
+  const stopped = await attempt(() => api.stopJob(job.execution_id));
+  if (!stopped) {
+    if (button.isConnected) button.disabled = false;
+    return;
+  }
+  state.jobs = state.jobs.map((item) => (item.execution_id === job.execution_id ? stopped : item));
+  showNotice(t('jobs.stopped', { task: job.task_id }));
+  renderJobs();
+  renderBadges();
+  refreshJobsSoon();
+}
+
+async function toggleLog(executionId) {
+  if (state.jobLogs.has(executionId)) {
+    state.jobLogs.delete(executionId);
+    renderJobs();
+    return;
+  }
+  const out = await attempt(() => api.jobLog(executionId, 50));
+  if (!out) return;
+  state.jobLogs.set(executionId, out.text || '');
+  renderJobs();
+}
+
+async function setJobsFilter(filter) {
+  if (state.jobsFilter === filter) return;
+  state.jobsFilter = filter;
+  renderJobs();
+  await attempt(loadJobs);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Goal runs
+
+function summaryOf(run) {
+  const tasks = run.tasks || [];
+  return {
+    run_id: run.run_id,
+    status: run.status,
+    goal: run.goal,
+    message: run.message,
+    created_at: run.created_at,
+    ended_at: run.ended_at,
+    tasks_total: tasks.length,
+    tasks_done: tasks.filter((task) => DONE_TASK.has(task.status)).length,
+  };
+}
+
+async function loadRuns() {
+  const data = await api.runs();
+  state.runs = data.items || [];
+  renderRuns();
+}
+
+const refreshRunsSoon = debounce(() => attempt(loadRuns), 300);
+
+async function loadSelectedRun() {
+  const id = state.runId;
+  if (!id) return;
+  const run = await api.run(id);
+  if (id !== state.runId) return;
+  setRun(run);
+}
+
+const refreshRunSoon = debounce(() => attempt(loadSelectedRun), 100);
+
+function setRun(run) {
+  state.run = run;
+  const i = state.runs.findIndex((item) => item.run_id === run.run_id);
+  const summary = { ...(i >= 0 ? state.runs[i] : {}), ...summaryOf(run) };
+  if (i >= 0) state.runs[i] = summary;
+  else state.runs.unshift(summary);
+  renderRuns();
+}
+
+function runItem(run) {
+  const selected = run.run_id === state.runId;
+  return h(
+    'li',
+    {},
+    h(
+      'button',
+      {
+        type: 'button',
+        class: 'run-item',
+        'data-testid': 'run-item',
+        'data-run': run.run_id,
+        'data-status': run.status,
+        'data-focus-key': `run:${run.run_id}`,
+        'aria-current': selected ? 'true' : null,
+        onclick: () => selectRun(run.run_id),
+      },
+      h('span', { class: 'run-goal' }, run.goal || t('runs.noGoal')),
+      h(
+        'span',
+        { class: 'run-meta' },
+        chip(run.status),
+        h('span', {}, t('runs.progress', { done: run.tasks_done ?? 0, total: run.tasks_total ?? 0 })),
+        h('span', { class: 'muted' }, formatTime(run.created_at)),
+      ),
+    ),
+  );
+}
+
+function renderRuns() {
+  const items = state.runs.length ? state.runs : [{ empty: true }];
+  keyedRender($('run-list'), items, {
+    key: (run) => (run.empty ? 'empty' : run.run_id),
+    sig: (run) => (run.empty ? 'empty' : `${compactJson(run)}|${run.run_id === state.runId}`),
+    build: (run) => (run.empty ? h('li', { class: 'empty' }, t('runs.empty')) : runItem(run)),
+  });
+  renderRunDetail();
+}
+
+function selectRun(runId) {
+  if (state.runId !== runId) {
+    state.runId = runId;
+    state.run = null;
+    state.taskId = null;
+    state.taskDraft = {};
+  }
+  renderRuns();
+  attempt(loadSelectedRun);
+}
+
+function selectTask(taskId) {
+  if (state.taskId !== taskId) state.taskDraft = {};
+  state.taskId = taskId;
+  renderRunDetail();
+  const detail = $('run-detail').querySelector('[data-testid="task-detail"]');
+  if (detail) detail.scrollIntoView({ block: 'nearest' });
+}
+
+function closeTask() {
+  const taskId = state.taskId;
+  state.taskId = null;
+  state.taskDraft = {};
+  renderRunDetail();
+  const node = $('run-detail').querySelector(`[data-focus-key="${CSS.escape(`node:${taskId}`)}"]`);
+  if (node) node.focus();
+}
+
+async function answerTask(verb, body) {
+  const run = await attempt(() => api.answerTask(state.runId, state.taskId, verb, body));
+  if (!run) return;
+  state.taskDraft = {};
+  setRun(run);
+  refreshRunsSoon();
+}
+
+async function cancelRun() {
+  if (!(await confirmDialog(t('runs.cancelConfirm')))) return;
+  const run = await attempt(() => api.cancelRun(state.runId));
+  if (run) setRun(run);
+  refreshRunsSoon();
+  refreshJobsSoon();
+}
+
+async function resumeRun() {
+  const out = await attempt(() => api.resumeRun(state.runId));
+  if (!out) return;
+  if (out.run) setRun(out.run);
+  if (out.done) showNotice(t('runs.resumed', { done: out.done }));
+  refreshRunsSoon();
+}
+
+function runHeader(run) {
+  const terminal = TERMINAL_RUN.has(run.status);
+  return h(
+    'div',
+    { class: 'run-head' },
+    h('h3', { class: 'run-title' }, run.goal || t('runs.noGoal')),
+    h('p', { class: 'run-meta' }, chip(run.status), h('code', { class: 'muted small' }, run.run_id)),
+    run.message ? h('p', { class: 'muted prewrap' }, run.message) : null,
+    h(
+      'div',
+      { class: 'row' },
+      h('button', { type: 'button', class: 'small danger', 'data-testid': 'run-cancel', 'data-focus-key': 'run-cancel', disabled: terminal, onclick: cancelRun }, t('runs.cancel')),
+      h('button', { type: 'button', class: 'small', 'data-testid': 'run-resume', 'data-focus-key': 'run-resume', disabled: run.status === 'completed', onclick: resumeRun }, t('runs.resume')),
+    ),
+  );
+}
+
+function runGraph(run) {
+  const tasks = run.tasks || [];
+  const wrap = h('div', {
+    class: 'dag-wrap',
+    'data-testid': 'run-dag',
+    onkeydown: (event) => {
+      if (event.key === 'Escape' && state.taskId) {
+        event.preventDefault();
+        closeTask();
+      }
+    },
+  });
+  if (!tasks.length) wrap.append(h('p', { class: 'muted' }, t('runs.planning')));
+  else wrap.append(renderDag(tasks, { selectedId: state.taskId, onSelect: selectTask }));
+  return wrap;
+}
+
+function taskDetail(run) {
+  const task = (run.tasks || []).find((item) => item.task_id === state.taskId);
+  if (!task) return null;
+  return renderTaskDetail(task, state.taskDraft, {
+    onAnswer: answerTask,
+    onClose: closeTask,
+    onDraft: (patch) => {
+      const reopen = 'open' in patch && patch.open !== state.taskDraft.open;
+      state.taskDraft = { ...state.taskDraft, ...patch };
+      if (reopen) {
+        renderRunDetail();
+        const target = $('run-detail').querySelector(patch.open ? '[data-testid="task-edit-input"]' : '[data-testid="task-edit"]');
+        if (target) target.focus();
+      }
+    },
+  });
+}
+
+function renderRunDetail() {
+  const box = $('run-detail');
+  const scroll = box.querySelector('.dag-wrap');
+  const left = scroll ? scroll.scrollLeft : 0;
+  if (!state.runId) {
+    renderInto(box, [state.runs.length ? h('p', { class: 'muted' }, t('runs.pick')) : null]);
+    return;
+  }
+  const run = state.run;
+  if (!run || run.run_id !== state.runId) {
+    renderInto(box, []);
+    return;
+  }
+  renderInto(box, [runHeader(run), runGraph(run), taskDetail(run)]);
+  const wrap = box.querySelector('.dag-wrap');
+  if (wrap) wrap.scrollLeft = left;
+}
+
+async function startGoal() {
+  const input = $('goal-input');
+  const goal = input.value.trim();
+  if (!goal) {
+    input.focus();
+    return;
+  }
+  const button = $('goal-start');
+  button.disabled = true;
+  try {
+    const run = await attempt(() => api.startRun(goal));
+    if (!run) return;
+    input.value = '';
+    state.runId = run.run_id;
+    state.taskId = null;
+    state.taskDraft = {};
+    setRun(run);
+    refreshRunsSoon();
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Live events
+
+function touchThread(threadId, patch) {
+  const thread = findThread(threadId);
+  if (!thread) {
+    refreshThreadsSoon(); // a thread this page has not seen yet
+    return;
+  }
+  Object.assign(thread, patch);
+  renderThreads();
+}
+
+function onTurnStarted(e) {
+  setWorking(e.thread_id, true);
+  touchThread(e.thread_id, { running: true });
+  if (e.thread_id !== state.currentId) return;
+  if (!state.messages.some((m) => m.turn === e.turn && m.role === 'user')) {
+    state.messages.push({ turn: e.turn, role: 'user', text: e.message, status: 'running', at: new Date(e.ts * 1000).toISOString() });
+    const i = state.optimistic.findIndex((sent) => sent.text === (e.message || '').trim());
+    state.optimistic.splice(i >= 0 ? i : 0, 1);
+  }
+  renderChat();
+  renderTrace();
+}
+
+function onTraceEvent(e) {
+  if (e.thread_id !== state.currentId) return;
+  if (addLiveCard(e)) renderTrace();
+}
+
+function onToolStarted(e) {
+  if (e.execution_id) state.execOfThread.set(e.thread_id, e.execution_id);
+  onTraceEvent(e);
+  refreshJobsSoon();
+}
+
+function onToolProgress(e) {
+  state.progress.set(e.execution_id, { fraction: e.fraction, message: e.message, ts: e.ts });
+  showProgress(e.execution_id);
+  if (state.currentId && e.topic === `thread:${state.currentId}`) {
+    state.execOfThread.set(state.currentId, e.execution_id);
+    renderWorking();
+  }
+}
+
+function onConfirmationEvent(e) {
+  onTraceEvent(e);
+  refreshConfirmationsSoon();
+  if (e.thread_id === state.currentId) reloadCurrentSoon();
+  else refreshThreadsSoon();
+}
+
+function onTurnFinished(e) {
+  state.finishedTurn.set(e.thread_id, Math.max(e.turn, state.finishedTurn.get(e.thread_id) || 0));
+  setWorking(e.thread_id, false);
+  touchThread(e.thread_id, { running: false });
+  refreshConfirmationsSoon();
+  refreshThreadsSoon();
+  if (e.thread_id !== state.currentId) {
+    state.unread.add(e.thread_id);
+    renderThreads();
+    return;
+  }
+  if (!state.messages.some((m) => m.turn === e.turn && m.role === 'assistant')) {
+    state.messages.push({ turn: e.turn, role: 'assistant', text: e.final, status: e.status, at: new Date(e.ts * 1000).toISOString() });
+  }
+  addLiveCard(e);
+  renderChat();
+  renderTrace();
+  reloadCurrentSoon(); // the record has the last word (titles, pending questions, statuses)
+}
+
+function onRunEvent(e) {
+  refreshRunsSoon();
+  if (e.run_id === state.runId) refreshRunSoon();
+}
+
+const HANDLERS = {
+  turn_started: onTurnStarted,
+  model_decided: onTraceEvent,
+  tool_started: onToolStarted,
+  tool_progress: onToolProgress,
+  tool_finished: onTraceEvent,
+  confirmation_requested: onConfirmationEvent,
+  confirmation_answered: onConfirmationEvent,
+  budget_reviewed: onTraceEvent,
+  turn_finished: onTurnFinished,
+  job_state_changed: () => refreshJobsSoon(),
+  run_changed: onRunEvent,
+  run_task_changed: onRunEvent,
+};
+
+let source = null;
+let streamBroken = false;
+let retryDelay = 1000;
+let retryTimer = null;
+
+function dispatch(kind, message) {
+  const id = Number(message.lastEventId);
+  if (Number.isFinite(id) && id > 0) {
+    if (id <= state.lastEventId) return; // seen already
+    state.lastEventId = id;
+  }
+  let event;
+  try {
+    event = JSON.parse(message.data);
+  } catch {
+    return; // not an event: nothing to show
+  }
+  try {
+    HANDLERS[kind]({ kind, ...event });
+  } catch (err) {
+    showError(err);
+  }
+}
+
+function connectEvents() {
+  if (source) source.close();
+  clearTimeout(retryTimer);
+  setLive(streamBroken ? 'reconnecting' : 'connecting');
+  source = new EventSource(`/api/events?after=${encodeURIComponent(state.lastEventId)}`);
+  source.addEventListener('open', () => {
+    setLive('live');
+    retryDelay = 1000;
+    if (streamBroken) {
+      streamBroken = false;
+      resync();
+    }
+  });
+  source.addEventListener('error', () => {
+    streamBroken = true;
+    setLive('reconnecting');
+    if (source.readyState === EventSource.CLOSED) {
+      // The browser gave up (e.g. the server answered with an error): try again ourselves.
+      retryTimer = setTimeout(connectEvents, retryDelay);
+      retryDelay = Math.min(retryDelay * 2, 15000);
+    }
+  });
+  for (const kind of Object.keys(HANDLERS)) source.addEventListener(kind, (message) => dispatch(kind, message));
+}
+
+/** Rebuild everything from the record (after a reconnect, or when the page is visible again). */
+let lastResync = 0;
+
+async function resync() {
+  if (Date.now() - lastResync < 1500) return;
+  lastResync = Date.now();
+  await Promise.all([
+    attempt(loadThreads),
+    loadCurrentThread(),
+    attempt(loadConfirmations),
+    attempt(loadJobs),
+    attempt(loadRuns),
+    state.runId ? attempt(loadSelectedRun) : null,
+  ]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wiring and start
+
+function renderAll() {
+  renderInfo();
+  renderThemeButton();
+  setLive($('live').dataset.state || 'connecting');
+  renderThreads();
+  renderChat();
+  renderTrace();
+  renderJobs();
+  renderApprovals();
+  renderRuns();
+  renderBadges();
+}
+
+function bindTopBar() {
+  $('theme-switch').addEventListener('click', toggleTheme);
+  $('lang-switch').addEventListener('click', toggleLang);
+  $('error-dismiss').addEventListener('click', hideError);
+  $('notice-dismiss').addEventListener('click', hideNotice);
+  for (const id of ['error', 'notice']) {
+    $(id).addEventListener('keydown', (event) => {
+      if (event.key === 'Escape') $(id).hidden = true;
+    });
+  }
+  onLangChange(renderAll);
+}
+
+function bindThreads() {
+  $('new-thread').addEventListener('click', () => attempt(newThread));
+  $('threads-more').addEventListener('click', () => attempt(() => loadThreads({ more: true })));
+  $('rename-thread').addEventListener('click', startRename);
+  $('delete-thread').addEventListener('click', () => attempt(deleteThread));
+  $('rename-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    attempt(saveRename);
+  });
+  $('rename-cancel').addEventListener('click', () => cancelRename({ focus: true }));
+  $('rename-input').addEventListener('keydown', (event) => {
+    if (event.key === 'Escape') {
+      event.preventDefault();
+      cancelRename({ focus: true });
+    }
+  });
+}
+
+function bindComposer() {
+  const box = $('composer');
+  box.addEventListener('keydown', (event) => {
+    // Enter sends; Shift+Enter is a new line; Enter that ends an IME composition is not a send.
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
+      event.preventDefault();
+      sendMessage();
+    }
+  });
+  box.addEventListener('input', autosize);
+  $('composer-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    sendMessage();
+  });
+}
+
+function bindPanels() {
+  setupTablist($('side-tabs'), (tab) => showSideTab(tab.dataset.tab));
+  setupTablist($('mobile-nav'), (tab) => showView(tab.dataset.view));
+  for (const button of document.querySelectorAll('[data-filter]')) {
+    button.addEventListener('click', () => setJobsFilter(button.dataset.filter));
+  }
+  $('job-list').addEventListener('keydown', (event) => {
+    const row = event.target.closest('[data-job]');
+    if (event.key === 'Escape' && row && state.jobLogs.has(row.dataset.job)) {
+      state.jobLogs.delete(row.dataset.job);
+      renderJobs();
+    }
+  });
+  $('goal-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    startGoal();
+  });
+}
+
+function bindPage() {
+  window.addEventListener('hashchange', () => {
+    const id = threadFromHash();
+    if (id && id !== state.currentId) openThread(id);
+  });
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'visible') resync();
+  });
+  window.addEventListener('unhandledrejection', (event) => {
+    event.preventDefault();
+    showError(event.reason);
+  });
+}
+
+async function loadInfo() {
+  try {
+    state.info = await api.info();
+    state.lastEventId = Number(state.info.last_event_id) || 0;
+    renderInfo();
+    return true;
+  } catch (err) {
+    showError(err);
+    return false;
+  }
+}
+
+/** The event stream starts from /api/info's last_event_id, never from 0 (that would replay all). */
+async function startLive() {
+  if (await loadInfo()) connectEvents();
+  else {
+    setLive('reconnecting');
+    setTimeout(startLive, 5000);
+  }
+}
+
+async function boot() {
+  applyLang();
+  initTheme();
+  bindTopBar();
+  bindThreads();
+  bindComposer();
+  bindPanels();
+  bindPage();
+  showView('chat');
+  renderAll();
+  const infoReady = loadInfo();
+  await Promise.all([attempt(loadThreads), attempt(loadConfirmations), attempt(loadJobs), attempt(loadRuns)]);
+  const hashThread = threadFromHash();
+  if (hashThread) await openThread(hashThread);
+  if (await infoReady) connectEvents();
+  else setTimeout(startLive, 5000);
+}
+
+boot();
