@@ -9,7 +9,8 @@ printed with it. Floors are the same mechanism without tether (``bench/floors.py
 - a stop step: the same kind of child, from the signal to its exit;
 - a turn on a long thread: a turn on a short one;
 - the loop's own overhead per turn: LangGraph's prebuilt ReAct agent (installed in the bench venv);
-- the supervisor's engine: the same DAG as plain DBOS workflow steps, and in LangGraph (``bench/flows.py``).
+- the supervisor's engine: the same DAG as plain DBOS workflow steps, and in LangGraph (``bench/flows.py``);
+- the web app: a plain uvicorn app with no framework (``bench/web.py``).
 """
 
 from __future__ import annotations
@@ -133,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
 
         run_flows(home)
 
+    def web(home: Path) -> None:
+        from bench.web import web as run_web  # starts servers and a browser: only when this section runs
+
+        run_web(home)
+
     sections = {
         "cli": cli_startup,
         "warm": warm_executor,
@@ -140,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         "prompts": prompt_sizes,
         "loop": loop_overhead,
         "flows": flows,
+        "web": web,
     }
     chosen = (sys.argv[1:] if argv is None else argv) or list(sections)
     unknown = [name for name in chosen if name not in sections]

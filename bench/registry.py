@@ -49,3 +49,15 @@ registry.add(TaskSpec(task_id="b.sync", handler=H + "noop", exposed_to=ME, resou
 registry.add(TaskSpec(task_id="b.background", handler=H + "cooperative", exposed_to=ME, background=True))
 registry.add(TaskSpec(task_id="b.deaf", handler=H + "deaf", exposed_to=ME, background=True))
 registry.add(TaskSpec(task_id="b.hung", handler=H + "hung", exposed_to=ME, background=True))
+
+
+def ticker(ctx: TaskContext) -> None:
+    """Reports progress every 50 ms with the moment of the report as its message (for latency)."""
+    step = 0
+    while ctx.sleep(0.05):
+        step += 1
+        ctx.progress((step % 100) / 100, repr(time.time()))
+    ctx.check_stop()
+
+
+registry.add(TaskSpec(task_id="b.ticker", handler=H + "ticker", exposed_to=ME, background=True, resources=()))

@@ -23,7 +23,9 @@ DEFAULT_PORT = 8765
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket on ``host``:``port`` (0: any free port); ``OSError`` says why not."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY on accepted connections only when the listening
+    # socket says so, and without it a keep-alive response in two writes waits 40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))

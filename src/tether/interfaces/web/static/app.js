@@ -18,8 +18,7 @@ import {
 
 const $ = (id) => document.getElementById(id);
 
-const ACTIVE_JOB = new Set(['pending', 'starting', 'running']);
-const STOPPABLE_JOB = new Set(['pending', 'starting', 'running']);
+const ACTIVE_JOB = new Set(['pending', 'starting', 'running']); // counted in the badge, and stoppable
 const TERMINAL_RUN = new Set(['completed', 'failed', 'cancelled']);
 const DONE_TASK = new Set(['completed', 'skipped', 'rejected', 'cancelled', 'failed']); // as the server counts
 const SIDE_TABS = ['trace', 'jobs', 'approvals', 'runs'];
@@ -58,6 +57,7 @@ const state = {
   runs: [],
   runId: null,
   run: null,
+  runCounts: new Map(), // run_id → {tasks_done, tasks_total} of the full runs loaded here
   taskId: null,
   taskDraft: {},
   sideTab: 'trace',
@@ -102,6 +102,7 @@ function writeStorage(key, value) {
 }
 
 function toDate(value) {
+  if (value === null || value === undefined || value === '') return null;
   const date = typeof value === 'number' ? new Date(value * 1000) : new Date(value);
   return Number.isNaN(date.getTime()) ? null : date;
 }
@@ -590,7 +591,8 @@ async function loadCurrentThread({ scroll = false } = {}) {
   const busy = [$('conversation'), $('trace')];
   for (const el of busy) el.setAttribute('aria-busy', 'true');
   try {
-    const [thread, messages, steps] = await Promise.all([api.thread(id), api.messages(id), api.steps(id)]);
+    const thread = await api.thread(id); // first: a stale id is one 404, not three
+    const [messages, steps] = await Promise.all([api.messages(id), api.steps(id)]);
     if (id !== state.currentId) return; // the person moved on meanwhile
     upsertThread(thread);
     state.messages = messages.items || [];
@@ -1004,12 +1006,19 @@ function turnAsk(turn) {
   return state.messages.find((m) => m.turn === turn && m.role === 'user') || null;
 }
 
+/** A plan with no tool call whose text is the turn's answer: the result card says it already. */
+function repeatsAnswer(card, cards) {
+  if (card.kind !== 'plan' || (card.tools && card.tools.length) || !card.text) return false;
+  return cards.some((other) => other.kind === 'result' && other.turn === card.turn && other.text === card.text);
+}
+
 /** Turn headings and cards in order; each card knows the seconds since the one before it. */
 function traceItems() {
   const items = [];
+  const cards = sortedCards();
   let turn = null;
   let previous = NaN;
-  for (const card of sortedCards()) {
+  for (const card of cards) {
     if (card.turn !== turn) {
       turn = card.turn;
       const ask = turnAsk(turn);
@@ -1017,7 +1026,12 @@ function traceItems() {
       items.push({ key: `turn:${turn}`, heading: turn, ask: ask ? ask.text : '' });
     }
     const delta = card.ts - previous;
-    items.push({ key: cardKey(card), card, delta: Number.isFinite(delta) && delta >= 0 ? delta : null });
+    items.push({
+      key: cardKey(card),
+      card,
+      delta: Number.isFinite(delta) && delta >= 0 ? delta : null,
+      repeat: repeatsAnswer(card, cards),
+    });
     if (Number.isFinite(card.ts)) previous = card.ts;
   }
   return items;
@@ -1049,10 +1063,10 @@ function toolChips(tools) {
   return h('p', { class: 'tool-chips' }, h('span', { class: 'muted small' }, `${t('trace.chose')}: `), tools.map((name) => h('code', { class: 'tool-chip' }, name)));
 }
 
-function cardBody(card) {
+function cardBody(card, repeat) {
   switch (card.kind) {
     case 'plan':
-      return [card.text ? h('p', { class: 'prewrap' }, card.text) : null, toolChips(card.tools || [])];
+      return [card.text && !repeat ? h('p', { class: 'prewrap' }, card.text) : null, toolChips(card.tools || [])];
     case 'action':
       return [h('code', { class: 'json block' }, compactJson(card.args))];
     case 'observation':
@@ -1071,7 +1085,7 @@ function cardBody(card) {
   }
 }
 
-function traceCard({ card, delta }) {
+function traceCard({ card, delta, repeat }) {
   const timing = cardTiming(card, delta);
   return h(
     'article',
@@ -1084,7 +1098,7 @@ function traceCard({ card, delta }) {
       cardStatus(card),
       timing ? h('span', { class: 'card-time', title: timing.label }, timing.text) : null,
     ),
-    ...cardBody(card),
+    ...cardBody(card, repeat),
   );
 }
 
@@ -1105,7 +1119,7 @@ function traceSig(item) {
   if (item.empty) return item.empty;
   if (item.heading !== undefined) return item.ask;
   const delta = item.delta === null ? '' : item.delta.toFixed(2);
-  return `${compactJson(item.card)}|${delta}`;
+  return `${compactJson(item.card)}|${delta}|${item.repeat}`;
 }
 
 function renderTrace({ scroll = false } = {}) {
@@ -1180,7 +1194,9 @@ function jobRow(job) {
       { class: 'job-head' },
       h('code', { class: 'job-task' }, job.task_id),
       chip(job.status),
-      job.duration_seconds ? h('span', { class: 'muted small' }, formatSeconds(job.duration_seconds)) : null,
+      job.duration_seconds && !ACTIVE_JOB.has(job.status)
+        ? h('span', { class: 'muted small' }, formatSeconds(job.duration_seconds))
+        : null,
     ),
     job.message ? h('p', { class: 'job-msg prewrap' }, job.message) : null,
     h('p', { class: 'muted small job-id' }, id, origin ? ` · ${t('jobs.origin', { origin })}` : ''),
@@ -1188,7 +1204,7 @@ function jobRow(job) {
     h(
       'div',
       { class: 'row' },
-      STOPPABLE_JOB.has(job.status)
+      ACTIVE_JOB.has(job.status)
         ? h('button', { type: 'button', class: 'small danger', 'data-testid': 'job-stop', 'data-focus-key': `stop:${id}`, onclick: (e) => stopJob(job, e.currentTarget) }, t('jobs.stop'))
         : null,
       h(
@@ -1297,11 +1313,19 @@ const refreshRunSoon = debounce(() => attempt(loadSelectedRun), 100);
 
 function setRun(run) {
   state.run = run;
+  state.runCounts.set(run.run_id, summaryOf(run));
   const i = state.runs.findIndex((item) => item.run_id === run.run_id);
   const summary = { ...(i >= 0 ? state.runs[i] : {}), ...summaryOf(run) };
   if (i >= 0) state.runs[i] = summary;
   else state.runs.unshift(summary);
   renderRuns();
+}
+
+/** done/total of a run: the list's, unless it has none and a full copy of the run was loaded. */
+function runProgress(run) {
+  const loaded = state.runCounts.get(run.run_id);
+  const counts = !run.tasks_total && loaded ? loaded : run;
+  return t('runs.progress', { done: counts.tasks_done ?? 0, total: counts.tasks_total ?? 0 });
 }
 
 function runItem(run) {
@@ -1326,7 +1350,7 @@ function runItem(run) {
         'span',
         { class: 'run-meta' },
         chip(run.status),
-        h('span', {}, t('runs.progress', { done: run.tasks_done ?? 0, total: run.tasks_total ?? 0 })),
+        h('span', {}, runProgress(run)),
         h('span', { class: 'muted' }, formatTime(run.created_at)),
       ),
     ),
@@ -1337,7 +1361,7 @@ function renderRuns() {
   const items = state.runs.length ? state.runs : [{ empty: true }];
   keyedRender($('run-list'), items, {
     key: (run) => (run.empty ? 'empty' : run.run_id),
-    sig: (run) => (run.empty ? 'empty' : `${compactJson(run)}|${run.run_id === state.runId}`),
+    sig: (run) => (run.empty ? 'empty' : `${compactJson(run)}|${runProgress(run)}|${run.run_id === state.runId}`),
     build: (run) => (run.empty ? h('li', { class: 'empty' }, t('runs.empty')) : runItem(run)),
   });
   renderRunDetail();
@@ -1503,12 +1527,13 @@ function touchThread(threadId, patch) {
 
 function onTurnStarted(e) {
   setWorking(e.thread_id, true);
+  state.execOfThread.delete(e.thread_id); // the last turn's progress is not this one's
   touchThread(e.thread_id, { running: true });
   if (e.thread_id !== state.currentId) return;
   if (!state.messages.some((m) => m.turn === e.turn && m.role === 'user')) {
     state.messages.push({ turn: e.turn, role: 'user', text: e.message, status: 'running', at: new Date(e.ts * 1000).toISOString() });
     const i = state.optimistic.findIndex((sent) => sent.text === (e.message || '').trim());
-    state.optimistic.splice(i >= 0 ? i : 0, 1);
+    if (i >= 0) state.optimistic.splice(i, 1);
   }
   renderChat();
   renderTrace();

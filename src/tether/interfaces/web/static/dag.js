@@ -211,6 +211,16 @@ function retryBadge(attempts) {
   );
 }
 
+/** The mark of a task that waits for a person (drawn, not an emoji: every font has a "?"). */
+function waitingFlag() {
+  return svg(
+    'g',
+    { class: 'dag-flag', transform: `translate(${NODE_W - 18}, ${NODE_H - 18})`, 'aria-hidden': 'true' },
+    svg('circle', { cx: 8, cy: 8, r: 8 }),
+    svg('text', { x: 8, y: 12, 'text-anchor': 'middle' }, '?'),
+  );
+}
+
 function nodeLabel(task) {
   const parts = [`${task.task_id}: ${statusLabel(task.status)}`];
   if (task.attempts > 1) parts.push(t('task.retries', { n: task.attempts }));
@@ -247,9 +257,10 @@ function drawNode(task, pos, { selectedId, onSelect }) {
     svg('title', {}, task.title ? `${task.task_id} — ${task.title}` : task.task_id),
     svg('rect', { class: 'dag-box', width: NODE_W, height: NODE_H, rx: 10 }),
     svg('text', { class: 'dag-id', x: 12, y: 22 }, shorten(task.task_id, task.attempts > 1 ? ID_CHARS - 4 : ID_CHARS)),
-    svg('text', { class: 'dag-state', x: 12, y: 41 }, `${waiting ? '✋ ' : ''}${statusLabel(task.status)}`),
+    svg('text', { class: 'dag-state', x: 12, y: 41 }, statusLabel(task.status)),
   );
   if (task.attempts > 1) node.append(retryBadge(task.attempts));
+  if (waiting) node.append(waitingFlag());
   return node;
 }
 

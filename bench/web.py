@@ -1,0 +1,315 @@
+"""The web app (``tether serve``) next to a plain uvicorn app with no framework (``bench/hello.py``),
+both started here, measured interleaved:
+
+- time to first byte of the page on a warm server;
+- first contentful paint in Debian's Chromium (Playwright);
+- events per second delivered over SSE to 50 concurrent subscribers (ours: events committed to the log
+  by another process; the floor: events broadcast from memory);
+- a worker's progress write → the event at a subscriber, p50/p95, with 50 pages open (target p95 ≤ 250 ms);
+- a conversation turn with 50 pages open vs none (open pages must not slow the agent down).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.paired import Pair, paired, row
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = 50
+EVENTS = 1000
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]  # fmt: skip
+
+
+class Server:
+    def __init__(self, command: list[str], env: dict[str, str], port: int | None = None) -> None:
+        self.proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+            start_new_session=True, env={**os.environ, **env},
+        )  # fmt: skip
+        self.port = port or self._announced()
+        self.base = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(self.base + "/", timeout=2)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _announced(self) -> int:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+            if found:
+                threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # keep the pipe drained
+                return int(found.group(1))
+        raise RuntimeError("the server did not start")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def web(home: Path) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    env = {"TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0"}
+    ours = Server(
+        [sys.executable, "-m", "tether.interfaces.cli", "--registry", "bench.registry:registry", "serve",
+         "--port", "0", "--max-streams", "200"], env,
+    )  # fmt: skip
+    floor_port = _free_port()
+    floor = Server(
+        [sys.executable, "-m", "uvicorn", "bench.hello:app", "--port", str(floor_port),
+         "--log-level", "warning"],
+        {}, floor_port,
+    )  # fmt: skip
+    try:
+        print("\nweb app (tether serve) next to a plain uvicorn app, both warm")
+        _first_byte(ours, floor)
+        _first_paint(ours, floor)
+        _sse_throughput(ours, floor, home)
+        _progress_latency(ours, home)
+        _turns_with_pages(ours)
+    finally:
+        ours.stop()
+        floor.stop()
+
+
+def _first_byte(ours: Server, floor: Server) -> None:
+    with httpx.Client(base_url=ours.base) as mine, httpx.Client(base_url=floor.base) as plain:
+
+        def first_byte(client: httpx.Client) -> Callable[[], float]:
+            def fetch() -> float:
+                start = time.perf_counter()
+                with client.stream("GET", "/") as response:
+                    chunks = response.iter_raw()
+                    next(chunks)
+                    elapsed = time.perf_counter() - start
+                    for _ in chunks:
+                        pass
+                return elapsed
+
+            return fetch
+
+        row("time to first byte of the page", paired(first_byte(mine), first_byte(plain), 200),
+            "plain uvicorn 'hello' page")  # fmt: skip
+
+
+def _first_paint(ours: Server, floor: Server) -> None:
+    executable = shutil.which("chromium")
+    if executable is None:
+        print("  first paint: skipped (Debian's chromium is not installed; .ci/run installs it)")
+        return
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+
+            def paint(url: str) -> Callable[[], float]:
+                def load() -> float:
+                    page = browser.new_page()
+                    try:
+                        page.goto(url, wait_until="load")
+                        fcp = page.evaluate(
+                            "() => new Promise(done => { const seen = () => { const e = performance"
+                            ".getEntriesByName('first-contentful-paint')[0]; if (e) done(e.startTime); "
+                            "else setTimeout(seen, 5); }; seen(); })"
+                        )
+                    finally:
+                        page.close()
+                    return float(fcp) / 1000
+
+                return load
+
+            pair = paired(paint(ours.base + "/"), paint(floor.base + "/"), 15)
+            row("first contentful paint (Chromium)", pair,
+                "plain uvicorn 'hello' page")  # fmt: skip
+        finally:
+            browser.close()
+
+
+async def _subscribe(url: str, count: int, ready: asyncio.Event, wanted: int, got: list[int]) -> None:
+    async with httpx.AsyncClient(timeout=None) as client:
+
+        async def one(index: int) -> None:
+            async with client.stream("GET", url) as response:
+                got[index] = 0
+                if all(n >= 0 for n in got):
+                    ready.set()
+                async for line in response.aiter_lines():
+                    if line.startswith("data: "):
+                        got[index] += 1
+                        if got[index] >= wanted:
+                            return
+
+        await asyncio.gather(*(one(i) for i in range(count)))
+
+
+def _deliver(url: str, emit: Callable[[], None]) -> float:
+    """Seconds from the first emitted event until each of the subscribers holds all ``EVENTS``."""
+
+    async def run() -> float:
+        ready = asyncio.Event()
+        got = [-1] * PAGES
+        listening = asyncio.create_task(_subscribe(url, PAGES, ready, EVENTS, got))
+        await asyncio.wait_for(ready.wait(), 30)
+        await asyncio.sleep(0.2)  # every stream has passed its catch-up
+        start = time.perf_counter()
+        await asyncio.to_thread(emit)
+        await asyncio.wait_for(listening, 120)
+        return time.perf_counter() - start
+
+    return asyncio.run(run())
+
+
+def _sse_throughput(ours: Server, floor: Server, home: Path) -> None:
+    from tether.events import ToolProgress
+    from tether.runtime import Runtime
+
+    runtime = Runtime.open(home)
+
+    def append() -> None:
+        for n in range(EVENTS):
+            runtime.events.append(
+                ToolProgress(topic="job:bench", execution_id="bench", fraction=None, message=str(n))
+            )
+
+    def emit_floor() -> None:
+        httpx.post(f"{floor.base}/emit?{EVENTS}")
+
+    try:
+        pair = paired(
+            lambda: _deliver(f"{ours.base}/api/events", append),
+            lambda: _deliver(f"{floor.base}/events", emit_floor),
+            3,
+            warmup=1,
+        )
+    finally:
+        runtime.close()
+    delivered = PAGES * EVENTS
+    print(
+        f"  SSE to {PAGES} subscribers, {EVENTS} events each: "
+        f"ours {delivered / pair.ours_ms * 1000:,.0f} events/s "
+        f"(committed one by one by another process), plain uvicorn from memory "
+        f"{delivered / pair.floor_ms * 1000:,.0f} events/s; ratio of times {pair.ratio:.2f}x"
+    )
+
+
+def _progress_latency(ours: Server, home: Path) -> None:
+    """A background job reports progress every 50 ms with the time of the report; 50 pages follow."""
+    from bench.registry import registry
+    from tether.execution.executor import Executor
+
+    latencies: list[float] = []
+
+    async def run() -> None:
+        ready = asyncio.Event()
+        got = [-1] * (PAGES - 1)
+        idle = asyncio.create_task(_subscribe(f"{ours.base}/api/events", PAGES - 1, ready, 10**9, got))
+        await asyncio.wait_for(ready.wait(), 30)
+        with Executor(registry, home=home) as executor:
+            job = await executor.execute("b.ticker", caller="cli", detach=True)
+            try:
+                async with httpx.AsyncClient(timeout=None) as client:
+                    params = {"topic": f"job:{job.execution_id}"}
+                    async with client.stream("GET", f"{ours.base}/api/events", params=params) as response:
+                        async for line in response.aiter_lines():
+                            found = re.search(r'"message":"([0-9.]+)"', line)
+                            if found:
+                                latencies.append(time.time() - float(found.group(1)))
+                                if len(latencies) >= 200:
+                                    break
+            finally:
+                await executor.control(job.execution_id, "stop", caller="cli")
+        idle.cancel()
+
+    asyncio.run(run())
+    steady = sorted(latencies[10:])  # the first reports wait for the relay to list the new job
+    p50 = statistics.median(steady) * 1000
+    p95 = steady[int(len(steady) * 0.95) - 1] * 1000
+    verdict = "met" if p95 <= 250 else "MISSED"
+    print(
+        f"  progress write → event at a subscriber ({PAGES} pages open): p50 {p50:.0f} ms, p95 {p95:.0f} ms "
+        f"(target p95 ≤ 250 ms: {verdict})"
+    )
+
+
+def _turns_with_pages(ours: Server) -> None:
+    """A turn's time with 50 pages following every event vs none, in alternating rounds."""
+    client = httpx.Client(base_url=ours.base, timeout=60)
+    thread = client.post("/api/threads", json={}).json()["thread_id"]
+
+    def turn() -> float:
+        start = time.perf_counter()
+        client.post(f"/api/threads/{thread}/messages", json={"text": "status"}).raise_for_status()
+        while client.get(f"/api/threads/{thread}").json()["running"]:
+            time.sleep(0.005)
+        return time.perf_counter() - start
+
+    loop = asyncio.new_event_loop()
+    pages: list[Any] = []
+
+    def open_pages() -> None:
+        ready = asyncio.Event()
+        got = [-1] * PAGES
+        task = loop.create_task(_subscribe(f"{ours.base}/api/events", PAGES, ready, 10**9, got))
+        loop.run_until_complete(asyncio.wait_for(ready.wait(), 30))
+        pages.append(task)
+
+    with_pages: list[float] = []
+    without: list[float] = []
+    ratios: list[float] = []
+    for _ in range(6):
+        open_pages()
+        worker = threading.Thread(target=loop.run_forever, daemon=True)
+        worker.start()
+        loaded = statistics.median(turn() for _ in range(5))
+        loop.call_soon_threadsafe(loop.stop)
+        worker.join()
+        pages.pop().cancel()
+        loop.run_until_complete(asyncio.sleep(0.2))
+        bare = statistics.median(turn() for _ in range(5))
+        with_pages.append(loaded)
+        without.append(bare)
+        ratios.append(loaded / bare)
+    loop.close()
+    client.close()
+    pair = Pair(
+        statistics.median(with_pages) * 1000, statistics.median(without) * 1000, statistics.median(ratios)
+    )
+    row(f"a turn with {PAGES} pages following", pair, "the same turn, no page open", 1.25)
