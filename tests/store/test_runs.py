@@ -95,3 +95,15 @@ def test_concurrent_writers_never_hide_a_change(open_db: Callable[[], Database])
     follower.join()
     assert reader.read() == reader.fresh()
     assert all(t.status == "completed" for t in reader.tasks.values())
+
+
+def test_task_counts_say_how_many_tasks_each_run_has_and_how_many_ended(
+    open_db: Callable[[], Database],
+) -> None:
+    runs = SqlRunStore(open_db())
+    plan = {"goal": "g", "tasks": [{"id": "a", "call": {"task": "x"}}, {"id": "b", "call": {"task": "x"}}]}
+    runs.create("r1", goal="g", plan=plan, caller="agent")
+    runs.create("r2", goal="g", plan={"goal": "g", "tasks": []}, caller="agent")
+    runs.update_task("r1", "a", status="completed")
+    assert runs.task_counts(["r1", "r2", "r3"]) == {"r1": (2, 1)}
+    assert runs.task_counts([]) == {}

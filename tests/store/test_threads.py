@@ -117,3 +117,53 @@ def test_steps_and_their_events_are_written_together(open_db: Callable[[], Datab
     )
     [event] = EventLog(db).read(topics=["thread:th"])
     assert event.id == event_id and isinstance(event, TurnStarted)
+
+
+def test_threads_page_by_last_change_each_once(open_db: Callable[[], Database]) -> None:
+    from tether.store.threads import ThreadState
+
+    threads = SqlThreadStore(open_db())
+    for n in range(7):
+        threads.save(ThreadState(thread_id=f"p{n}", title=f"t{n}"))
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = threads.threads(limit=3, before=cursor)
+        seen += [t.thread_id for t in page]
+        if len(page) < 3:
+            break
+        cursor = (page[-1].updated_at, page[-1].thread_id)
+    assert seen == [f"p{n}" for n in reversed(range(7))]
+
+
+def test_a_thread_made_before_its_first_message_is_named_by_it_and_can_be_renamed(
+    open_db: Callable[[], Database],
+) -> None:
+    from tether.store.threads import ThreadState
+
+    threads = SqlThreadStore(open_db())
+    threads.save(ThreadState(thread_id="blank"))
+    threads.begin_turn("blank", "启动游戏  然后\n刷金币", ME, always)
+    state = threads.load("blank")
+    assert state is not None and state.title == "启动游戏 然后 刷金币"
+    assert threads.rename("blank", "mine") and not threads.rename("nope", "x")
+    threads.end_turn("blank", 1, "completed", "ok")
+    threads.begin_turn("blank", "later", ME, always)
+    state = threads.load("blank")
+    assert state is not None and state.title == "mine"  # a name is never overwritten
+    assert [t.turn for t in threads.turns("blank")] == [1, 2]
+    assert [t.turn for t in threads.turns("blank", limit=1)] == [2]
+
+
+def test_orphaned_turns_are_interrupted_except_those_a_workflow_will_resume(
+    open_db: Callable[[], Database],
+) -> None:
+    threads = SqlThreadStore(open_db())
+    for thread in ("dead", "spared", "alive", "other"):
+        threads.begin_turn(thread, "hi", (os.getpid() if thread == "alive" else 999_999, 0.0), always)
+    alive = lambda pid, _: pid == os.getpid()  # noqa: E731
+    assert threads.interrupt_orphans(alive, spare={"spared"}, only="dead") == [("dead", 1)]
+    assert threads.interrupt_orphans(alive, spare={"spared"}) == [("other", 1)]
+    assert [t.status for t in threads.turns("spared")] == ["running"]
+    assert [t.status for t in threads.turns("alive")] == ["running"]
+    assert threads.interrupt_orphans(alive) == [("spared", 1)]

@@ -71,7 +71,9 @@ def test_a_flow_runs_to_the_end_in_dependency_order_and_reports_one_json_documen
     assert marks["a"]["ended"] <= min(marks["b"]["began"], marks["c"]["began"])
     assert max(marks["b"]["ended"], marks["c"]["ended"]) <= marks["d"]["began"]
     code, runs, _ = cli(home, "flow", "list", "--json")
-    assert code == 0 and runs == [{"run_id": run["run_id"], "status": "completed", "goal": ""}]
+    assert code == 0 and runs == [
+        {"run_id": run["run_id"], "status": "completed", "goal": "", "tasks_total": 4, "tasks_done": 4}
+    ]
     # The jobs are the executor's own records, with the run as their origin.
     code, shown, _ = cli(home, "flow", "show", run["run_id"][:8], "--json")
     assert code == 0 and shown["run_id"] == run["run_id"]

@@ -234,13 +234,15 @@ def register(app: typer.Typer, state: Any) -> None:
         def body() -> int:
             with runtime() as rt:
                 runs = rt.runs.list(limit=limit)
+                counts = rt.runs.task_counts([r.run_id for r in runs])
             if as_json:
-                print(
-                    json.dumps(
-                        [{"run_id": r.run_id, "status": r.status, "goal": r.goal} for r in runs],
-                        ensure_ascii=False,
-                    )
-                )
+                rows = [
+                    {"run_id": r.run_id, "status": r.status, "goal": r.goal,
+                     "tasks_total": counts.get(r.run_id, (0, 0))[0],
+                     "tasks_done": counts.get(r.run_id, (0, 0))[1]}
+                    for r in runs
+                ]  # fmt: skip
+                print(json.dumps(rows, ensure_ascii=False))
                 return 0
             if not runs:
                 out.print('no runs yet: tether goal "…" or tether flow run FILE', markup=False)
@@ -248,14 +250,16 @@ def register(app: typer.Typer, state: Any) -> None:
             from rich.table import Table
 
             table = Table(box=None, pad_edge=False)
-            for name in ("run", "status", "started", "goal"):
+            for name in ("run", "status", "done", "started", "goal"):
                 table.add_column(
                     name, overflow="fold" if name == "goal" else "ellipsis", no_wrap=name != "goal"
                 )
             for r in runs:
+                total, done = counts.get(r.run_id, (0, 0))
                 table.add_row(
-                    r.run_id, r.status, r.created_at[5:16].replace("T", " "), r.goal or "(flow file)"
-                )
+                    r.run_id, r.status, f"{done}/{total}", r.created_at[5:16].replace("T", " "),
+                    r.goal or "(flow file)",
+                )  # fmt: skip
             out.print(table)
             return 0
 

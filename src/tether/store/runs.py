@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
 
-from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy import bindparam, case, delete, func, insert, select, update
 
 from tether.errors import StoreError
 from tether.events import RunChanged, RunTaskChanged
@@ -128,6 +128,7 @@ class RunStore(Protocol):
     def changes(self, run_id: str, since: int) -> tuple[RunRecord, list[TaskState]] | None: ...
     def plan(self, run_id: str) -> tuple[dict[str, Any], int]: ...
     def list(self, *, limit: int = 50, status: str | None = None) -> list[RunRecord]: ...
+    def task_counts(self, run_ids: list[str]) -> dict[str, tuple[int, int]]: ...
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]: ...
 
 
@@ -334,6 +335,15 @@ class SqlRunStore:
             query = query.where(R.c.status == status)
         with self.db.read() as conn:
             return [_run(row) for row in conn.execute(query)]
+
+    def task_counts(self, run_ids: list[str]) -> dict[str, tuple[int, int]]:
+        """(tasks, tasks ended) of each of ``run_ids`` (a run with no task yet is left out)."""
+        if not run_ids:
+            return {}
+        ended = func.sum(case((RT.c.status.in_(sorted(TASK_ENDED)), 1), else_=0))
+        query = select(RT.c.run_id, func.count(), ended).where(RT.c.run_id.in_(run_ids)).group_by(RT.c.run_id)
+        with self.db.read() as conn:
+            return {row[0]: (int(row[1]), int(row[2] or 0)) for row in conn.execute(query)}
 
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]:
         pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

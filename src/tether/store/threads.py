@@ -145,6 +145,7 @@ class MemoryThreadStore:
 
     def begin_turn(self, thread_id: str, message: str, owner: tuple[int, float], alive: Alive) -> int | None:
         state = self._threads.setdefault(thread_id, ThreadState(thread_id=thread_id, title=_title(message)))
+        state.title = state.title or _title(message)
         if any(t.status == "running" for (tid, _), t in self._turns.items() if tid == thread_id):
             return None
         state.turns += 1
@@ -281,6 +282,9 @@ _CREATE_THREAD = text(
     "INSERT INTO threads (thread_id, title, summary, folded, pending, turns, created_at, updated_at)"
     " VALUES (:id, :title, '', 0, NULL, 0, :at, :at) ON CONFLICT (thread_id) DO NOTHING"
 )
+_NAME_UNTITLED = (
+    update(Th).where(Th.c.thread_id == _K_THREAD, Th.c.title == "").values(title=bindparam("v_title"))
+)
 _TURNS_OF = select(Th.c.turns).where(Th.c.thread_id == _K_THREAD)
 _TURNS_OF_LOCKED = _TURNS_OF.with_for_update()
 _RUNNING = select(Tu).where(Tu.c.thread_id == _K_THREAD, Tu.c.status == "running")
@@ -386,6 +390,8 @@ class SqlThreadStore:
             # Create the thread if it is new (a racer's insert is a no-op), then hold its row: on
             # PostgreSQL a row lock, on SQLite the write lock of BEGIN IMMEDIATE.
             conn.execute(_CREATE_THREAD, {"id": thread_id, "title": _title(message), "at": stamp})
+            # A thread made before its first message (the page's "new thread") is named by that message.
+            conn.execute(_NAME_UNTITLED, {"k_thread": thread_id, "v_title": _title(message)})
             turns = int(conn.execute(_TURNS_OF if self.db.is_sqlite else _TURNS_OF_LOCKED,
                                      {"k_thread": thread_id}).scalar_one())  # fmt: skip
             for busy in conn.execute(_RUNNING, {"k_thread": thread_id}).all():

@@ -33,6 +33,7 @@ SETTLE_TIMEOUT_S = 10.0
 
 Busy = durable.TurnBusy  # the thread is in a turn already
 
+
 def request_id() -> str:
     return f"turn-{secrets.token_hex(8)}"
 

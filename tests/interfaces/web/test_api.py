@@ -215,7 +215,8 @@ def test_a_goal_run_goes_through_its_review_point_from_the_api(served: Served) -
     found = wait_for(waiting, 60, "the run to wait at its review point")
     paused = next(t for t in found["tasks"] if t["status"] == "waiting_for_human")
     assert paused["review"]["kind"] == "before"
-    assert any(r["run_id"] == run_id for r in served.get("/api/runs")["items"])
+    listed = next(r for r in served.get("/api/runs")["items"] if r["run_id"] == run_id)
+    assert listed["tasks_total"] == 2 and listed["tasks_done"] == 1  # started the game; the rest waits
     wrong = served.http.post(f"/api/runs/{run_id}/tasks/nope/approve", json={})
     assert wrong.status_code == 400 and "no task" in wrong.json()["detail"]["message"]
     served.post(f"/api/runs/{run_id}/tasks/{paused['task_id']}/approve", {"reason": "ok"})

@@ -578,8 +578,6 @@ def _job_routes(app: FastAPI, ctx: WebContext) -> None:
 
 # -- goal runs -----------------------------------------------------------------------------------
 
-DONE = ("completed", "skipped", "rejected", "cancelled", "failed")
-
 
 def _run(run: RunRecord) -> Run:
     tasks_by_id = {t.get("id"): t for t in run.plan.get("tasks", []) if isinstance(t, dict)}
@@ -621,7 +619,7 @@ def _run(run: RunRecord) -> Run:
     )
 
 
-def _summary(run: RunRecord) -> RunSummary:
+def _summary(run: RunRecord, counts: tuple[int, int]) -> RunSummary:
     return RunSummary(
         run_id=run.run_id,
         status=run.status,
@@ -629,8 +627,8 @@ def _summary(run: RunRecord) -> RunSummary:
         message=run.message,
         created_at=run.created_at,
         ended_at=run.ended_at,
-        tasks_total=len(run.tasks),
-        tasks_done=sum(1 for t in run.tasks if t.status in DONE),
+        tasks_total=counts[0],
+        tasks_done=counts[1],
     )
 
 
@@ -646,7 +644,9 @@ def _run_routes(app: FastAPI, ctx: WebContext) -> None:
 
     @app.get("/api/runs", response_model=Runs)
     def list_runs(limit: Annotated[int, Query(ge=1, le=200)] = 50) -> Runs:
-        return Runs(items=[_summary(r) for r in runs.list(limit=limit)])
+        found = runs.list(limit=limit)
+        counts = runs.task_counts([r.run_id for r in found])
+        return Runs(items=[_summary(r, counts.get(r.run_id, (0, 0))) for r in found])
 
     @app.post("/api/runs", response_model=Run, status_code=201)
     async def start_run(body: NewRun) -> Run:

@@ -1,0 +1,232 @@
+"""The page, end to end in Debian's headless Chromium (Playwright): a real ``tether serve``, real turns
+on the offline model, real workers. Screenshots of each state go to ``$TETHER_SCREENSHOTS`` (default
+``.screenshots/`` at the repository root) for a person to look at."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import _kill_game
+from tests.support.helpers import ROOT
+from tests.support.webserver import Served, serving
+
+pytestmark = pytest.mark.slow
+playwright_sync = pytest.importorskip("playwright.sync_api")
+CHROMIUM = shutil.which("chromium")
+if CHROMIUM is None:  # .ci/run installs it; a developer without it is told, loudly
+    pytest.skip("Debian's chromium is not installed (apt-get install chromium)", allow_module_level=True)
+ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]  # fmt: skip
+SHOTS = Path(os.environ.get("TETHER_SCREENSHOTS", ROOT / ".screenshots"))
+WAIT_MS = 30_000
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    home = tmp_path_factory.mktemp("web-page") / "home"
+    home.mkdir()
+    with serving(home, TETHER_DEMO_STEP_S="1.0") as server:
+        yield server
+    _kill_game(home)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright_sync.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any, served: Served) -> Iterator[Any]:
+    context = browser.new_context(locale="en-US", viewport={"width": 1400, "height": 900})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    opened.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    opened.set_default_timeout(WAIT_MS)
+    opened.goto(served.base + "/")
+    opened.get_by_test_id("live").wait_for()
+    yield opened
+    context.close()
+    assert not errors, errors
+
+
+def shot(page: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def send(page: Any, text: str) -> None:
+    composer = page.get_by_test_id("composer")
+    composer.fill(text)
+    composer.press("Enter")
+
+
+def wait_idle(page: Any) -> None:
+    page.get_by_test_id("working").wait_for(state="hidden")
+
+
+def say(page: Any, text: str) -> None:
+    """Send ``text`` and wait for the turn's answer."""
+    answers = page.get_by_test_id("msg-assistant").count()
+    send(page, text)
+    page.wait_for_function(
+        "n => document.querySelectorAll('[data-testid=msg-assistant]').length > n",
+        arg=answers,
+        timeout=60_000,
+    )
+    wait_idle(page)
+
+
+def new_thread(page: Any) -> None:
+    page.get_by_test_id("new-thread").click()
+
+
+def card_keys(page: Any) -> list[str]:
+    cards = page.get_by_test_id("trace-card")
+    return [
+        f"{cards.nth(i).get_attribute('data-turn')}:{cards.nth(i).get_attribute('data-index')}:"
+        f"{cards.nth(i).get_attribute('data-kind')}"
+        for i in range(cards.count())
+    ]
+
+
+def test_a_message_shows_its_steps_as_they_happen(page: Any) -> None:
+    new_thread(page)
+    say(page, "查看游戏状态")
+    page.get_by_test_id("msg-user").filter(has_text="查看游戏状态").wait_for()
+    page.get_by_test_id("tab-trace").click()
+    for kind in ("plan", "action", "observation", "result"):
+        page.locator(f"[data-testid=trace-card][data-kind={kind}]").first.wait_for()
+    shot(page, "01-conversation-and-trace")
+
+
+def test_approving_a_destructive_call_runs_it_and_denying_another_runs_nothing(page: Any) -> None:
+    new_thread(page)
+    say(page, "启动游戏")
+    send(page, "分解四星遗器")
+    page.get_by_test_id("tab-approvals").click()
+    approval = page.get_by_test_id("approvals").get_by_test_id("approval").first
+    approval.wait_for()
+    assert "demo.salvage_relics" in approval.inner_text()
+    assert re.search(r'"rarity":\s*4', approval.inner_text())
+    shot(page, "02-approval-waiting")
+    answers = page.get_by_test_id("msg-assistant").count()
+    approval.get_by_test_id("approve").click()
+    page.wait_for_function(
+        "n => document.querySelectorAll('[data-testid=msg-assistant]').length > n",
+        arg=answers,
+        timeout=60_000,
+    )
+    wait_idle(page)
+    page.get_by_test_id("approvals").get_by_test_id("approval").wait_for(state="detached")
+    send(page, "分解三星遗器")
+    inline = page.get_by_test_id("conversation").get_by_test_id("deny")
+    inline.wait_for()
+    inline.click()
+    wait_idle(page)
+    page.get_by_test_id("conversation").get_by_test_id("deny").wait_for(state="detached")
+    shot(page, "03-approval-answered")
+
+
+def test_a_background_job_moves_its_progress_bar_and_stops_from_the_page(page: Any) -> None:
+    new_thread(page)
+    say(page, "启动游戏")
+    say(page, "后台一直刷金币")
+    page.get_by_test_id("tab-jobs").click()
+    row = page.locator("[data-testid=job-row][data-status=running]").first
+    row.wait_for()
+    row.locator("progress").wait_for()
+    text = row.get_by_test_id("job-progress-text")
+    page.wait_for_function("el => el.textContent.trim() !== ''", arg=text.element_handle())
+    first = text.inner_text()
+    # The worker's next report moves it, live (the farm reports each attempt).
+    page.wait_for_function("([el, was]) => el.textContent !== was", arg=[text.element_handle(), first])
+    shot(page, "04-job-running")
+    row.get_by_test_id("job-log").click()
+    row.get_by_test_id("job-log-text").wait_for()
+    execution_id = row.get_attribute("data-job")
+    row.get_by_test_id("job-stop").click()
+    page.locator(f"[data-testid=job-row][data-job='{execution_id}'][data-status=stopped]").wait_for()
+    shot(page, "05-job-stopped")
+
+
+def test_a_reload_in_the_middle_of_a_turn_loses_nothing_and_shows_nothing_twice(page: Any) -> None:
+    new_thread(page)
+    send(page, "启动游戏，然后每日实训")
+    page.get_by_test_id("tab-trace").click()
+    page.locator("[data-testid=trace-card][data-kind=action]").filter(has_text="daily").first.wait_for()
+    page.reload()
+    page.get_by_test_id("live").wait_for()
+    page.get_by_test_id("tab-trace").click()
+    page.get_by_test_id("msg-user").filter(has_text="每日实训").wait_for()
+    page.locator("[data-testid=trace-card][data-kind=result]").first.wait_for(timeout=60_000)
+    wait_idle(page)
+    keys = card_keys(page)
+    assert len(keys) == len(set(keys)), keys
+    assert any(k.endswith(":observation") for k in keys)
+    shot(page, "06-after-reload")
+
+
+def test_a_goal_run_goes_through_its_review_point_to_the_end(page: Any) -> None:
+    page.get_by_test_id("tab-runs").click()
+    page.get_by_test_id("goal-input").fill("启动游戏，然后分解四星遗器")
+    page.get_by_test_id("goal-start").click()
+    dag = page.get_by_test_id("run-dag")
+    waiting = dag.locator("[data-testid=dag-node][data-status=waiting_for_human]")
+    waiting.wait_for(timeout=60_000)
+    assert dag.get_by_test_id("dag-node").count() == 2
+    shot(page, "07-run-waiting")
+    waiting.click()
+    page.get_by_test_id("task-approve").click()
+    page.wait_for_function(
+        "() => { const nodes = [...document.querySelectorAll('[data-testid=dag-node]')];"
+        " return nodes.length === 2 && nodes.every(n => n.dataset.status === 'completed'); }",
+        timeout=60_000,
+    )
+    shot(page, "08-run-completed")
+
+
+def test_the_language_switches_and_the_page_fits_a_phone_in_the_dark(browser: Any, served: Served) -> None:
+    context = browser.new_context(
+        locale="zh-CN", viewport={"width": 390, "height": 844}, color_scheme="dark", is_mobile=True
+    )
+    page = context.new_page()
+    page.goto(served.base + "/")
+    page.get_by_test_id("live").wait_for()
+    assert page.evaluate("document.documentElement.lang").startswith("zh")
+    page.get_by_test_id("nav-threads").click()
+    zh = page.get_by_test_id("new-thread").inner_text()
+    shot(page, "09-phone-dark-zh")
+    page.get_by_test_id("lang-switch").click()
+    assert page.evaluate("document.documentElement.lang") == "en"
+    assert page.get_by_test_id("new-thread").inner_text() != zh
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page is {width}px wide on a 390px screen"
+    shot(page, "10-phone-dark-en")
+    context.close()
+
+
+def test_the_keyboard_alone_can_send_a_message(page: Any) -> None:
+    new_thread(page)
+    for _ in range(60):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement?.dataset?.testid") == "composer":
+            break
+    else:
+        pytest.fail("Tab never reached the composer")
+    page.keyboard.type("查看游戏状态")
+    page.keyboard.press("Enter")
+    page.get_by_test_id("msg-assistant").first.wait_for()
+    wait_idle(page)
