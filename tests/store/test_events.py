@@ -85,3 +85,22 @@ def test_pruning_keeps_the_newest(open_db: Callable[[], Database]) -> None:
         log.append(ToolProgress(topic="job:p", execution_id="p", message=str(i)))
     assert log.prune(before_ts=float("inf"), keep=3) == 7
     assert [e.message for e in log.read()] == ["7", "8", "9"]  # type: ignore[union-attr]
+
+
+def test_a_row_this_version_cannot_read_is_skipped_not_fatal(open_db: Callable[[], Database]) -> None:
+    """A newer tether (or damage) wrote an event kind this one does not know: readers step over it."""
+    from sqlalchemy import insert
+
+    from tether.events import RunChanged
+    from tether.store import schema
+
+    db = open_db()
+    log = EventLog(db)
+    first = log.append(RunChanged(topic="run:r", run_id="r", status="running"))
+    with db.write() as conn:
+        conn.execute(
+            insert(schema.events), {"ts": 0.0, "kind": "from_the_future", "topic": "run:r", "payload": "{}"}
+        )
+    last = log.append(RunChanged(topic="run:r", run_id="r", status="completed"))
+    assert [e.id for e in log.read(0)] == [first.id, last.id]
+    assert [e.id for e in log.read(first.id, topics=["run:r"])] == [last.id]

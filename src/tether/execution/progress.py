@@ -49,12 +49,19 @@ class ProgressRelay:
                     await asyncio.sleep(1.0)
             loop = asyncio.get_running_loop()
             listed = 0.0
+            failures = 0
             while True:
-                if loop.time() - listed >= JOBS_EVERY_S:
-                    self._jobs = await asyncio.to_thread(self._active)
-                    listed = loop.time()
-                if self._jobs:
-                    await asyncio.to_thread(self.relay_once)
+                try:
+                    if loop.time() - listed >= JOBS_EVERY_S:
+                        self._jobs = await asyncio.to_thread(self._active)
+                        listed = loop.time()
+                    if self._jobs:
+                        await asyncio.to_thread(self.relay_once)
+                    failures = 0
+                except Exception:  # the store is away for a moment: keep relaying, never die silently
+                    failures += 1
+                    log.exception("relaying progress failed (%d in a row); retrying", failures)
+                    await asyncio.sleep(min(5.0, self.poll_s * 2**failures))
                 await asyncio.sleep(self.poll_s)
         finally:
             if handle is not None:

@@ -17,9 +17,21 @@ from tether.interfaces.render import err, out
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
 
 
-def register(app: typer.Typer, job_app: typer.Typer, state: Any) -> None:
-    from tether.interfaces.cli import _guard, load_registry
+def _guard(as_json: bool, body: Any) -> None:
+    # Imported when a command runs, never at registration: under `python -m tether.interfaces.cli` an
+    # import of that module at registration would run it a second time, re-registering every command.
+    from tether.interfaces.cli import _guard as guard
 
+    guard(as_json, body)
+
+
+def _registry(ref: str) -> Any:
+    from tether.interfaces.cli import load_registry
+
+    return load_registry(ref)
+
+
+def register(app: typer.Typer, job_app: typer.Typer, state: Any) -> None:
     @app.command("serve")
     def serve_command(
         host: Annotated[
@@ -53,7 +65,7 @@ def register(app: typer.Typer, job_app: typer.Typer, state: Any) -> None:
 
             with Runtime.open(state.home) as runtime:
                 try:
-                    asyncio.run(serve(runtime, load_registry(state.registry_ref), host=host, port=port,
+                    asyncio.run(serve(runtime, _registry(state.registry_ref), host=host, port=port,
                                       on_ready=ready, max_subscribers=max_streams))  # fmt: skip
                 except KeyboardInterrupt:
                     pass
@@ -77,8 +89,8 @@ def register(app: typer.Typer, job_app: typer.Typer, state: Any) -> None:
             with Runtime.open(state.home) as runtime:
                 rows = []
                 for thread in runtime.threads.threads(limit=200):
-                    if not thread.pending:
-                        continue
+                    if not thread.pending or thread.thread_id.startswith("run-"):
+                        continue  # an agent task's question is its run's: `tether flow show`
                     turn = runtime.threads.turn(thread.thread_id, thread.turns)
                     rows.append({
                         "thread_id": thread.thread_id,
@@ -118,7 +130,7 @@ def register(app: typer.Typer, job_app: typer.Typer, state: Any) -> None:
             from tether.tasks.result import TaskStatus
             from tether.tasks.spec import CLI
 
-            with Executor(load_registry(state.registry_ref), home=state.home) as executor:
+            with Executor(_registry(state.registry_ref), home=state.home) as executor:
                 result = asyncio.run(executor.control(execution_id, "status", caller=CLI))
                 if result.status is TaskStatus.NOT_FOUND:
                     print_error(result.message, as_json=as_json, code="not_found")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from tether.store import schema
 from tether.store.database import Database
 
 E = schema.events
+log = logging.getLogger("tether.events")
 STREAM_POLL_S = 0.05
 EVENTS_LOCK = 7412
 _INSERT = insert(E)
@@ -43,11 +45,19 @@ def append_event(conn: Any, event: Event) -> int:
     return int(result.inserted_primary_key[0])
 
 
-def _event(row: Any) -> Event:
+def _event(row: Any) -> Event | None:
+    """The event of a row; None (logged) for one this version cannot read — written by a newer tether,
+    or damaged — so one bad row never stops every reader at it."""
     m = row._mapping
-    return EVENT.validate_python(
-        {"id": m["id"], "ts": m["ts"], "kind": m["kind"], "topic": m["topic"], **json.loads(m["payload"])}
-    )
+    try:
+        return EVENT.validate_python(
+            {"id": m["id"], "ts": m["ts"], "kind": m["kind"], "topic": m["topic"], **json.loads(m["payload"])}
+        )
+    except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+        log.warning(
+            "event %s (%s) skipped: this tether cannot read it: %s", m["id"], m["kind"], str(exc)[:200]
+        )
+        return None
 
 
 class EventLog:
@@ -76,7 +86,8 @@ class EventLog:
         if kinds is not None:
             query = query.where(E.c.kind.in_(list(kinds)))
         with self.db.read() as conn:
-            return [_event(row) for row in conn.execute(query.order_by(E.c.id).limit(limit))]
+            rows = conn.execute(query.order_by(E.c.id).limit(limit)).all()
+        return [event for event in map(_event, rows) if event is not None]
 
     def last_id(self) -> int:
         with self.db.read() as conn:

@@ -58,6 +58,13 @@ threads = Table(
     Column("updated_at", String, nullable=False),
 )
 
+deleted_threads = Table(
+    "deleted_threads",
+    metadata,
+    Column("thread_id", String, primary_key=True),
+    Column("deleted_at", String, nullable=False),
+)
+
 turns = Table(
     "turns",
     metadata,
@@ -340,6 +347,15 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE run_tasks ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX run_tasks_rev ON run_tasks(run_id, rev);
+    """,
+    # 7: the ids of deleted threads, never given out again: a thread's execution ids and question ids
+    # derive from (thread, turn, step), so a new thread under an old id would adopt the old one's results
+    # and answer its questions.
+    """
+    CREATE TABLE deleted_threads (
+        thread_id  TEXT PRIMARY KEY,
+        deleted_at TEXT NOT NULL
+    );
     """,
 )
 

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import bindparam, delete, func, insert, select, text, update
 
+from tether.errors import ConfigError
 from tether.events import Event
 from tether.store import schema
 from tether.store.database import Database
@@ -29,6 +30,10 @@ OPEN_TURN = ("running", "interrupted")  # a turn that can still end (once)
 REPLAYED = -1  # record_step: the step is on record as given already
 
 Alive = Callable[[int, float], bool]
+
+
+class ThreadDeleted(ConfigError):
+    """A deleted thread's id: never given out again."""
 
 
 def _now() -> str:
@@ -124,6 +129,8 @@ class ThreadStore(Protocol):
     ) -> list[tuple[str, int]]: ...
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]: ...
     def emit(self, event: Event) -> Event: ...
+    def forget(self, thread_id: str) -> None: ...
+    def deleted(self, thread_id: str) -> bool: ...
 
 
 class MemoryThreadStore:
@@ -134,6 +141,7 @@ class MemoryThreadStore:
         self._turns: dict[tuple[str, int], TurnRecord] = {}
         self._messages: dict[str, dict[tuple[int, int], dict[str, Any]]] = {}
         self._steps: dict[str, dict[str, StepRecord]] = {}
+        self._deleted: set[str] = set()
 
     def load(self, thread_id: str) -> ThreadState | None:
         found = self._threads.get(thread_id)
@@ -144,6 +152,8 @@ class MemoryThreadStore:
         self._threads[state.thread_id] = replace(state)
 
     def begin_turn(self, thread_id: str, message: str, owner: tuple[int, float], alive: Alive) -> int | None:
+        if thread_id in self._deleted:
+            raise ThreadDeleted(f"thread {thread_id!r} was deleted; its id is not used again: pick another")
         state = self._threads.setdefault(thread_id, ThreadState(thread_id=thread_id, title=_title(message)))
         state.title = state.title or _title(message)
         if any(t.status == "running" for (tid, _), t in self._turns.items() if tid == thread_id):
@@ -232,6 +242,16 @@ class MemoryThreadStore:
     def emit(self, event: Event) -> Event:
         return event
 
+    def forget(self, thread_id: str) -> None:
+        self._threads.pop(thread_id, None)
+        self._messages.pop(thread_id, None)
+        self._steps.pop(thread_id, None)
+        self._turns = {k: v for k, v in self._turns.items() if k[0] != thread_id}
+        self._deleted.add(thread_id)
+
+    def deleted(self, thread_id: str) -> bool:
+        return thread_id in self._deleted
+
 
 def _content(step: StepRecord) -> tuple[Any, ...]:
     return (
@@ -260,12 +280,13 @@ def _loads(value: str | None) -> Any:
     return None if value is None else json.loads(value)
 
 
-Th, Tu, M, S = schema.threads, schema.turns, schema.messages, schema.steps
+Th, Tu, M, S, D = schema.threads, schema.turns, schema.messages, schema.steps, schema.deleted_threads
 
 # Statements are built once: building and keying a SQLAlchemy construct costs far more than SQLite
 # takes to run it (a turn runs some twenty of them). Parameters are ``k_*`` in WHERE, ``v_*`` in SET.
 _K_THREAD, _K_TURN = bindparam("k_thread"), bindparam("k_turn")
 _LOAD = select(Th).where(Th.c.thread_id == _K_THREAD)
+_DELETED = select(D.c.thread_id).where(D.c.thread_id == _K_THREAD)
 _SAVE = (
     update(Th)
     .where(Th.c.thread_id == _K_THREAD)
@@ -387,6 +408,10 @@ class SqlThreadStore:
         """The next turn's number, claimed for ``owner``; None while another live process is in a turn."""
         stamp = _now()
         with self.db.write() as conn:
+            if conn.execute(_DELETED, {"k_thread": thread_id}).first() is not None:
+                raise ThreadDeleted(
+                    f"thread {thread_id!r} was deleted; its id is not used again: pick another"
+                )
             # Create the thread if it is new (a racer's insert is a no-op), then hold its row: on
             # PostgreSQL a row lock, on SQLite the write lock of BEGIN IMMEDIATE.
             conn.execute(_CREATE_THREAD, {"id": thread_id, "title": _title(message), "at": stamp})
@@ -592,10 +617,17 @@ class SqlThreadStore:
         return event.model_copy(update={"id": event_id})
 
     def forget(self, thread_id: str) -> None:
+        """Delete the thread's records; its id is never given out again (``ThreadDeleted``)."""
         with self.db.write() as conn:
             for table in (M, S, Tu):
                 conn.execute(delete(table).where(table.c.thread_id == thread_id))
             conn.execute(delete(Th).where(Th.c.thread_id == thread_id))
+            if conn.execute(_DELETED, {"k_thread": thread_id}).first() is None:
+                conn.execute(insert(D), {"thread_id": thread_id, "deleted_at": _now()})
+
+    def deleted(self, thread_id: str) -> bool:
+        with self.db.read() as conn:
+            return conn.execute(_DELETED, {"k_thread": thread_id}).first() is not None
 
 
 def _state(row: Any) -> ThreadState:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigError
 from tether.execution import process
+from tether.store.threads import ThreadDeleted
 from tether.supervisor import durable
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ def submit(
 ) -> str:
     """Hand one turn on ``thread_id`` to the executors: ``message``, or (``approve`` given) the answer to
     the question ``pending_id`` (exactly that call runs, once, or is declined). Its request id."""
+    if runtime.threads.deleted(thread_id):
+        raise ThreadDeleted(f"thread {thread_id!r} was deleted; its id is not used again: start a new thread")
     if running(runtime, thread_id) or live_turns(client, thread_id):
         raise Busy(f"thread {thread_id!r} is in a turn already: wait for it to end, or stop it")
     request: dict[str, Any] = {"thread_id": thread_id, "source": source}
@@ -95,7 +98,7 @@ async def delete_thread(
         await asyncio.to_thread(client.cancel_workflow, workflow_id, cancel_children=True)
     stopped = []
     origin = f"thread:{thread_id}"
-    for job in await asyncio.to_thread(executor.jobs_for, caller, origin=origin, active=True):
+    for job in await asyncio.to_thread(executor.jobs_for, caller, origin=origin, active=True, limit=10_000):
         result = await executor.control(
             job.execution_id, "stop", caller=caller, origin=origin, reason="its thread was deleted"
         )

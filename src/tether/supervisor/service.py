@@ -62,7 +62,7 @@ async def begin_goal(
         return await asyncio.to_thread(start_goal, runtime, goal, caller=caller)
     from tether.supervisor.goals import plan_offline
 
-    plan = plan_offline(goal, registry, caller=caller)
+    plan = await asyncio.to_thread(plan_offline, goal, registry, caller=caller)  # off the event loop
     return await asyncio.to_thread(start, runtime, registry, plan)
 
 
@@ -193,7 +193,7 @@ async def cancel_run(runtime: Runtime, executor: Any, run_id: str, *, by: str = 
     turns = [a.execution_id for a in run.attempts if a.status == "running" and "description" in a.how]
     await asyncio.to_thread(durable.cancel_workflows, runtime, turns)
     for origin in [f"run:{run.run_id}", *(f"thread:run-{eid}" for eid in turns)]:
-        for job in await asyncio.to_thread(executor.jobs_for, by, origin=origin, active=True):
+        for job in await asyncio.to_thread(executor.jobs_for, by, origin=origin, active=True, limit=10_000):
             await executor.control(job.execution_id, "stop", caller=by, reason="the run was cancelled")
     for state in run.tasks:
         if state.status in ("pending", "running", "waiting_for_human"):

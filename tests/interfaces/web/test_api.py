@@ -31,7 +31,8 @@ def new_thread(served: Served, title: str = "") -> str:
 
 def turn_over(served: Served, thread_id: str, turns: int = 1) -> dict[str, Any]:
     def done() -> dict[str, Any] | None:
-        thread = served.get(f"/api/threads/{thread_id}")
+        response = served.http.get(f"/api/threads/{thread_id}")  # 404 until a new thread's turn begins
+        thread = response.json() if response.status_code == 200 else {"turns": 0, "running": True}
         return thread if thread["turns"] >= turns and not thread["running"] else None
 
     return wait_for(done, 60, f"turn {turns} of {thread_id} to end")
@@ -181,6 +182,24 @@ def test_deleting_a_thread_stops_its_jobs_and_its_records_go(served: Served) -> 
     assert gone["stopped_jobs"] == [active[0]["execution_id"]]
     assert served.get(f"/api/jobs/{active[0]['execution_id']}")["status"] == "stopped"
     assert served.http.get(f"/api/threads/{thread}/messages").status_code == 404
+    # Its id is never given out again: a new thread under it would adopt the old one's results (its
+    # execution ids derive from thread, turn and step) and answer the old one's questions.
+    again = served.http.post(f"/api/threads/{thread}/messages", json={"text": "查看游戏状态"})
+    assert again.status_code == 400 and "was deleted" in again.json()["detail"]["message"]
+    code, _, err = tether_cli("run", "查看游戏状态", "--new-thread", thread, home=served.home)
+    assert code != 0 and "was deleted" in err
+
+
+def test_a_question_asked_inside_a_goal_run_is_not_answered_as_a_conversation(served: Served) -> None:
+    """An agent task's thread (run-<execution id>) belongs to its run: its question is settled by the
+    run's policy, never approved as a conversation turn (that would run it outside the run)."""
+    say(served, new_thread(served), "启动游戏")
+    served.post("/api/threads/run-agentish/messages", {"text": "分解四星遗器"}, expect=202)
+    state = turn_over(served, "run-agentish")
+    assert state["pending"] is None  # not offered
+    assert all(c["thread_id"] != "run-agentish" for c in served.get("/api/confirmations")["items"])
+    refused = served.http.post("/api/threads/run-agentish/confirmations/run-agentish:1:1/approve")
+    assert refused.status_code == 404
 
 
 def test_a_turn_handed_over_by_tether_run_in_a_terminal_shows_up_live(served: Served) -> None:
@@ -266,6 +285,15 @@ def test_bad_identifiers_and_bodies_get_clear_errors_never_a_traceback(served: S
     assert served.http.get("/api/events", params={"topic": "evil"}).status_code == 400
     assert served.http.get("/api/events", headers={"Last-Event-ID": "x1"}).status_code == 400
     assert served.http.get("/api/threads", params={"before": "garbage"}).status_code == 400
+    # Input that does not even encode, or overflows the database's integers: a 4xx, never a 500.
+    for path in ("/api/threads", "/api/runs"):
+        lone = served.http.post(path, content=b'{"title": "\\ud800", "goal": "\\ud800"}',
+                                headers={"content-type": "application/json"})  # fmt: skip
+        assert lone.status_code in (201, 400, 422), (path, lone.status_code, lone.text)
+    thread = new_thread(served)
+    assert served.http.get(f"/api/threads/{thread}/steps", params={"turn": 10**25}).status_code == 422
+    assert served.http.get("/api/events", params={"after": 10**25}).status_code == 422
+    assert served.http.get("/api/events", headers={"Last-Event-ID": b"\xb2"}).status_code == 400
     assert served.http.post("/api/runs", json={"goal": "   "}).status_code == 400
 
 

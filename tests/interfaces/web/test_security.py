@@ -36,7 +36,9 @@ def test_on_loopback_a_request_must_name_a_loopback_host(local: Served) -> None:
         assert client.get("/api/info").status_code == 200
         assert client.get("/api/info", headers={"Host": f"localhost:{local.port}"}).status_code == 200
         assert client.get("/api/info", headers={"Host": f"[::1]:{local.port}"}).status_code == 200
-        for host in ("evil.example", f"evil.example:{local.port}", f"127.0.0.1.evil.example:{local.port}"):
+        for host in ("evil.example", f"evil.example:{local.port}", f"127.0.0.1.evil.example:{local.port}",
+                     "localhost.evil.example", "[::1]evil.example", f"[::1]:{local.port}@evil.example",
+                     "localhost:abc", ""):  # fmt: skip
             refused = client.get("/api/info", headers={"Host": host})  # DNS rebinding
             assert refused.status_code == 421, host
             assert refused.json()["detail"]["code"] == "wrong_host"
@@ -95,6 +97,18 @@ def test_request_bodies_are_bounded_with_or_without_a_length(local: Served) -> N
         streamed = client.post("/api/threads", content=chunks(), headers={"content-type": "application/json"})
         assert streamed.status_code == 413, streamed.text
         assert client.get("/api/info").status_code == 200  # the server is fine
+    # A small Content-Length in front of a big chunked body: refused, whichever the server would use.
+    import socket
+
+    with socket.create_connection(("127.0.0.1", local.port), timeout=30) as sock:
+        sock.sendall(
+            b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in [b" " * 65536] * 8)
+            + b"2\r\n{}\r\n0\r\n\r\n"
+        )
+        status = sock.recv(4096).split(b"\r\n", 1)[0]
+    assert status.split()[1] in (b"400", b"413"), status
 
 
 def test_the_number_of_pages_following_events_is_bounded(local: Served) -> None:
@@ -138,6 +152,11 @@ def test_off_loopback_a_token_is_needed_and_the_page_keeps_it_in_an_http_only_co
             # The cookie now stands for the token; the URL the page shows no longer holds it.
             info = client.get("/api/info")
             assert info.status_code == 200
+            # Another local app's odd cookie next to ours does not hide it.
+            for others in ('x={"a":1}', "x=a b", "tether_token=wrong"):
+                mixed = httpx.get(f"http://127.0.0.1:{served.port}/api/info",
+                                  headers={"Cookie": f"{others}; tether_token={token}"})  # fmt: skip
+                assert mixed.status_code == 200, others
             page = client.get("/")
             for text in (info.text, page.text, client.get("/api/openapi.json").text):
                 assert token not in text and secret not in text

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +26,10 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Body, FastAPI, Query, Request
 from fastapi import Path as PathParam
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether.agent.session import THREAD_ID_RE
@@ -48,6 +51,8 @@ SOURCE = "person:web"
 RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 TASK_ID = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 PENDING_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$"
+MAX_INT = 2**62
+AGENT_THREAD = "run-"  # an agent task's thread in a goal run: its questions belong to the run
 
 ThreadId = Annotated[str, PathParam(pattern=THREAD_ID_RE.pattern, description="a thread id")]
 ExecutionId = Annotated[str, PathParam(pattern=EXECUTION_ID_RE.pattern, description="an execution id")]
@@ -77,6 +82,19 @@ class WebContext:
 
 class _Doc(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class _Input(_Doc):
+    """A request body: every string in it must be text (a lone surrogate in a JSON string is not, and
+    could not be stored)."""
+
+    @model_validator(mode="after")
+    def _text(self) -> _Input:
+        try:
+            json.dumps(self.model_dump(mode="json"), ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("the body holds a string that is not valid text (a lone surrogate)") from None
+        return self
 
 
 class ErrorDetail(_Doc):
@@ -124,11 +142,11 @@ class ThreadPage(_Doc):
     next: str | None = Field(description="pass as `before` for the next page; null on the last")
 
 
-class NewThread(_Doc):
+class NewThread(_Input):
     title: str = Field(default="", max_length=200)
 
 
-class Rename(_Doc):
+class Rename(_Input):
     title: str = Field(min_length=1, max_length=200)
 
 
@@ -150,7 +168,7 @@ class Messages(_Doc):
     items: list[Message]
 
 
-class NewMessage(_Doc):
+class NewMessage(_Input):
     text: str = Field(min_length=1, max_length=20_000)
 
 
@@ -248,15 +266,15 @@ class Runs(_Doc):
     items: list[RunSummary]
 
 
-class NewRun(_Doc):
+class NewRun(_Input):
     goal: str = Field(min_length=1, max_length=4000)
 
 
-class Answer(_Doc):
+class Answer(_Input):
     reason: str = Field(default="", max_length=500)
 
 
-class Edit(_Doc):
+class Edit(_Input):
     args: dict[str, Any] | None = None
     description: str | None = Field(default=None, max_length=4000)
     reason: str = Field(default="", max_length=500)
@@ -274,6 +292,10 @@ class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
+
+
+def _printable(text: str) -> str:
+    return text.encode("utf-8", "replace").decode("utf-8")[:500]
 
 
 def _not_found(what: str) -> ApiError:
@@ -333,6 +355,17 @@ def create_app(ctx: WebContext) -> Any:
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse({"detail": {"code": exc.code, "message": exc.message}}, status_code=exc.status)
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        """FastAPI's 422 document, without echoing the input (which may not even encode: a lone
+        surrogate in a JSON string made the default handler fail with a 500)."""
+        errors = [
+            {"loc": [str(part) for part in e.get("loc", ())], "msg": _printable(str(e.get("msg", ""))),
+             "type": str(e.get("type", "invalid"))}
+            for e in exc.errors()
+        ]  # fmt: skip
+        return JSONResponse({"detail": errors}, status_code=422)
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         """Starlette's own refusals (unknown path, wrong method, an unreadable body) in our shape."""
@@ -388,8 +421,8 @@ def _page_routes(app: FastAPI, ctx: WebContext) -> None:
 
 def _confirmation(ctx: WebContext, state: ThreadState) -> Confirmation | None:
     pending = state.pending
-    if not pending:
-        return None
+    if not pending or state.thread_id.startswith(AGENT_THREAD):
+        return None  # an agent task's question is settled by its run's policy (the run asks a person)
     turn = ctx.runtime.threads.turn(state.thread_id, state.turns)
     return Confirmation(
         thread_id=state.thread_id,
@@ -497,7 +530,7 @@ def _thread_routes(app: FastAPI, ctx: WebContext) -> None:
         return Accepted(thread_id=thread_id, request_id=request_id)
 
     @app.get("/api/threads/{thread_id}/steps", response_model=Steps)
-    def list_steps(thread_id: ThreadId, turn: Annotated[int | None, Query(ge=1)] = None) -> Steps:
+    def list_steps(thread_id: ThreadId, turn: Annotated[int | None, Query(ge=1, le=MAX_INT)] = None) -> Steps:
         _load(ctx, thread_id)
         return Steps(items=[Step(**s.to_dict()) for s in threads.steps(thread_id, turn)])
 
@@ -509,6 +542,8 @@ def _thread_routes(app: FastAPI, ctx: WebContext) -> None:
     def answer(thread_id: str, pending_id: str, approve: bool) -> Accepted:
         state = _load(ctx, thread_id)
         waiting = None if state.pending is None else str(state.pending.get("id"))
+        if thread_id.startswith(AGENT_THREAD):
+            waiting = None  # answered through its run, never as a conversation turn
         if waiting != pending_id:
             raise _not_found(f"thread {thread_id!r} is not waiting on question {pending_id!r}")
         request_id = conversations.submit(
@@ -706,20 +741,18 @@ def _event_routes(app: FastAPI, ctx: WebContext, hub: EventHub) -> None:
     )
     async def events(
         request: Request,
-        after: Annotated[int | None, Query(ge=0, description="send events after this id")] = None,
+        after: Annotated[int | None, Query(ge=0, le=MAX_INT, description="send events after this id")] = None,
         topic: Annotated[list[str] | None, Query(max_length=20, description="only these topics")] = None,
     ) -> StreamingResponse:
         """Every event of the log after ``after`` (or the ``Last-Event-ID`` header, which wins), then
         each new one as it is committed, as Server-Sent Events (``id``, ``event`` = its kind, ``data``
         = its JSON). Without either, from now on."""
-        import re
-
         for name in topic or []:
             if not re.match(TOPIC, name):
                 raise ApiError(400, "invalid", "a topic is thread:<id>, run:<id> or job:<id>")
         resume = request.headers.get("last-event-id")
         if resume is not None:
-            if not resume.isdigit() or len(resume) > 18:
+            if not re.fullmatch(r"[0-9]{1,18}", resume):
                 raise ApiError(400, "invalid", "Last-Event-ID must be the id of an event")
             after = int(resume)
         if after is None:

@@ -20,9 +20,9 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import secrets
 from dataclasses import dataclass
-from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,7 +43,8 @@ HEADERS = [
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"cross-origin-resource-policy", b"same-origin"),
 ]
-PUBLIC = ("/static/", "/favicon.ico")  # the page's own files: nothing in them is private
+PUBLIC = ("/static/", "/favicon.ico")
+DIGITS = re.compile(r"[0-9]{1,12}")  # the page's own files: nothing in them is private
 
 
 def token_path(home: Path) -> Path:
@@ -87,11 +88,15 @@ class Policy:
     def authorized(self, headers: dict[str, str]) -> bool:
         if self.token is None:
             return True
-        given = _bearer(headers.get("authorization", "")) or _cookie(headers.get("cookie", ""))
-        return given is not None and secrets.compare_digest(given.encode(), self.token.encode())
+        bearer = _bearer(headers.get("authorization", ""))
+        candidates = [bearer] if bearer is not None else _cookies(headers.get("cookie", ""))
+        return any(self.valid_token(given) for given in candidates)
 
     def valid_token(self, given: str) -> bool:
-        return self.token is not None and secrets.compare_digest(given.encode(), self.token.encode())
+        expected = self.token
+        if expected is None:
+            return False
+        return secrets.compare_digest(given.encode("utf-8", "replace"), expected.encode())
 
 
 def _bearer(value: str) -> str | None:
@@ -99,23 +104,26 @@ def _bearer(value: str) -> str | None:
     return credential.strip() or None if scheme.lower() == "bearer" else None
 
 
-def _cookie(value: str) -> str | None:
-    if not value:
-        return None
-    jar: SimpleCookie = SimpleCookie()
-    try:
-        jar.load(value)
-    except Exception:  # a malformed Cookie header is only "no token"
-        return None
-    morsel = jar.get(COOKIE)
-    return morsel.value if morsel is not None else None
+def _cookies(value: str) -> list[str]:
+    """Every value of our cookie in a Cookie header. Split by hand: ``http.cookies`` drops whatever
+    follows a cookie it dislikes, so another local app's cookie could hide ours."""
+    found = []
+    for part in value.split(";"):
+        name, eq, given = part.strip().partition("=")
+        if eq and name == COOKIE:
+            found.append(given.strip().strip('"'))
+    return found
+
+
+HOST_RE = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9.-]+))(?::[0-9]{1,5})?$")
 
 
 def host_name(host_header: str) -> str:
-    """The name part of a Host header (``[::1]:8765`` → ``::1``)."""
-    if host_header.startswith("["):
-        return host_header[1:].partition("]")[0]
-    return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
+    """The name part of a Host header (``[::1]:8765`` → ``::1``); "" for anything malformed."""
+    found = HOST_RE.fullmatch(host_header)
+    if found is None:
+        return ""
+    return found.group("v6") or found.group("name")
 
 
 class Guard:
@@ -135,7 +143,7 @@ class Guard:
             status, code, message = refusal
             await _error(send, status, code, message)
             return
-        if "content-length" not in headers and scope["method"] not in SAFE_METHODS:
+        if scope["method"] not in SAFE_METHODS:  # read whole, up to the limit, whatever it announced
             body = await _read_bounded(receive, self.policy.max_body)
             if body is None:
                 limit = self.policy.max_body
@@ -156,7 +164,9 @@ class Guard:
         if policy.loopback and not is_loopback(host_name(host)):
             return 421, "wrong_host", "this server answers only to a loopback address such as 127.0.0.1"
         length = headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > policy.max_body):
+        if length is not None and "transfer-encoding" in headers:
+            return 400, "invalid", "a request may give Content-Length or Transfer-Encoding, not both"
+        if length is not None and (not DIGITS.fullmatch(length) or int(length) > policy.max_body):
             return 413, "too_large", f"a request body may hold at most {policy.max_body} bytes"
         method = scope["method"]
         if method not in SAFE_METHODS and _cross_site(headers, scope):

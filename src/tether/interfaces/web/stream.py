@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
 
 from tether.events import Event
 from tether.store.events import EventLog
 
+log = logging.getLogger("tether.web")
 POLL_S = 0.03
 QUEUE_BATCHES = 256
 PAGE = 500
@@ -62,8 +64,16 @@ class EventHub:
             self._task = None
 
     async def _poll(self) -> None:
+        failures = 0
         while True:
-            batch = await asyncio.to_thread(self.log.read, self._position, limit=PAGE)
+            try:
+                batch = await asyncio.to_thread(self.log.read, self._position, limit=PAGE)
+            except Exception:  # the database is away for a moment: keep trying, never die silently
+                failures += 1
+                log.exception("reading the event log failed (%d in a row); retrying", failures)
+                await asyncio.sleep(min(5.0, self.poll_s * 2**failures))
+                continue
+            failures = 0
             if batch:
                 self._position = batch[-1].id
                 for subscriber in self._subscribers:

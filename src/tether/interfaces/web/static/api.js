@@ -1,7 +1,8 @@
 // The backend's JSON API: one fetch wrapper, then one small function per endpoint.
 //
-// Every request is same-origin with credentials and carries `X-Tether: 1` (the backend's CSRF
-// check wants a non-simple header on anything that changes state). A 4xx/5xx answer becomes a
+// Every request is same-origin with credentials and carries `X-Tether: 1` (a non-simple header: a
+// cross-site page could not send it without a preflight, which the server never grants; the server's
+// own check is on Origin and Sec-Fetch-Site). A 4xx/5xx answer becomes a
 // thrown ApiError whose message is the server's own words, so the page can show it.
 
 import { t } from './i18n.js';
