@@ -63,7 +63,10 @@ class Served:
         return self.proc.returncode
 
 
-def start(home: Path, *args: str, timeout: float = 60.0, **env: str) -> Served:
+START_TIMEOUT_S = 60.0
+
+
+def start(home: Path, *args: str, **env: str) -> Served:
     """Start ``tether serve --port 0 ARGS`` on ``home`` and wait until it prints its URL."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tether.interfaces.cli", "serve", "--port", "0", *args],
@@ -98,7 +101,7 @@ def start(home: Path, *args: str, timeout: float = 60.0, **env: str) -> Served:
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    if not ready.wait(timeout) or not found:
+    if not ready.wait(START_TIMEOUT_S) or not found:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail(f"tether serve did not start: {''.join(lines)[-3000:]}")

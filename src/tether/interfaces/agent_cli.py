@@ -33,6 +33,7 @@ auth_app = typer.Typer(
 CONTROL = ("get_task_status", "stop_task")
 STEP_ICONS = {"model": "🤔", "tool": "⚙", "confirmation": "❓", "budget": "⏳", "final": "💬"}
 EXIT_NEEDS_CONFIRMATION = 3
+AGENT_THREAD = "run-"  # an agent task's thread in a goal run (run-<execution id>): the run's, not a person's
 
 
 def new_thread_id() -> str:
@@ -80,11 +81,23 @@ def resolve_thread(session: Any, given: str) -> str:
 def _start_thread(session: Any, thread: str | None, new_thread: str | None) -> str:
     if thread is not None and new_thread is not None:
         raise ConfigError("give --thread (an existing thread) or --new-thread (a new one), not both")
+    if (new_thread or "").startswith(AGENT_THREAD):
+        raise ConfigError(
+            f"thread names starting {AGENT_THREAD!r} belong to goal runs' agent tasks: pick another"
+        )
+    if thread is not None:
+        found = resolve_thread(session, thread)
+        if found.startswith(AGENT_THREAD):
+            raise ConfigError(
+                f"thread {found} is a goal run's agent task: its questions are answered through its run "
+                "(tether flow show / approve)"
+            )
+        return found
     if new_thread is not None:
         if session.threads.load(new_thread) is not None:
             raise ConfigError(f"thread {new_thread!r} exists already: continue it with --thread {new_thread}")
         return new_thread
-    return resolve_thread(session, thread) if thread is not None else new_thread_id()
+    return new_thread_id()
 
 
 def render_event(event: Event) -> None:

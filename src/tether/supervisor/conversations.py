@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 LIVE = ["PENDING", "ENQUEUED"]
 ATTEMPT_WORKFLOW = "tether.agent_attempt"
 SETTLE_TIMEOUT_S = 10.0
+AGENT_THREAD = "run-"  # an agent task's thread in a goal run (run-<execution id>): the run's, not a person's
 
 
 Busy = durable.TurnBusy  # the thread is in a turn already
@@ -66,6 +67,10 @@ def submit(
 ) -> str:
     """Hand one turn on ``thread_id`` to the executors: ``message``, or (``approve`` given) the answer to
     the question ``pending_id`` (exactly that call runs, once, or is declined). Its request id."""
+    if thread_id.startswith(AGENT_THREAD):
+        raise ConfigError(
+            f"thread {thread_id!r} is a goal run's agent task: its questions are answered through its run"
+        )
     if runtime.threads.deleted(thread_id):
         raise ThreadDeleted(f"thread {thread_id!r} was deleted; its id is not used again: start a new thread")
     if running(runtime, thread_id) or live_turns(client, thread_id):

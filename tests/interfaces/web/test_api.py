@@ -193,13 +193,27 @@ def test_deleting_a_thread_stops_its_jobs_and_its_records_go(served: Served) -> 
 def test_a_question_asked_inside_a_goal_run_is_not_answered_as_a_conversation(served: Served) -> None:
     """An agent task's thread (run-<execution id>) belongs to its run: its question is settled by the
     run's policy, never approved as a conversation turn (that would run it outside the run)."""
-    say(served, new_thread(served), "启动游戏")
-    served.post("/api/threads/run-agentish/messages", {"text": "分解四星遗器"}, expect=202)
-    state = turn_over(served, "run-agentish")
-    assert state["pending"] is None  # not offered
+    from tether.runtime import Runtime
+    from tether.store.threads import ThreadState
+
+    pending = {"id": "run-agentish:1:1", "tool": "demo.salvage_relics", "name": "demo__salvage_relics",
+               "args": {"rarity": 4}, "digest": "x", "danger": "destructive"}  # fmt: skip
+    with Runtime.open(served.home) as runtime:  # as an agent task's turn leaves it
+        runtime.threads.save(ThreadState(thread_id="run-agentish", title="agent", turns=1, pending=pending))
+    assert served.get("/api/threads/run-agentish")["pending"] is None  # not offered
     assert all(c["thread_id"] != "run-agentish" for c in served.get("/api/confirmations")["items"])
     refused = served.http.post("/api/threads/run-agentish/confirmations/run-agentish:1:1/approve")
     assert refused.status_code == 404
+    for text in ("是", "yes"):  # nor by a message that would answer it
+        said = served.http.post("/api/threads/run-agentish/messages", json={"text": text})
+        assert said.status_code == 400 and "goal run" in said.json()["detail"]["message"]
+    for args in (("--thread", "run-agentish", "--confirm"), ("是", "--thread", "run-agentish")):
+        code, _, err = tether_cli("run", *args, home=served.home)
+        assert code == 2 and "goal run" in err, err
+    code, _, err = tether_cli("run", "hi", "--new-thread", "run-mine", home=served.home)
+    assert code == 2 and "goal runs" in err
+    code, out, _ = tether_cli("approvals", "--json", home=served.home)
+    assert all(r["thread_id"] != "run-agentish" for r in json.loads(out)["items"])
 
 
 def test_a_turn_handed_over_by_tether_run_in_a_terminal_shows_up_live(served: Served) -> None:
@@ -293,7 +307,7 @@ def test_bad_identifiers_and_bodies_get_clear_errors_never_a_traceback(served: S
     thread = new_thread(served)
     assert served.http.get(f"/api/threads/{thread}/steps", params={"turn": 10**25}).status_code == 422
     assert served.http.get("/api/events", params={"after": 10**25}).status_code == 422
-    assert served.http.get("/api/events", headers={"Last-Event-ID": b"\xb2"}).status_code == 400
+    assert served.http.get("/api/events", headers=[(b"Last-Event-ID", b"\xb2")]).status_code == 400
     assert served.http.post("/api/runs", json={"goal": "   "}).status_code == 400
 
 

@@ -52,7 +52,7 @@ RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 TASK_ID = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 PENDING_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$"
 MAX_INT = 2**62
-AGENT_THREAD = "run-"  # an agent task's thread in a goal run: its questions belong to the run
+AGENT_THREAD = conversations.AGENT_THREAD  # an agent task's thread in a goal run: the run's questions
 
 ThreadId = Annotated[str, PathParam(pattern=THREAD_ID_RE.pattern, description="a thread id")]
 ExecutionId = Annotated[str, PathParam(pattern=EXECUTION_ID_RE.pattern, description="an execution id")]
