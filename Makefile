@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/tether demo
 
+# Two workers (the machines have two cores; most tests wait on real processes). Tests that share this
+# user's CLI server run on one worker (tests/conftest.py). A single file: .venv/bin/python -m pytest FILE
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadgroup
 
 # The bench gets its own environment: the peers it compares with (LangGraph) never enter the test venv.
 BENCH_VENV := .venv-bench

@@ -216,3 +216,36 @@ def open_db(database_url: str) -> Iterator[Callable[[], object]]:
     yield make
     for db in opened:
         db.close()
+
+
+# -- running in parallel (make test: pytest-xdist, two workers) --------------------------------------
+
+# Tests that start, stop or inspect this user's one CLI server (or run the `tether` script, which uses
+# it) share that server: they run one after another, on one worker.
+ONE_CLI_SERVER = frozenset({"test_cli_server.py", "test_readme.py", "test_setup.py", "test_public_api.py"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if item.path.name in ONE_CLI_SERVER:
+            item.add_marker(pytest.mark.xdist_group("cli-server"))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A worker hands its figures and PostgreSQL skips to the controller, which prints them."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        from tests.support.figures import FIGURES
+
+        output["figures"] = dict(FIGURES)
+        output["pg_skipped"] = list(_PG_SKIPPED)
+
+
+def pytest_testnodedown(node: object, error: object) -> None:
+    from tests.support.figures import FIGURES
+
+    output = getattr(node, "workeroutput", {})
+    FIGURES.update(output.get("figures", {}))
+    _PG_SKIPPED.extend(output.get("pg_skipped", []))

@@ -12,10 +12,12 @@ import json
 import os
 import pty
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -305,7 +307,7 @@ def test_a_changed_module_gets_a_fresh_server(tmp_path: Path) -> None:
 
 
 def test_no_socket_where_others_could_reach_it_or_the_path_is_too_long(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     from tether.interfaces import client
 
@@ -313,7 +315,9 @@ def test_no_socket_where_others_could_reach_it_or_the_path_is_too_long(
     (shared / f"tether-{os.getuid()}").mkdir(parents=True)
     (shared / f"tether-{os.getuid()}").chmod(0o755)  # others could enter: no place for our socket
     deep = tmp_path / ("d" * 90)
-    private = tmp_path / "private"
+    # Short whatever the runner's tmp_path is (pytest-xdist's is longer): the socket path must fit.
+    private = Path(tempfile.mkdtemp(prefix="tp-"))
+    request.addfinalizer(lambda: shutil.rmtree(private, ignore_errors=True))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(shared))
     monkeypatch.setenv("TMPDIR", str(deep))  # its socket path would not fit in sun_path
     monkeypatch.setattr(client, "LAST_RESORT", str(private))
