@@ -85,21 +85,10 @@ def register(app: typer.Typer, job_app: typer.Typer, state: Any) -> None:
 
         def body() -> int:
             from tether.runtime import Runtime
+            from tether.supervisor import conversations
 
             with Runtime.open(state.home) as runtime:
-                rows = []
-                for thread in runtime.threads.threads(limit=200):
-                    if not thread.pending or thread.thread_id.startswith("run-"):
-                        continue  # an agent task's question is its run's: `tether flow show`
-                    turn = runtime.threads.turn(thread.thread_id, thread.turns)
-                    rows.append({
-                        "thread_id": thread.thread_id,
-                        "pending_id": thread.pending.get("id"),
-                        "tool": thread.pending.get("tool"),
-                        "args": thread.pending.get("args"),
-                        "danger": thread.pending.get("danger"),
-                        "question": turn.final if turn is not None else "",
-                    })  # fmt: skip
+                rows = conversations.questions(runtime)
             if as_json:
                 print(json.dumps({"items": rows}, ensure_ascii=False))
                 return 0

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigError
 from tether.execution import process
-from tether.store.threads import ThreadDeleted
+from tether.store.threads import ThreadDeleted, ThreadState
 from tether.supervisor import durable
 
 if TYPE_CHECKING:
@@ -49,6 +49,30 @@ def live_turns(client: Any, thread_id: str | None = None) -> list[tuple[str, str
         if thread_id is None or thread == thread_id:
             found.append((status.workflow_id, thread))
     return found
+
+
+def question(runtime: Runtime, state: ThreadState) -> dict[str, Any] | None:
+    """The call ``state``'s thread waits on a person for, as the page and ``tether approvals`` show it;
+    None when nothing waits, or on a goal run's agent thread (its run settles that question)."""
+    pending = state.pending
+    if not pending or state.thread_id.startswith(AGENT_THREAD):
+        return None
+    turn = runtime.threads.turn(state.thread_id, state.turns)
+    return {
+        "thread_id": state.thread_id,
+        "pending_id": str(pending.get("id", "")),
+        "tool": str(pending.get("tool", "")),
+        "args": dict(pending.get("args") or {}),
+        "danger": pending.get("danger"),
+        "question": turn.final if turn is not None else "",
+    }
+
+
+def questions(runtime: Runtime, limit: int = 200) -> list[dict[str, Any]]:
+    """Every waiting question among the ``limit`` most recently changed threads."""
+    return [
+        q for state in runtime.threads.threads(limit=limit) if (q := question(runtime, state)) is not None
+    ]
 
 
 def running(runtime: Runtime, thread_id: str) -> bool:

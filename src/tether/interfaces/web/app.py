@@ -420,18 +420,8 @@ def _page_routes(app: FastAPI, ctx: WebContext) -> None:
 
 
 def _confirmation(ctx: WebContext, state: ThreadState) -> Confirmation | None:
-    pending = state.pending
-    if not pending or state.thread_id.startswith(AGENT_THREAD):
-        return None  # an agent task's question is settled by its run's policy (the run asks a person)
-    turn = ctx.runtime.threads.turn(state.thread_id, state.turns)
-    return Confirmation(
-        thread_id=state.thread_id,
-        pending_id=str(pending.get("id", "")),
-        tool=str(pending.get("tool", "")),
-        args=dict(pending.get("args") or {}),
-        danger=pending.get("danger"),
-        question=turn.final if turn is not None else "",
-    )
+    found = conversations.question(ctx.runtime, state)
+    return None if found is None else Confirmation(**found)
 
 
 def _thread(ctx: WebContext, state: ThreadState, live: set[str]) -> Thread:
@@ -536,8 +526,7 @@ def _thread_routes(app: FastAPI, ctx: WebContext) -> None:
 
     @app.get("/api/confirmations", response_model=Confirmations)
     def list_confirmations() -> Confirmations:
-        found = [c for state in threads.threads(limit=200) if (c := _confirmation(ctx, state)) is not None]
-        return Confirmations(items=found)
+        return Confirmations(items=[Confirmation(**q) for q in conversations.questions(ctx.runtime)])
 
     def answer(thread_id: str, pending_id: str, approve: bool) -> Accepted:
         state = _load(ctx, thread_id)
