@@ -868,7 +868,16 @@ async function answerConfirmation(c, approve, buttons) {
   try {
     await api.answerConfirmation(c.thread_id, c.pending_id, approve);
   } catch (err) {
-    setBusy(buttons, false);
+    if (err.status === 404) {
+      // The question is no longer waiting (answered elsewhere, or its turn ended): drop its card.
+      state.answered.add(c.pending_id);
+      renderApprovals();
+      renderChat();
+      renderBadges();
+      reloadCurrentSoon();
+    } else {
+      setBusy(buttons, false);
+    }
     showError(err);
     attempt(loadConfirmations);
     return;
@@ -886,8 +895,8 @@ async function answerConfirmation(c, approve, buttons) {
 async function loadConfirmations() {
   const data = await api.confirmations();
   state.confirmations = data.items || [];
-  const listed = new Set(state.confirmations.map((c) => c.pending_id));
-  for (const id of state.answered) if (!listed.has(id)) state.answered.delete(id);
+  // `state.answered` keeps every id answered from this page: question ids are never reused, and the
+  // thread's record may still name an answered question until it is reloaded (a stale card came back).
   renderApprovals();
   renderConversation();
   renderBadges();
