@@ -141,7 +141,7 @@ class ConversationSession:
             threads = MemoryThreadStore() if self.settings.memory == "ephemeral" else executor.runtime.threads
         self.threads = threads
         self.caller = caller
-        self.surface = ToolSurface(executor.registry, caller)
+        self.surface = ToolSurface(executor.registry, caller, executor.home)
         self.events = events or EventBus()
         self.steps = steps
         self._prompt = load_prompt(self.settings.language)

@@ -10,6 +10,7 @@ only ``[A-Za-z0-9_-]`` in function names).
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 from tether.errors import ConfigError
@@ -140,6 +141,9 @@ def tool_for(spec: TaskSpec) -> ToolDef:
         description += f" Also called: {', '.join(spec.aliases)}."
     if spec.danger is Danger.DESTRUCTIVE:
         description += " DESTRUCTIVE: runs only after the person confirms it."
+    elif spec.destructive_if:
+        flags = " or ".join(f"{name}=true" for name in spec.destructive_if)
+        description += f" With {flags} it is DESTRUCTIVE: that call runs only after the person confirms it."
     elif spec.danger is Danger.CAUTION:
         description += " Use with care: only when the person asks for it."
     if spec.background:
@@ -164,14 +168,21 @@ def tool_for(spec: TaskSpec) -> ToolDef:
 class ToolSurface:
     """The tools of ``registry`` that ``caller`` may use, plus the control tools."""
 
-    def __init__(self, registry: Registry, caller: str) -> None:
+    def __init__(self, registry: Registry, caller: str, home: Path | None = None) -> None:
+        """With ``home``, tasks that are not set up there (``TaskSpec.available``) are left off the
+        surface; ``unavailable`` maps their tool names to the reason, so the agent can say why."""
         self.caller = caller
         self._specs: dict[str, TaskSpec] = {}
+        self.unavailable: dict[str, str] = {}
         business: list[ToolDef] = []
         for spec in sorted(registry.for_caller(caller), key=lambda s: s.task_id):
             name = tool_name(spec.task_id)
             if name in self._specs or name in (GET_STATUS, STOP_TASK):
                 raise ConfigError(f"task {spec.task_id!r} maps to the tool name {name!r}, which is taken")
+            reason = spec.unavailable(home) if home is not None else None
+            if reason:
+                self.unavailable[name] = reason
+                continue
             self._specs[name] = spec
             business.append(tool_for(spec))
         self.business = tuple(business)

@@ -230,17 +230,18 @@ class Executor:
         self, spec: TaskSpec, clean: dict[str, Any], caller: str, confirmation: Confirmation | None
     ) -> Confirmation | dict[str, Any] | None:
         """The confirmation this call runs under (None for a safe task), or the refusal's data."""
-        if spec.danger is Danger.SAFE:
+        danger = spec.danger_for(clean)
+        if danger is Danger.SAFE:
             return None
         digest = call_digest(spec.task_id, clean)
         if confirmation is not None and confirmation.matches(spec.task_id, digest):
             return confirmation
-        if confirmation is None and spec.danger is Danger.CAUTION and caller in self.settings.direct_callers:
+        if confirmation is None and danger is Danger.CAUTION and caller in self.settings.direct_callers:
             # A person typing the command is consenting to exactly that command.
             return Confirmation(task_id=spec.task_id, digest=digest, source=f"direct:{caller}")
         data: dict[str, Any] = {
             "needs_confirmation": True,
-            "danger": spec.danger.value,
+            "danger": danger.value,
             "params": clean,
             "digest": digest,
         }
@@ -342,6 +343,10 @@ class Executor:
             return await refuse(TaskStatus.FAILED, f"precondition check failed: {type(exc).__name__}: {exc}")
         if unmet:
             return await refuse(TaskStatus.REJECTED, unmet, {"unmet": list(spec.requires)})
+        if spec.available is not None:
+            missing = await _io(spec.unavailable, self.home)
+            if missing:
+                return await refuse(TaskStatus.REJECTED, missing, {"unavailable": True})
         consent = self._consent(spec, clean, caller, confirmation)
         if isinstance(consent, dict):
             mismatch = (
@@ -351,7 +356,7 @@ class Executor:
             )
             return await refuse(
                 TaskStatus.REJECTED,
-                f"{task_id} is {spec.danger.value}: it runs only after the person confirms this exact call"
+                f"{task_id} is {consent['danger']}: it runs only after the person confirms this exact call"
                 + mismatch,
                 consent,
             )

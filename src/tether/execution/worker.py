@@ -227,11 +227,12 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 def consent_problem(spec: TaskSpec, request: Request, clean: dict[str, Any]) -> str | None:
     """Why the danger policy refuses this request, or None: anything not ``safe`` runs only with a
     confirmation of exactly this call (the executor turns a direct caller's own command into one)."""
-    if spec.danger is Danger.SAFE:
+    danger = spec.danger_for(clean)
+    if danger is Danger.SAFE:
         return None
     confirmation = request.confirmation
     if confirmation is None:
-        return f"{spec.task_id} is {spec.danger.value}: it runs only with the person's confirmation"
+        return f"{spec.task_id} is {danger.value}: it runs only with the person's confirmation"
     if confirmation.digest != call_digest(spec.task_id, clean):
         return f"{spec.task_id}: the confirmation on record is for other arguments than these"
     return None
@@ -288,10 +289,11 @@ def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
     except ToolRejected as exc:
         publisher.final(TaskStatus.REJECTED, exc.message, exc.data)
         return 0
-    refusal = consent_problem(spec, request, {} if params is None else params.model_dump(mode="json"))
+    clean = {} if params is None else params.model_dump(mode="json")
+    refusal = consent_problem(spec, request, clean)
     if refusal is not None:
         publisher.final(
-            TaskStatus.REJECTED, refusal, {"needs_confirmation": True, "danger": spec.danger.value}
+            TaskStatus.REJECTED, refusal, {"needs_confirmation": True, "danger": spec.danger_for(clean).value}
         )
         return 0
 

@@ -79,6 +79,13 @@ class TaskSpec:
     exposed_to: AbstractSet[str] = frozenset()  # stored as a frozenset
     timeout_s: float | None = None
     isolation: Isolation = Isolation.PROCESS
+    # Boolean parameters that make one call destructive when true (``overwrite``): the call then needs
+    # the person's confirmation like a destructive task, whatever ``danger`` says for the plain call.
+    destructive_if: tuple[str, ...] = ()
+    # ``"package.module:function"``: ``function(home) -> str | None`` says why the task cannot be used
+    # in this home (no search provider configured, no command allow-listed); None when it can. An
+    # unavailable task is left off the model's tool surface and refused by the executor with that reason.
+    available: str | None = None
 
     def __post_init__(self) -> None:
         # Accept lists and sets from callers, store immutable, ordered values.
@@ -88,6 +95,7 @@ class TaskSpec:
         object.__setattr__(self, "exposed_to", frozenset(self.exposed_to))
         object.__setattr__(self, "danger", Danger(self.danger))
         object.__setattr__(self, "isolation", Isolation(self.isolation))
+        object.__setattr__(self, "destructive_if", tuple(self.destructive_if))
         where = f"task {self.task_id!r}"
         if not TASK_ID_RE.match(self.task_id):
             raise RegistryError(f"{where}: ids are dotted lowercase names like 'demo.farm_instance'")
@@ -100,6 +108,14 @@ class TaskSpec:
         for name in (*self.resources, *self.requires, *self.exposed_to):
             if not NAME_RE.match(name):
                 raise RegistryError(f"{where}: {name!r} is not a valid resource, precondition or caller name")
+        fields = self.params.model_fields if self.params is not None else {}
+        for name in self.destructive_if:
+            if name not in fields:
+                raise RegistryError(f"{where}: destructive_if names {name!r}, which is not a parameter")
+        if self.available is not None and not OBJECT_PATH_RE.match(self.available):
+            raise RegistryError(
+                f"{where}: available must be 'package.module:function', got {self.available!r}"
+            )
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise RegistryError(f"{where}: timeout_s must be positive")
         if self.isolation is Isolation.INLINE and (
@@ -111,6 +127,24 @@ class TaskSpec:
 
     def exposed(self, caller: str) -> bool:
         return caller in self.exposed_to
+
+    def danger_for(self, params: Any) -> Danger:
+        """The danger of one call with these (validated, JSON) arguments: ``destructive_if`` parameters
+        that are true raise it to destructive."""
+        if self.destructive_if and isinstance(params, dict):
+            if any(params.get(name) is True for name in self.destructive_if):
+                return Danger.DESTRUCTIVE
+        return self.danger
+
+    def unavailable(self, home: Path) -> str | None:
+        """Why this task cannot be used in ``home`` (its ``available`` check), else None."""
+        if self.available is None:
+            return None
+        check: Callable[[Path], str | None] = load_object(self.available)
+        try:
+            return check(home)
+        except Exception as exc:  # a broken check must not hide as "available"
+            return f"{self.task_id} cannot tell whether it is set up: {type(exc).__name__}: {exc}"
 
 
 PreconditionCheck = Callable[[Path], "str | None"]
