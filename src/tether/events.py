@@ -134,6 +134,18 @@ class RunTaskChanged(_Event):
     execution_id: str | None = None
 
 
+class ArtifactCreated(_Event):
+    """A generated file is on record; ``topic`` says what made it (a thread, a run, or a lone job)."""
+
+    kind: Literal["artifact_created"] = "artifact_created"
+    artifact_id: int
+    execution_id: str
+    format: str
+    name: str
+    size: int
+    step_id: str | None = None
+
+
 Event = Annotated[
     TurnStarted
     | ModelDecided
@@ -146,7 +158,8 @@ Event = Annotated[
     | TurnFinished
     | JobStateChanged
     | RunChanged
-    | RunTaskChanged,
+    | RunTaskChanged
+    | ArtifactCreated,
     Field(discriminator="kind"),
 ]
 EVENT: TypeAdapter[Event] = TypeAdapter(Event)

@@ -28,6 +28,7 @@ from tether.config import (
 from tether.errors import ConfigError
 from tether.events import EventBus
 from tether.resilience import ResilienceRegistry
+from tether.store.artifacts import SqlArtifactStore
 from tether.store.database import Database, default_url
 from tether.store.events import EventLog
 from tether.store.jobs import SqlJobStore
@@ -85,6 +86,7 @@ class Runtime:
         self.threads = SqlThreadStore(db)
         self.events = EventLog(db)
         self.runs = SqlRunStore(db)
+        self.artifacts = SqlArtifactStore(db)
         self.bus = EventBus()
         self.resilience = ResilienceRegistry(model_settings.retry_policy(), model_settings.breaker_policy())
 

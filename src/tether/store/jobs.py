@@ -19,6 +19,7 @@ from sqlalchemy import Float, Integer, and_, bindparam, delete, func, insert, se
 from tether.errors import StoreError
 from tether.events import JobStateChanged
 from tether.store import schema
+from tether.store.artifacts import record_artifacts
 from tether.store.database import Database
 from tether.store.events import append_event
 from tether.tasks.result import TERMINAL, TaskResult, TaskStatus
@@ -383,6 +384,8 @@ class SqlJobStore:
 
 
 def _changed(conn: Any, result: TaskResult, origin: str | None, step_id: str | None) -> None:
+    if result.status is TaskStatus.COMPLETED:
+        record_artifacts(conn, result, origin, step_id)
     append_event(
         conn,
         JobStateChanged(

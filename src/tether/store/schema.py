@@ -65,6 +65,22 @@ deleted_threads = Table(
     Column("deleted_at", String, nullable=False),
 )
 
+artifacts = Table(
+    "artifacts",
+    metadata,
+    Column("artifact_id", Integer, primary_key=True, autoincrement=True),
+    Column("origin", String),
+    Column("thread_id", String),
+    Column("step_id", String),
+    Column("execution_id", String, nullable=False),
+    Column("format", String, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("size", Integer, nullable=False),
+    Column("created_at", String, nullable=False),
+    Column("superseded_at", String),
+)
+
 turns = Table(
     "turns",
     metadata,
@@ -356,6 +372,26 @@ MIGRATIONS: tuple[str, ...] = (
         thread_id  TEXT PRIMARY KEY,
         deleted_at TEXT NOT NULL
     );
+    """,
+    # 8: generated files (md, html, pptx, pdf) with the thread, step and execution that made them. Per
+    # origin and format only the newest is offered: an older one is marked superseded and its file goes.
+    """
+    CREATE TABLE artifacts (
+        artifact_id   INTEGER PRIMARY KEY AUTOINCREMENT,
+        origin        TEXT,
+        thread_id     TEXT,
+        step_id       TEXT,
+        execution_id  TEXT NOT NULL,
+        format        TEXT NOT NULL,
+        name          TEXT NOT NULL,
+        path          TEXT NOT NULL,
+        size          INTEGER NOT NULL,
+        created_at    TEXT NOT NULL,
+        superseded_at TEXT
+    );
+    CREATE INDEX artifacts_origin ON artifacts(origin, format);
+    CREATE INDEX artifacts_thread ON artifacts(thread_id);
+    CREATE INDEX artifacts_superseded ON artifacts(superseded_at);
     """,
 )
 

@@ -1,0 +1,237 @@
+"""Generated files on record: which execution made them, for which thread (or run) and step, how big.
+
+A task that generates files (``documents.generate``) writes them under ``<home>/artifacts/<execution id>/``
+and names them in its result's ``data["artifacts"]``. They go on record in the same transaction that
+records the job as completed (``record_artifacts``), so a file is listed exactly once, whatever process
+saw the job end. Per origin and format only the newest is offered: the older one is marked superseded in
+that transaction, and ``sweep`` deletes superseded files afterwards (a file is never deleted inside a
+transaction that may roll back). A path on record is checked again before it is served: it must be a
+regular file inside ``<home>/artifacts``, reached without a symbolic link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import stat
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
+
+from sqlalchemy import delete, insert, select, update
+
+from tether.events import ArtifactCreated
+from tether.store import schema
+from tether.store.database import Database
+from tether.store.events import append_event
+from tether.tasks.result import TaskResult
+
+A = schema.artifacts
+log = logging.getLogger("tether.store")
+
+ARTIFACTS_DIR = "artifacts"
+FORMATS = ("md", "html", "pptx", "pdf")
+MAX_PER_RESULT = 16
+NAME_RE = re.compile(r"^[^/\\\x00-\x1f]{1,200}$")
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Artifact:
+    artifact_id: int
+    origin: str | None
+    thread_id: str | None
+    step_id: str | None
+    execution_id: str
+    format: str
+    name: str
+    path: str  # relative to the home, POSIX
+    size: int
+    created_at: str
+    superseded_at: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Any) -> Artifact:
+        return cls(**dict(row._mapping))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def thread_of(origin: str | None) -> str | None:
+    return origin.removeprefix("thread:") if origin and origin.startswith("thread:") else None
+
+
+def _items(result: TaskResult) -> list[dict[str, Any]]:
+    """The artifacts a completed result names, each checked: a known format, a file in the execution's
+    own folder. Anything else is left off the record (and logged): a handler cannot point at other files."""
+    raw = result.data.get("artifacts")
+    if not isinstance(raw, list):
+        return []
+    items = []
+    for item in raw[:MAX_PER_RESULT]:
+        if not isinstance(item, dict):
+            continue
+        fmt, path, size = item.get("format"), item.get("path"), item.get("size")
+        parts = PurePosixPath(path).parts if isinstance(path, str) else ()
+        ok = (
+            fmt in FORMATS
+            and isinstance(size, int)
+            and size >= 0
+            and len(parts) == 3
+            and parts[:2] == (ARTIFACTS_DIR, result.execution_id)
+            and NAME_RE.match(parts[2]) is not None
+            and parts[2] not in (".", "..")
+        )
+        if not ok:
+            log.warning("%s: artifact %r left off the record", result.execution_id, item)
+            continue
+        name = item.get("name")
+        items.append(
+            {"format": fmt, "path": path, "size": size, "name": name if isinstance(name, str) else parts[2]}
+        )
+    return items
+
+
+def record_artifacts(conn: Any, result: TaskResult, origin: str | None, step_id: str | None) -> int:
+    """Put the files of a completed ``result`` on record in the caller's write transaction; the
+    previous file of the same origin and format is superseded. Returns how many were recorded."""
+    items = _items(result)
+    stamp = now()
+    for item in items:
+        if origin is not None:
+            conn.execute(
+                update(A)
+                .where(A.c.origin == origin, A.c.format == item["format"], A.c.superseded_at.is_(None))
+                .values(superseded_at=stamp)
+            )
+        row = {
+            "origin": origin,
+            "thread_id": thread_of(origin),
+            "step_id": step_id,
+            "execution_id": result.execution_id,
+            "format": item["format"],
+            "name": item["name"][:200],
+            "path": item["path"],
+            "size": item["size"],
+            "created_at": stamp,
+        }
+        artifact_id = int(conn.execute(insert(A), row).inserted_primary_key[0])
+        append_event(
+            conn,
+            ArtifactCreated(
+                topic=origin or f"job:{result.execution_id}",
+                artifact_id=artifact_id,
+                execution_id=result.execution_id,
+                format=item["format"],
+                name=row["name"],
+                size=item["size"],
+                step_id=step_id,
+            ),
+        )
+    return len(items)
+
+
+class ArtifactStore(Protocol):
+    def list(
+        self,
+        *,
+        thread_id: str | None = None,
+        origin: str | None = None,
+        include_superseded: bool = False,
+        limit: int = 100,
+    ) -> list[Artifact]: ...
+    def get(self, artifact_id: int) -> Artifact | None: ...
+    def superseded(self, limit: int = 500) -> list[Artifact]: ...
+    def forget(self, artifact_ids: Sequence[int]) -> int: ...
+
+
+class SqlArtifactStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def list(
+        self,
+        *,
+        thread_id: str | None = None,
+        origin: str | None = None,
+        include_superseded: bool = False,
+        limit: int = 100,
+    ) -> list[Artifact]:
+        """Newest first; only the current file per origin and format unless ``include_superseded``."""
+        query = select(A)
+        if thread_id is not None:
+            query = query.where(A.c.thread_id == thread_id)
+        if origin is not None:
+            query = query.where(A.c.origin == origin)
+        if not include_superseded:
+            query = query.where(A.c.superseded_at.is_(None))
+        query = query.order_by(A.c.artifact_id.desc()).limit(max(1, min(limit, 1000)))
+        with self.db.read() as conn:
+            return [Artifact.from_row(row) for row in conn.execute(query)]
+
+    def get(self, artifact_id: int) -> Artifact | None:
+        with self.db.read() as conn:
+            row = conn.execute(select(A).where(A.c.artifact_id == artifact_id)).first()
+        return None if row is None else Artifact.from_row(row)
+
+    def superseded(self, limit: int = 500) -> list[Artifact]:
+        query = select(A).where(A.c.superseded_at.is_not(None)).order_by(A.c.artifact_id).limit(limit)
+        with self.db.read() as conn:
+            return [Artifact.from_row(row) for row in conn.execute(query)]
+
+    def forget(self, artifact_ids: Sequence[int]) -> int:
+        if not artifact_ids:
+            return 0
+        with self.db.write() as conn:
+            result = conn.execute(delete(A).where(A.c.artifact_id.in_(list(artifact_ids))))
+        return int(result.rowcount or 0)
+
+
+def file_of(home: Path, artifact: Artifact) -> Path | None:
+    """The artifact's file, if it is still a regular file inside ``<home>/artifacts`` reached without a
+    symbolic link; None otherwise (gone, replaced by a link, or a record that points elsewhere)."""
+    parts = PurePosixPath(artifact.path).parts
+    if len(parts) != 3 or parts[0] != ARTIFACTS_DIR or ".." in parts:
+        return None
+    path = home.joinpath(*parts)
+    try:
+        for step in (home / parts[0], home / parts[0] / parts[1], path):
+            if stat.S_ISLNK(os.lstat(step).st_mode):
+                return None
+        return path if stat.S_ISREG(os.lstat(path).st_mode) else None
+    except OSError:
+        return None
+
+
+def remove_files(home: Path, artifacts: Sequence[Artifact]) -> None:
+    """Delete the files (and their execution folders once empty); a file already gone is fine."""
+    for artifact in artifacts:
+        path = file_of(home, artifact)
+        if path is None:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        with contextlib.suppress(OSError):  # not empty: another format of that execution is current
+            path.parent.rmdir()
+
+
+def sweep(home: Path, store: ArtifactStore) -> int:
+    """Delete superseded files, then their records; returns how many went."""
+    old = store.superseded()
+    remove_files(home, old)
+    return store.forget([a.artifact_id for a in old])
+
+
+def forget_thread(home: Path, store: ArtifactStore, thread_id: str) -> int:
+    """Remove every file a thread generated, and its records (the thread is being deleted)."""
+    items = store.list(thread_id=thread_id, include_superseded=True, limit=1000)
+    remove_files(home, items)
+    return store.forget([a.artifact_id for a in items])

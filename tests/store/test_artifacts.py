@@ -1,0 +1,95 @@
+"""Generated files on record, on SQLite and on PostgreSQL: recorded with the job's completion, exactly
+once; the newest per origin and format offered; superseded and deleted threads' files removed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tether.store.artifacts import SqlArtifactStore, file_of, forget_thread, sweep
+from tether.store.database import Database
+from tether.store.events import EventLog
+from tether.store.jobs import SqlJobStore
+from tether.tasks.result import TaskResult, TaskStatus
+
+
+@pytest.fixture
+def db(open_db: Callable[[], Database]) -> Database:
+    return open_db()
+
+
+def generated(home: Path, eid: str, *names: str) -> list[dict[str, object]]:
+    folder = home / "artifacts" / eid
+    folder.mkdir(parents=True, exist_ok=True)
+    items = []
+    for name in names:
+        (folder / name).write_bytes(b"x" * 10)
+        items.append(
+            {"format": name.rsplit(".", 1)[1], "path": f"artifacts/{eid}/{name}", "name": name, "size": 10}
+        )
+    return items
+
+
+def finish(jobs: SqlJobStore, eid: str, items: list[dict[str, object]], origin: str | None) -> None:
+    running = TaskResult(task_id="documents.generate", execution_id=eid, status=TaskStatus.RUNNING)
+    jobs.insert(running, caller="agent", params={}, origin=origin, step_id=f"{eid}-step")
+    done = running.model_copy(update={"status": TaskStatus.COMPLETED, "data": {"artifacts": items}})
+    jobs.transition(done)
+    jobs.transition(done)  # a second observer of the same end records nothing more
+
+
+def test_files_go_on_record_once_with_their_thread_and_step(db: Database, tmp_path: Path) -> None:
+    jobs, store = SqlJobStore(db), SqlArtifactStore(db)
+    finish(jobs, "e1", generated(tmp_path, "e1", "讲义.pptx", "讲义.pdf"), "thread:th-1")
+    listed = store.list(thread_id="th-1")
+    assert sorted(a.format for a in listed) == ["pdf", "pptx"]
+    assert {a.step_id for a in listed} == {"e1-step"} and {a.name for a in listed} == {
+        "讲义.pptx",
+        "讲义.pdf",
+    }
+    kinds = [e.kind for e in EventLog(db).read()]
+    assert kinds.count("artifact_created") == 2
+    assert kinds.index("artifact_created") < kinds.index("job_state_changed", kinds.index("artifact_created"))
+
+
+def test_only_the_newest_file_per_thread_and_format_is_kept(db: Database, tmp_path: Path) -> None:
+    jobs, store = SqlJobStore(db), SqlArtifactStore(db)
+    finish(jobs, "e1", generated(tmp_path, "e1", "a.pptx", "a.pdf"), "thread:th-1")
+    finish(jobs, "e2", generated(tmp_path, "e2", "b.pptx"), "thread:th-1")
+    finish(jobs, "e3", generated(tmp_path, "e3", "c.pptx"), "thread:th-2")
+    assert sorted(a.name for a in store.list(thread_id="th-1")) == ["a.pdf", "b.pptx"]
+    assert sweep(tmp_path, store) == 1
+    assert not (tmp_path / "artifacts/e1/a.pptx").exists() and (tmp_path / "artifacts/e1/a.pdf").exists()
+    assert [a.name for a in store.list(thread_id="th-2")] == ["c.pptx"]
+    assert forget_thread(tmp_path, store, "th-1") == 2
+    assert not (tmp_path / "artifacts/e1").exists() and not (tmp_path / "artifacts/e2").exists()
+    assert (tmp_path / "artifacts/e3/c.pptx").exists()
+
+
+def test_a_result_cannot_put_other_files_on_record(db: Database, tmp_path: Path) -> None:
+    jobs, store = SqlJobStore(db), SqlArtifactStore(db)
+    bad = [
+        {"format": "pdf", "path": "settings.toml", "size": 1},
+        {"format": "pdf", "path": "artifacts/other/x.pdf", "size": 1},
+        {"format": "pdf", "path": "artifacts/e1/../../x.pdf", "size": 1},
+        {"format": "exe", "path": "artifacts/e1/x.exe", "size": 1},
+        {"format": "pdf", "path": "artifacts/e1/x.pdf", "size": -1},
+        "artifacts/e1/x.pdf",
+    ]
+    finish(jobs, "e1", bad, "thread:th-1")  # type: ignore[arg-type]
+    assert store.list() == []
+
+
+def test_a_file_replaced_by_a_link_is_not_served(db: Database, tmp_path: Path) -> None:
+    jobs, store = SqlJobStore(db), SqlArtifactStore(db)
+    finish(jobs, "e1", generated(tmp_path, "e1", "a.pdf"), "thread:th-1")
+    (artifact,) = store.list()
+    assert file_of(tmp_path, artifact) == tmp_path / "artifacts/e1/a.pdf"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("no")
+    (tmp_path / "artifacts/e1/a.pdf").unlink()
+    os.symlink(secret, tmp_path / "artifacts/e1/a.pdf")
+    assert file_of(tmp_path, artifact) is None
