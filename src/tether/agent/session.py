@@ -31,10 +31,11 @@ import asyncio
 import dataclasses
 import json
 import re
+from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from tether.agent import memory
+from tether.agent import memory, outputs
 from tether.agent.recovery import recover_interrupted
 from tether.agent.replies import is_no, is_yes
 from tether.agent.steps import DIRECT, MODEL, OPEN, TOOL, Steps, StepWork, TurnHalted
@@ -72,6 +73,7 @@ from tether.tasks.spec import AGENT
 from tether.tasks.validation import MAX_PARAMS_BYTES
 
 OK = (TaskStatus.COMPLETED, TaskStatus.RUNNING)
+SKILLS_TASK = "skills.read"
 # A model's text answer as stored and shown; longer answers are cut with a note.
 MAX_MODEL_TEXT_CHARS = 100_000
 # Thread ids name records and events: letters, digits and a few separators.
@@ -105,6 +107,16 @@ def bounded(response: ModelResponse) -> ModelResponse:
     if text == response.text and all(a is b for a, b in zip(calls, response.tool_calls, strict=True)):
         return response
     return dataclasses.replace(response, text=text, tool_calls=tuple(calls))
+
+
+def with_sections(prompt: str, *sections: str) -> str:
+    """``prompt`` with ``sections`` before its last paragraph (the memory, which changes on folding):
+    everything stable stays in front, where a server's prompt cache reuses it."""
+    extra = "\n\n".join(section for section in sections if section)
+    if not extra:
+        return prompt
+    head, sep, tail = prompt.rstrip("\n").rpartition("\n\n")
+    return f"{head}\n\n{extra}\n\n{tail}\n" if sep else f"{prompt}\n\n{extra}\n"
 
 
 def load_prompt(language: str) -> str:
@@ -144,10 +156,35 @@ class ConversationSession:
         self.surface = ToolSurface(executor.registry, caller, executor.home)
         self.events = events or EventBus()
         self.steps = steps
-        self._prompt = load_prompt(self.settings.language)
+        self._prompt = with_sections(
+            load_prompt(self.settings.language), self._skills_section(), self._unavailable_section()
+        )
         self._locks: dict[str, asyncio.Lock] = {}
         me = process.current()
         self._me = (me.pid, me.create_time)
+
+    def _skills_section(self) -> str:
+        """Installed skills by name and description only (a body is read on demand with skills.read),
+        so the prompt stays small however many are installed."""
+        if self.surface.spec(self.surface.tool_name(SKILLS_TASK)) is None:
+            return ""
+        from tether.toolkits.skills.library import SkillLibrary
+
+        listing = SkillLibrary(self.executor.home).listing()
+        if not listing:
+            return ""
+        tool = self.surface.tool_name(SKILLS_TASK)
+        if self.settings.language == "zh":
+            return f"可用的技能（按需用 {tool} 读取其说明后再照做）：\n{listing}"
+        return f"Skills (read one with {tool} before following it):\n{listing}"
+
+    def _unavailable_section(self) -> str:
+        if not self.surface.unavailable:
+            return ""
+        lines = "\n".join(f"- {name}: {why}" for name, why in sorted(self.surface.unavailable.items()))
+        if self.settings.language == "zh":
+            return f"本机未配置、不能使用的工具（用户要求时说明原因）：\n{lines}"
+        return f"Tools not set up here (if the person asks for one, say why):\n{lines}"
 
     def send_sync(self, thread_id: str, message: str) -> TurnResult:
         return asyncio.run(self.send(thread_id, message))
@@ -177,10 +214,11 @@ class ConversationSession:
 
     # -- one turn -------------------------------------------------------------------------------
 
-    async def send(self, thread_id: str, message: str) -> TurnResult:
-        """One turn for the person's ``message``. A yes/no reply answers the call the thread waits on."""
+    async def send(self, thread_id: str, message: str, *, formats: Sequence[str] = ()) -> TurnResult:
+        """One turn for the person's ``message``. A yes/no reply answers the call the thread waits on.
+        ``formats`` are the files the person ticked (``agent/outputs.py``)."""
         answer = True if is_yes(message) else False if is_no(message) else None
-        return await self._turn(thread_id, message, answer, "person:chat")
+        return await self._turn(thread_id, message, answer, "person:chat", formats=outputs.normalize(formats))
 
     async def _turn(
         self,
@@ -191,6 +229,7 @@ class ConversationSession:
         *,
         require_pending: bool = False,
         pending_id: str | None = None,
+        formats: tuple[str, ...] = (),
     ) -> TurnResult:
         if not isinstance(thread_id, str) or not THREAD_ID_RE.match(thread_id):
             raise ConfigError(
@@ -217,6 +256,8 @@ class ConversationSession:
                 turn.limits = dict(opened.get("limits") or self._limits())
                 await turn.started()
                 turn.stray_answer = bool(opened.get("stray"))
+                # An answer carries on the request that asked: with the files that request ticked.
+                turn.formats = outputs.normalize(pending.get("formats") or ()) if pending else formats
                 try:
                     return await self._run(turn, pending, answer if pending is not None else None, source)
                 except TurnHalted as halt:
@@ -376,7 +417,9 @@ class ConversationSession:
                     return await turn.done(TurnStatus.BUDGET_EXHAUSTED, self._budget_text(used, turn))
                 limit += extra
             tools = self.surface.tools
-            context = await asyncio.to_thread(self._turn_context, turn.state, answer, turn.stray_answer)
+            context = await asyncio.to_thread(
+                self._turn_context, turn.state, answer, turn.stray_answer, turn.formats
+            )
             messages = await asyncio.to_thread(self._messages, turn.state, context)
             response = await self._complete(self.model, messages, tools, context)
             used += 1
@@ -410,6 +453,11 @@ class ConversationSession:
                     )
                     continue
                 index = len(turn.steps)
+                if not control and self.surface.task_id(call.name) == outputs.GENERATE_TASK:
+                    call, declined = await self._settle_formats(turn, call)
+                    if declined is not None:
+                        await self._observe(turn, call, declined, index)
+                        continue
                 result = await self._execute(turn, call)
                 if result.status is TaskStatus.REJECTED and result.data.get("needs_confirmation"):
                     # The executor checked everything else first: only the person's word is missing.
@@ -425,6 +473,33 @@ class ConversationSession:
                     cut = True
             if violated and blocked is not None:
                 return await turn.done(TurnStatus.COMPLETED, self._failure_text(blocked, turn))
+
+    async def _settle_formats(self, turn: Turn, call: ToolCall) -> tuple[ToolCall, TaskResult | None]:
+        """The formats a generate call runs with: the person's ticked ones, else the model's, else one
+        follow-up decision; (call, None) to run it, or (call, result) when no file is wanted."""
+        if turn.formats:
+            return dataclasses.replace(
+                call, arguments=outputs.with_formats(call.arguments, turn.formats)
+            ), None
+        if outputs.named(call.arguments):
+            return call, None
+        answer = await self._complete(
+            self.model,
+            outputs.follow_up(turn.message),
+            (),
+            TurnContext(formats_question=turn.message, language=self.settings.language),
+        )
+        chosen = outputs.answer_formats(answer.text)
+        if chosen:
+            return dataclasses.replace(call, arguments=outputs.with_formats(call.arguments, chosen)), None
+        declined = TaskResult(
+            task_id=outputs.GENERATE_TASK,
+            execution_id="",
+            status=TaskStatus.COMPLETED,
+            message="no file generated: the request names no format (md, html, pptx or pdf)",
+            data={"formats": []},
+        )
+        return call, declined
 
     async def _execute(
         self, turn: Turn, call: ToolCall, *, consent: Confirmation | None = None, may_ask: bool = True
@@ -549,6 +624,7 @@ class ConversationSession:
             "args": args,
             "digest": refusal.data.get("digest"),
             "danger": refusal.data.get("danger"),
+            "formats": list(turn.formats),
         }
         zh = self._zh(turn)
         shown = json.dumps(args, ensure_ascii=False)
@@ -658,7 +734,9 @@ class ConversationSession:
 
     # -- context and memory ---------------------------------------------------------------------
 
-    def _turn_context(self, state: ThreadState, answer: bool | None, stray: bool = False) -> TurnContext:
+    def _turn_context(
+        self, state: ThreadState, answer: bool | None, stray: bool = False, formats: tuple[str, ...] = ()
+    ) -> TurnContext:
         jobs = self.executor.jobs_for(self.caller, origin=self._scope(state.thread_id), active=True, limit=20)
         open_jobs = tuple(
             OpenJob(
@@ -670,7 +748,12 @@ class ConversationSession:
             for r in jobs
         )
         return TurnContext(
-            open_jobs=open_jobs, answer=answer, language=self.settings.language, stray_answer=stray
+            open_jobs=open_jobs,
+            answer=answer,
+            language=self.settings.language,
+            stray_answer=stray,
+            formats=formats,
+            unavailable=tuple(self.surface.unavailable.items()),
         )
 
     def _messages(self, state: ThreadState, context: TurnContext) -> list[Message]:
@@ -691,6 +774,8 @@ class ConversationSession:
             )
             head = "正在运行的任务：" if zh else "Open jobs (yours, right now):"
             messages.append({"role": "system", "content": f"{head}\n{lines}"})
+        if context.formats:
+            messages.append({"role": "system", "content": outputs.ticked_note(context.formats)})
         return messages
 
     def _compress(self, state: ThreadState) -> None:

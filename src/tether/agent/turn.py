@@ -87,6 +87,7 @@ class Turn:
         self.steps: list[StepRecord] = []
         self.topic = topic(state.thread_id)
         self.stray_answer = False  # a yes/no with no question waiting
+        self.formats: tuple[str, ...] = ()  # the files the person ticked for this turn
         self.limits: dict[str, int] = {}  # the step budget, fixed when the turn opened
 
     @property

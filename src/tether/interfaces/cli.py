@@ -34,7 +34,7 @@ from tether.interfaces.render import STATUS_STYLE, err, out, print_result, show_
 from tether.tasks.result import EXIT_CODES, TaskResult, TaskStatus
 from tether.tasks.spec import CLI, NAME_RE, Registry, TaskSpec
 
-DEFAULT_REGISTRY = "tether.toolkits.demo.registry:registry"
+DEFAULT_REGISTRY = "tether.toolkits.standard:registry"
 REGISTRY_ENV = "TETHER_REGISTRY"
 
 app = typer.Typer(

@@ -187,6 +187,12 @@ class TurnContext:
     language: str | None = None
     # The person's message was a yes/no, but no call waits for an answer (nothing to confirm).
     stray_answer: bool = False
+    # The files the person ticked for this turn (md, html, pptx, pdf); the session sets them on the call.
+    formats: tuple[str, ...] = ()
+    # Tools of this caller that are not set up in this home: (tool name, why), for the model to explain.
+    unavailable: tuple[tuple[str, str], ...] = ()
+    # Set when the session asks which formats a request calls for (agent/outputs.py): the request.
+    formats_question: str | None = None
 
 
 class Model(Protocol):

@@ -67,120 +67,134 @@ class SalvageParams(BaseModel):
     ]
 
 
-registry = Registry(ref="tether.toolkits.demo.registry:registry", env=("TETHER_DEMO_STEP_S",))
-registry.precondition("game_running", "tether.toolkits.demo.game:check_running", "the demo game is running")
+ENV = ("TETHER_DEMO_STEP_S",)
 
-registry.add(
-    TaskSpec(
-        task_id="demo.start_game",
-        handler=H + "start_game",
-        exposed_to=PUBLIC,
-        idempotent=True,
-        description="Start the game (does nothing if it is already running).",
-        aliases=(
-            "启动游戏",
-            "打开游戏",
-            "开游戏",
-            "开始游戏",
-            "进游戏",
-            "start the game",
-            "launch the game",
-            "open the game",
-        ),
+
+def add_tasks(registry: Registry) -> None:
+    """The demo game's tasks and their precondition, added to ``registry``."""
+    registry.precondition(
+        "game_running", "tether.toolkits.demo.game:check_running", "the demo game is running"
     )
-)
-registry.add(
-    TaskSpec(
-        task_id="demo.exit_game",
-        handler=H + "exit_game",
-        exposed_to=PUBLIC,
-        idempotent=True,
-        danger=Danger.CAUTION,
-        description="Close the game. Only when the person asks for it.",
-        aliases=(
-            "退出游戏",
-            "关闭游戏",
-            "关游戏",
-            "退出",
-            "exit the game",
-            "close the game",
-            "quit the game",
-            "exit",
-        ),
+
+    registry.add(
+        TaskSpec(
+            task_id="demo.start_game",
+            handler=H + "start_game",
+            exposed_to=PUBLIC,
+            idempotent=True,
+            description="Start the game (does nothing if it is already running).",
+            aliases=(
+                "启动游戏",
+                "打开游戏",
+                "开游戏",
+                "开始游戏",
+                "进游戏",
+                "start the game",
+                "launch the game",
+                "open the game",
+            ),
+        )
     )
-)
-registry.add(
-    TaskSpec(
-        task_id="demo.daily_training",
-        handler=H + "daily_training",
-        exposed_to=PUBLIC,
-        requires=("game_running",),
-        description="Do the daily training: claim missions, train, collect the rewards.",
-        aliases=("每日实训", "日常", "每日任务", "daily training", "dailies", "daily missions"),
+    registry.add(
+        TaskSpec(
+            task_id="demo.exit_game",
+            handler=H + "exit_game",
+            exposed_to=PUBLIC,
+            idempotent=True,
+            danger=Danger.CAUTION,
+            description="Close the game. Only when the person asks for it.",
+            aliases=(
+                "退出游戏",
+                "关闭游戏",
+                "关游戏",
+                "退出",
+                "exit the game",
+                "close the game",
+                "quit the game",
+                "exit",
+            ),
+        )
     )
-)
-registry.add(
-    TaskSpec(
-        task_id="demo.farm_instance",
-        handler=H + "farm_instance",
-        params=FarmParams,
-        exposed_to=PUBLIC,
-        requires=("game_running",),
-        description="Farm one instance a number of times (about a second of work per attempt).",
-        aliases=("刷副本", "刷", "打副本", "farm", "run the instance", "grind"),
+    registry.add(
+        TaskSpec(
+            task_id="demo.daily_training",
+            handler=H + "daily_training",
+            exposed_to=PUBLIC,
+            requires=("game_running",),
+            description="Do the daily training: claim missions, train, collect the rewards.",
+            aliases=("每日实训", "日常", "每日任务", "daily training", "dailies", "daily missions"),
+        )
     )
-)
-registry.add(
-    TaskSpec(
-        task_id="demo.loop_farm",
-        handler=H + "loop_farm",
-        params=LoopFarmParams,
-        exposed_to=PUBLIC,
-        requires=("game_running",),
-        background=True,
-        description="Farm in the background until stopped (or for a number of rounds); reports progress.",
-        aliases=("挂机", "循环刷", "一直刷", "后台刷", "keep farming", "farm in the background", "loop"),
+    registry.add(
+        TaskSpec(
+            task_id="demo.farm_instance",
+            handler=H + "farm_instance",
+            params=FarmParams,
+            exposed_to=PUBLIC,
+            requires=("game_running",),
+            description="Farm one instance a number of times (about a second of work per attempt).",
+            aliases=("刷副本", "刷", "打副本", "farm", "run the instance", "grind"),
+        )
     )
-)
-registry.add(
-    TaskSpec(
-        task_id="demo.salvage_relics",
-        handler=H + "salvage_relics",
-        params=SalvageParams,
-        exposed_to=PUBLIC,
-        requires=("game_running",),
-        danger=Danger.DESTRUCTIVE,
-        description="Salvage (destroy) all relics of one rarity. Destructive: needs the person to confirm.",
-        aliases=("分解遗器", "遗器分解", "分解", "salvage relics", "salvage", "break down relics"),
+    registry.add(
+        TaskSpec(
+            task_id="demo.loop_farm",
+            handler=H + "loop_farm",
+            params=LoopFarmParams,
+            exposed_to=PUBLIC,
+            requires=("game_running",),
+            background=True,
+            description="Farm in the background until stopped (or for a number of rounds); reports progress.",
+            aliases=("挂机", "循环刷", "一直刷", "后台刷", "keep farming", "farm in the background", "loop"),
+        )
     )
-)
-registry.add(
-    TaskSpec(
-        task_id="demo.status",
-        handler=H + "status",
-        exposed_to=PUBLIC,
-        resources=(),
-        isolation=Isolation.INLINE,
-        idempotent=True,
-        description="Whether the game runs, and its lifetime counters. Never waits for a lock.",
-        aliases=("状态", "游戏状态", "status", "game status"),
+    registry.add(
+        TaskSpec(
+            task_id="demo.salvage_relics",
+            handler=H + "salvage_relics",
+            params=SalvageParams,
+            exposed_to=PUBLIC,
+            requires=("game_running",),
+            danger=Danger.DESTRUCTIVE,
+            description=(
+                "Salvage (destroy) all relics of one rarity. Destructive: needs the person to confirm."
+            ),
+            aliases=("分解遗器", "遗器分解", "分解", "salvage relics", "salvage", "break down relics"),
+        )
     )
-)
-registry.add(
-    TaskSpec(
-        task_id="demo.debug_crash",
-        handler=H + "debug_crash",
-        exposed_to=CLI_ONLY,
-        resources=(),
-        description="Debug: the worker dies without publishing a result.",
+    registry.add(
+        TaskSpec(
+            task_id="demo.status",
+            handler=H + "status",
+            exposed_to=PUBLIC,
+            resources=(),
+            isolation=Isolation.INLINE,
+            idempotent=True,
+            description="Whether the game runs, and its lifetime counters. Never waits for a lock.",
+            aliases=("状态", "游戏状态", "status", "game status"),
+        )
     )
-)
-registry.add(
-    TaskSpec(
-        task_id="demo.debug_hang",
-        handler=H + "debug_hang",
-        exposed_to=CLI_ONLY,
-        background=True,
-        description="Debug: a background task (with a child process) that ignores stop requests and SIGINT.",
+    registry.add(
+        TaskSpec(
+            task_id="demo.debug_crash",
+            handler=H + "debug_crash",
+            exposed_to=CLI_ONLY,
+            resources=(),
+            description="Debug: the worker dies without publishing a result.",
+        )
     )
-)
+    registry.add(
+        TaskSpec(
+            task_id="demo.debug_hang",
+            handler=H + "debug_hang",
+            exposed_to=CLI_ONLY,
+            background=True,
+            description=(
+                "Debug: a background task (with a child process) that ignores stop requests and SIGINT."
+            ),
+        )
+    )
+
+
+registry = Registry(ref="tether.toolkits.demo.registry:registry", env=ENV)
+add_tasks(registry)

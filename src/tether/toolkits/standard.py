@@ -1,0 +1,22 @@
+"""The registry a home uses by default (``tether.toolkits.standard:registry``): every toolkit tether
+ships, composed from each toolkit's ``add_tasks``.
+
+- ``demo``: the game-automation example the tour drives;
+- ``documents``: md, html, pptx and pdf files from Markdown (``tether.artifacts``);
+- ``web``: search (when a provider is set up), reading a URL behind the SSRF guard, summarizing;
+- ``workspace``: the person's files, confined to the configured roots;
+- ``shell``: commands the person allow-listed (absent until one is);
+- ``skills``: reading an installed skill's instructions.
+
+Only task specs are imported here; every handler module loads inside its worker.
+"""
+
+from __future__ import annotations
+
+from tether.tasks.spec import Registry
+from tether.toolkits.demo import registry as demo
+from tether.toolkits.skills import specs as skills
+
+registry = Registry(ref="tether.toolkits.standard:registry", env=demo.ENV)
+for toolkit in (demo, skills):
+    toolkit.add_tasks(registry)

@@ -1,0 +1,109 @@
+"""Skills: shipped and home skills are listed by name and description only, read on demand through the
+executor, and a broken or hostile skill is left out with the reason, never loaded half."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tether.agent.session import ConversationSession
+from tether.execution.executor import Executor
+from tether.tasks.result import TaskStatus
+from tether.testing import ScriptedModel
+from tether.toolkits.skills.library import SkillLibrary, parse
+from tether.toolkits.standard import registry as standard
+
+SHIPPED = ("lecture-handout", "research-notes", "slide-deck")
+
+
+def write_skill(home: Path, name: str, text: str) -> Path:
+    folder = home / "skills" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(text, encoding="utf-8")
+    return folder
+
+
+def skill_text(name: str, description: str = "Does a thing.", body: str = "Step one.") -> str:
+    return f"---\nname: {name}\ndescription: {description}\nwhen_to_use: when asked\n---\n{body}\n"
+
+
+def test_shipped_skills_are_bilingual_and_valid(tmp_path: Path) -> None:
+    library = SkillLibrary(tmp_path)
+    assert library.problems == {}
+    assert set(SHIPPED) <= set(library.names())
+    for name in SHIPPED:
+        skill = library.get(name)
+        assert skill is not None and skill.source == "tether"
+        assert any("\u4e00" <= ch <= "\u9fff" for ch in skill.body), name
+        assert any(ch.isascii() and ch.isalpha() for ch in skill.body), name
+
+
+def test_a_home_skill_wins_and_broken_ones_are_left_out_with_the_reason(tmp_path: Path) -> None:
+    write_skill(tmp_path, "slide-deck", skill_text("slide-deck", "My own decks."))
+    write_skill(tmp_path, "no-front", "just text\n")
+    write_skill(tmp_path, "bad-name", skill_text("other-name"))
+    write_skill(tmp_path, "extra-key", "---\nname: extra-key\ndescription: x\nrun: rm -rf /\n---\nbody\n")
+    write_skill(tmp_path, "empty-body", skill_text("empty-body", body=""))
+    big = write_skill(tmp_path, "huge", skill_text("huge", body="x" * 70_000))
+    assert big.exists()
+    library = SkillLibrary(tmp_path)
+    skill = library.get("slide-deck")
+    assert skill is not None and skill.source == "home" and skill.description == "My own decks."
+    problems = " ".join(library.problems.values())
+    for name in ("no-front", "bad-name", "extra-key", "empty-body", "huge"):
+        assert library.get(name) is None
+        assert name in problems
+    assert (
+        "front matter" in problems
+        and "must match its folder" in problems
+        and "unknown front matter" in problems
+    )
+
+
+def test_resources_are_read_by_name_and_links_are_not_followed(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path, "notes", skill_text("notes"))
+    (folder / "template.md").write_text("# Template", encoding="utf-8")
+    secret = tmp_path / "secret.md"
+    secret.write_text("secret", encoding="utf-8")
+    (folder / "leak.md").symlink_to(secret)
+    library = SkillLibrary(tmp_path)
+    assert library.read("notes", "template.md") == "# Template"
+    with pytest.raises(KeyError, match=r"template\.md"):
+        library.read("notes", "leak.md")
+    with pytest.raises(KeyError, match="installed"):
+        library.read("nope")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=400))
+def test_any_skill_file_parses_or_is_refused_with_a_message(text: str) -> None:
+    folder = Path("/nonexistent/skills/x")
+    try:
+        skill = parse(text, folder, "home")
+    except Exception as exc:
+        assert type(exc).__name__ == "ConfigError", repr(exc)
+        return
+    assert skill.name == "x"  # pragma: no cover - random text is almost never a valid skill
+
+
+def test_the_prompt_lists_names_only_and_the_body_comes_through_the_executor(
+    make_executor: Callable[..., Executor], home: Path
+) -> None:
+    body = "Secret-step instructions that stay out of the prompt."
+    write_skill(home, "custom", skill_text("custom", "A custom skill.", body))
+    for n in range(50):
+        write_skill(home, f"extra-{n}", skill_text(f"extra-{n}", f"Extra skill {n}.", "x " * 2000))
+    executor = make_executor(registry=standard)
+    session = ConversationSession(executor, ScriptedModel([]))
+    prompt = session._prompt
+    assert "- custom: A custom skill." in prompt and body not in prompt and "x x x" not in prompt
+    assert prompt.rstrip().endswith("{{memory}}")  # the memory stays last
+    result = asyncio.run(executor.execute("skills.read", {"name": "custom"}, caller="agent"))
+    assert result.status is TaskStatus.COMPLETED and result.data["text"] == body
+    missing = asyncio.run(executor.execute("skills.read", {"name": "nope"}, caller="agent"))
+    assert missing.status is TaskStatus.FAILED and "custom" in missing.message
