@@ -80,22 +80,22 @@ def _items(result: TaskResult) -> list[dict[str, Any]]:
         if not isinstance(item, dict):
             continue
         fmt, path, size = item.get("format"), item.get("path"), item.get("size")
-        parts = PurePosixPath(path).parts if isinstance(path, str) else ()
+        parts: tuple[str, ...] = PurePosixPath(path).parts if isinstance(path, str) else ()
         ok = (
             fmt in FORMATS
             and isinstance(size, int)
             and size >= 0
             and len(parts) == 3
             and parts[:2] == (ARTIFACTS_DIR, result.execution_id)
-            and NAME_RE.match(parts[2]) is not None
-            and parts[2] not in (".", "..")
+            and NAME_RE.match(parts[-1]) is not None
+            and parts[-1] not in (".", "..")
         )
         if not ok:
             log.warning("%s: artifact %r left off the record", result.execution_id, item)
             continue
         name = item.get("name")
         items.append(
-            {"format": fmt, "path": path, "size": size, "name": name if isinstance(name, str) else parts[2]}
+            {"format": fmt, "path": path, "size": size, "name": name if isinstance(name, str) else parts[-1]}
         )
     return items
 
