@@ -94,8 +94,9 @@ def _items(result: TaskResult) -> list[dict[str, Any]]:
             log.warning("%s: artifact %r left off the record", result.execution_id, item)
             continue
         name = item.get("name")
+        fallback = str(PurePosixPath(str(path)).name)
         items.append(
-            {"format": fmt, "path": path, "size": size, "name": name if isinstance(name, str) else parts[-1]}
+            {"format": fmt, "path": path, "size": size, "name": name if isinstance(name, str) else fallback}
         )
     return items
 
