@@ -159,6 +159,14 @@ def register(app: typer.Typer, state: Any) -> None:
             bool,
             typer.Option("--here", help="Run the turn in this process even while an executor runs"),
         ] = False,
+        formats: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--format",
+                "-f",
+                help="Generate these files from the turn's result: md, html, pptx, pdf (repeat, or pptx,pdf)",
+            ),
+        ] = None,
         as_json: JsonFlag = False,
     ) -> None:
         """One turn: the agent plans, calls tools through the executor, and reports.
@@ -175,10 +183,12 @@ def register(app: typer.Typer, state: Any) -> None:
                 )
             if not confirm and not (goal or "").strip():
                 raise ConfigError('say what you want done: tether run "..."')
+            ticked = _formats(formats, confirm)
             if not here:
                 handed = _hand_over(
-                    state.home, state.registry_ref, goal, thread, new_thread, confirm=confirm, as_json=as_json
-                )
+                    state.home, state.registry_ref, goal, thread, new_thread,
+                    confirm=confirm, as_json=as_json, formats=ticked,
+                )  # fmt: skip
                 if handed is not None:
                     return handed
             session = _session(state.home, state.registry_ref, detach=detach)
@@ -192,7 +202,7 @@ def register(app: typer.Typer, state: Any) -> None:
                     result = asyncio.run(session.confirm(thread_id, approve=True, source="person:cli"))
                 else:
                     assert goal is not None
-                    result = asyncio.run(session.send(thread_id, goal))
+                    result = asyncio.run(session.send(thread_id, goal, formats=ticked))
             finally:
                 session.executor.close()
             _print_turn(result, as_json=as_json, detach=detach, model=session.model_label)
@@ -345,6 +355,22 @@ def register(app: typer.Typer, state: Any) -> None:
         _guarded(as_json, body)
 
 
+def _formats(given: list[str] | None, confirm: bool) -> tuple[str, ...]:
+    """The files ticked with --format; a format that is not allowed is refused, naming the allowed ones."""
+    from tether.agent.outputs import FORMATS, parse_formats
+
+    if not given:
+        return ()
+    if confirm:
+        raise ConfigError("--format goes with a request; an answer carries on with the formats it asked with")
+    ticked = parse_formats(",".join(given))
+    if ticked is None:
+        raise ConfigError(
+            f"--format takes {', '.join(FORMATS)} (repeat it, or separate with commas); got {given}"
+        )
+    return ticked
+
+
 def _exit_code(status: str) -> int:
     if status == "needs_confirmation":
         return EXIT_NEEDS_CONFIRMATION
@@ -353,7 +379,7 @@ def _exit_code(status: str) -> int:
 
 def _hand_over(
     home: str | None, registry_ref: str, goal: str | None, thread: str | None, new_thread: str | None, *,
-    confirm: bool, as_json: bool,
+    confirm: bool, as_json: bool, formats: tuple[str, ...] = (),
 ) -> int | None:  # fmt: skip
     """Run the turn in the home's live executor and follow it; None when no executor runs."""
     from tether.agent.turn import TurnResult
@@ -364,7 +390,10 @@ def _hand_over(
         if not durable.live_executors(runtime.home):
             return None
         thread_id = _start_thread(runtime, thread, new_thread)
-        request = {"thread_id": thread_id, "message": goal or "", "confirm": confirm, "source": "person:cli"}
+        request = {
+            "thread_id": thread_id, "message": goal or "", "confirm": confirm, "source": "person:cli",
+            "formats": list(formats),
+        }  # fmt: skip
         if confirm:  # the question the person answers, by its id: not whatever waits when it runs
             state = runtime.threads.load(thread_id)
             if state is None or state.pending is None:
@@ -486,11 +515,29 @@ def _print_turn(result: Any, *, as_json: bool, detach: bool, model: str) -> None
         for s in result.steps
         if s.kind == "tool" and s.tool not in CONTROL and (s.result or {}).get("status") == "running"
     ]
+    files = [
+        item
+        for s in result.steps
+        if s.kind == "tool" and isinstance(s.result, dict)
+        for item in (s.result.get("data") or {}).get("artifacts") or []
+        if isinstance(item, dict)
+    ]
+    for item in files:
+        out.print(
+            f"[green]file[/] {escape(str(item.get('name')))} · {item.get('format')} · "
+            f"{_size(item.get('size'))} · [dim]tether artifacts get (see tether artifacts)[/]"
+        )
     if started and not detach:
         err.print(
             "[yellow]note:[/] background jobs started by this command stop when it exits; "
             "use --detach, or `tether chat`"
         )
+
+
+def _size(size: object) -> str:
+    if not isinstance(size, int):
+        return "?"
+    return f"{size / 1024:.1f} KiB" if size < 1024 * 1024 else f"{size / 1024 / 1024:.1f} MiB"
 
 
 def _thread_store(home: str | None) -> Any:

@@ -146,6 +146,7 @@ class ArtifactStore(Protocol):
         *,
         thread_id: str | None = None,
         origin: str | None = None,
+        execution_id: str | None = None,
         include_superseded: bool = False,
         limit: int = 100,
     ) -> list[Artifact]: ...
@@ -163,6 +164,7 @@ class SqlArtifactStore:
         *,
         thread_id: str | None = None,
         origin: str | None = None,
+        execution_id: str | None = None,
         include_superseded: bool = False,
         limit: int = 100,
     ) -> list[Artifact]:
@@ -172,6 +174,8 @@ class SqlArtifactStore:
             query = query.where(A.c.thread_id == thread_id)
         if origin is not None:
             query = query.where(A.c.origin == origin)
+        if execution_id is not None:
+            query = query.where(A.c.execution_id == execution_id)
         if not include_superseded:
             query = query.where(A.c.superseded_at.is_(None))
         query = query.order_by(A.c.artifact_id.desc()).limit(max(1, min(limit, 1000)))
@@ -236,3 +240,22 @@ def forget_thread(home: Path, store: ArtifactStore, thread_id: str) -> int:
     items = store.list(thread_id=thread_id, include_superseded=True, limit=1000)
     remove_files(home, items)
     return store.forget([a.artifact_id for a in items])
+
+
+def remove_unfinished(home: Path, store: ArtifactStore, execution_ids: Sequence[str]) -> int:
+    """Remove the artifact folders of executions that ended without completing (stopped mid-write):
+    none of their files is on record. A folder with a file on record is left alone. How many went."""
+    import shutil
+
+    removed = 0
+    root = home / ARTIFACTS_DIR
+    for eid in execution_ids:
+        if not eid or "/" in eid or "\\" in eid or eid in (".", ".."):
+            continue
+        folder = root / eid
+        if store.list(execution_id=eid, include_superseded=True, limit=1):
+            continue
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    return removed

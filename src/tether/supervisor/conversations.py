@@ -17,10 +17,12 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigError
 from tether.execution import process
+from tether.store.artifacts import forget_thread, remove_unfinished
 from tether.store.threads import ThreadDeleted, ThreadState
 from tether.supervisor import durable
 
@@ -88,6 +90,7 @@ def submit(
     approve: bool | None = None,
     pending_id: str | None = None,
     source: str,
+    formats: Sequence[str] = (),
 ) -> str:
     """Hand one turn on ``thread_id`` to the executors: ``message``, or (``approve`` given) the answer to
     the question ``pending_id`` (exactly that call runs, once, or is declined). Its request id."""
@@ -104,6 +107,7 @@ def submit(
         if not (message or "").strip():
             raise ConfigError("say what you want done")
         request["message"] = message
+        request["formats"] = list(formats)
     else:
         state = runtime.threads.load(thread_id)
         waiting = None if state is None or state.pending is None else str(state.pending.get("id"))
@@ -147,8 +151,16 @@ async def delete_thread(
                 "delete the thread"
             )
         await asyncio.sleep(0.05)
+    # Files of jobs it stopped were never finished (a file goes on record only with its job's completion).
+    await asyncio.to_thread(remove_unfinished, runtime.home, runtime.artifacts, stopped)
+    removed = await asyncio.to_thread(forget_thread, runtime.home, runtime.artifacts, thread_id)
     await asyncio.to_thread(runtime.threads.forget, thread_id)
-    return {"thread_id": thread_id, "cancelled_turns": len(workflows), "stopped_jobs": stopped}
+    return {
+        "thread_id": thread_id,
+        "cancelled_turns": len(workflows),
+        "stopped_jobs": stopped,
+        "removed_files": removed,
+    }
 
 
 def alive(pid: int, create_time: float) -> bool:

@@ -125,7 +125,12 @@ async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
                 pending_id=None if asked is None else str(asked),
             )
         else:
-            result = await session.send(thread_id, str(request.get("message", "")))
+            formats = request.get("formats")
+            result = await session.send(
+                thread_id,
+                str(request.get("message", "")),
+                formats=[str(f) for f in formats] if isinstance(formats, list) else (),
+            )
     except TurnHalted as halt:
         return {"error": f"the turn stopped: {halt.reason}"}
     except TetherError as exc:

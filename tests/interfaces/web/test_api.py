@@ -62,7 +62,7 @@ def test_threads_are_created_paged_renamed_and_deleted(served: Served) -> None:
     assert served.http.patch(f"/api/threads/{made[0]}", json={"title": "   "}).status_code == 400
     gone = served.http.delete(f"/api/threads/{made[1]}")
     assert gone.status_code == 200 and gone.json() == {
-        "thread_id": made[1], "cancelled_turns": 0, "stopped_jobs": []
+        "thread_id": made[1], "cancelled_turns": 0, "stopped_jobs": [], "removed_files": 0
     }  # fmt: skip
     assert served.http.get(f"/api/threads/{made[1]}").status_code == 404
     assert served.http.delete(f"/api/threads/{made[1]}").status_code == 404

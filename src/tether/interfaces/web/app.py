@@ -39,6 +39,7 @@ from tether.execution.protocol import ExecutionPaths, log_tail
 from tether.interfaces.web import security
 from tether.interfaces.web.stream import EventHub, Full, sse
 from tether.runtime import Runtime
+from tether.store.artifacts import file_of, sweep
 from tether.store.runs import RunRecord
 from tether.store.threads import ThreadState
 from tether.supervisor import conversations, service
@@ -154,6 +155,7 @@ class Deleted(_Doc):
     thread_id: str
     cancelled_turns: int
     stopped_jobs: list[str]
+    removed_files: int = 0
 
 
 class Message(_Doc):
@@ -170,6 +172,25 @@ class Messages(_Doc):
 
 class NewMessage(_Input):
     text: str = Field(min_length=1, max_length=20_000)
+    formats: list[Literal["md", "html", "pptx", "pdf"]] = Field(
+        default_factory=list, max_length=4, description="the files the person ticked for this turn"
+    )
+
+
+class ArtifactDoc(_Doc):
+    artifact_id: int
+    thread_id: str | None
+    step_id: str | None
+    execution_id: str
+    format: str
+    name: str
+    size: int
+    created_at: str
+    url: str = Field(description="where to download it")
+
+
+class Artifacts(_Doc):
+    items: list[ArtifactDoc]
 
 
 class Accepted(_Doc):
@@ -385,6 +406,7 @@ def create_app(ctx: WebContext) -> Any:
     _thread_routes(app, ctx)
     _job_routes(app, ctx)
     _run_routes(app, ctx)
+    _artifact_routes(app, ctx)
     _event_routes(app, ctx, hub)
     return security.Guard(app, ctx.policy)
 
@@ -515,7 +537,7 @@ def _thread_routes(app: FastAPI, ctx: WebContext) -> None:
         if not body.text.strip():
             raise ApiError(400, "invalid", "say what you want done")
         request_id = conversations.submit(
-            ctx.runtime, ctx.client, thread_id, message=body.text, source=SOURCE
+            ctx.runtime, ctx.client, thread_id, message=body.text, source=SOURCE, formats=body.formats
         )
         return Accepted(thread_id=thread_id, request_id=request_id)
 
@@ -720,6 +742,52 @@ def _run_routes(app: FastAPI, ctx: WebContext) -> None:
 # -- live events ---------------------------------------------------------------------------------
 
 TOPIC = r"^(thread|run|job):[A-Za-z0-9_.:-]{1,200}$"
+
+
+def _artifact_doc(artifact: Any) -> ArtifactDoc:
+    fields = {k: v for k, v in artifact.to_dict().items() if k in ArtifactDoc.model_fields}
+    return ArtifactDoc(**fields, url=f"/api/artifacts/{artifact.artifact_id}/download")
+
+
+MEDIA_TYPES = {
+    "md": "text/markdown; charset=utf-8",
+    "html": "text/html; charset=utf-8",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "pdf": "application/pdf",
+}
+
+
+def _artifact_routes(app: FastAPI, ctx: WebContext) -> None:
+    store = ctx.runtime.artifacts
+
+    def current(**where: Any) -> Artifacts:
+        sweep(ctx.runtime.home, store)  # superseded files go before the list is read
+        return Artifacts(items=[_artifact_doc(a) for a in store.list(**where)])
+
+    @app.get("/api/artifacts", response_model=Artifacts)
+    def list_artifacts(limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Artifacts:
+        """The files generated in this home, newest first (per thread and format only the newest)."""
+        return current(limit=limit)
+
+    @app.get("/api/threads/{thread_id}/artifacts", response_model=Artifacts)
+    def thread_artifacts(thread_id: ThreadId) -> Artifacts:
+        _load(ctx, thread_id)
+        return current(thread_id=thread_id)
+
+    @app.get("/api/artifacts/{artifact_id}/download", response_class=FileResponse)
+    def download(artifact_id: Annotated[int, PathParam(ge=1, le=MAX_INT)]) -> FileResponse:
+        """The file itself, as an attachment (never rendered by the page: an html file is a download)."""
+        artifact = store.get(artifact_id)
+        path = None if artifact is None or artifact.superseded_at else file_of(ctx.runtime.home, artifact)
+        if artifact is None or path is None:
+            raise _not_found(f"no file {artifact_id} (it may have been replaced by a newer one)")
+        return FileResponse(
+            path,
+            media_type=MEDIA_TYPES.get(artifact.format, "application/octet-stream"),
+            filename=artifact.name,
+            content_disposition_type="attachment",
+            headers={"Cache-Control": "no-store"},
+        )
 
 
 def _event_routes(app: FastAPI, ctx: WebContext, hub: EventHub) -> None:

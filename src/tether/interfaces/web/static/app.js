@@ -28,6 +28,7 @@ const WATCHDOG_MS = 4000;
 
 const state = {
   info: null,
+  files: [], // the current thread's generated files
   lastEventId: 0,
   // threads
   threads: [],
@@ -501,6 +502,8 @@ function threadFromHash() {
 }
 
 function resetConversation() {
+  state.files = [];
+  renderFiles();
   state.messages = [];
   state.optimistic = [];
   state.cards = new Map();
@@ -601,6 +604,7 @@ async function loadCurrentThread({ scroll = false } = {}) {
     renderThreads();
     renderChat({ scroll });
     renderTrace({ scroll });
+    await loadFiles(id);
   } catch (err) {
     if (err.status === 404 && id === state.currentId) {
       state.threads = state.threads.filter((thread) => thread.thread_id !== id);
@@ -615,6 +619,47 @@ async function loadCurrentThread({ scroll = false } = {}) {
 }
 
 const reloadCurrentSoon = debounce(() => loadCurrentThread(), 250);
+
+// ---------------------------------------------------------------------------------------------
+// Files: the formats ticked under the composer go with a message; the thread's files are listed
+// under the conversation (per format only the newest), each a download.
+
+function tickedFormats() {
+  return [...document.querySelectorAll('#formats input[name=format]:checked')].map((box) => box.value);
+}
+
+async function loadFiles(id) {
+  const data = await api.artifacts(id);
+  if (id !== state.currentId) return;
+  state.files = data.items || [];
+  renderFiles();
+}
+
+const refreshFilesSoon = debounce(() => state.currentId && attempt(() => loadFiles(state.currentId)), 150);
+
+function fileSize(bytes) {
+  if (bytes < 1024) return `${bytes} B`;
+  return bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+function renderFiles() {
+  const files = state.files || [];
+  $('files').hidden = files.length === 0;
+  $('files-list').replaceChildren(
+    ...files.map((f) =>
+      h(
+        'li',
+        { class: 'file', 'data-testid': 'artifact', 'data-format': f.format, 'data-artifact': f.artifact_id },
+        h('a', { href: f.url, download: f.name, 'data-testid': 'artifact-download', title: t('files.download') }, f.name),
+        h('span', { class: 'muted small' }, ` ${f.format.toUpperCase()} · ${fileSize(f.size)}`),
+      ),
+    ),
+  );
+}
+
+function onArtifactEvent(e) {
+  if (state.currentId && e.topic === `thread:${state.currentId}`) refreshFilesSoon();
+}
 
 function dropSettledOptimistic() {
   state.optimistic = state.optimistic.filter(
@@ -796,7 +841,7 @@ async function sendMessage() {
     box.value = '';
     autosize();
     renderConversation({ scroll: true });
-    await api.sendMessage(id, text);
+    await api.sendMessage(id, text, tickedFormats());
     markWorkingAfterPost(id, base);
     renderWorking();
     renderThreads();
@@ -1611,6 +1656,7 @@ const HANDLERS = {
   budget_reviewed: onTraceEvent,
   turn_finished: onTurnFinished,
   job_state_changed: () => refreshJobsSoon(),
+  artifact_created: onArtifactEvent,
   run_changed: onRunEvent,
   run_task_changed: onRunEvent,
 };
