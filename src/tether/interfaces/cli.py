@@ -547,6 +547,10 @@ from tether.interfaces import web_cli  # noqa: E402 - registers serve, approvals
 
 web_cli.register(app, job_app, state)
 
+from tether.interfaces import artifacts_cli  # noqa: E402 - registers artifacts, artifacts get
+
+artifacts_cli.register(app, state)
+
 
 if __name__ == "__main__":
     main()
