@@ -26,14 +26,6 @@ FORMATS_PROMPT = (
     "when the request asks for no file."
 )
 
-_WORDS: dict[str, tuple[str, ...]] = {
-    "pptx": ("pptx", "ppt", "slides", "slide deck", "deck", "presentation", "幻灯片", "演示文稿", "课件"),
-    "pdf": ("pdf", "printable", "handout", "讲义", "打印"),
-    "html": ("html", "web page", "webpage", "网页版"),
-    "md": ("markdown", ".md", " md", "notes file", "笔记文件"),
-}
-
-
 def normalize(formats: Iterable[Any]) -> tuple[str, ...]:
     """The known formats among ``formats``, lower-cased, each once, in tether's order."""
     given = {str(f).strip().lower().lstrip(".") for f in formats if isinstance(f, str)}
@@ -46,12 +38,6 @@ def parse_formats(text: str) -> tuple[str, ...] | None:
     if any(p not in FORMATS for p in parts):
         return None
     return normalize(parts)
-
-
-def formats_in_words(text: str) -> tuple[str, ...]:
-    """The formats a request names in words (the offline model's answer to the follow-up)."""
-    folded = f" {text.lower()} "
-    return normalize(fmt for fmt, words in _WORDS.items() if any(w in folded for w in words))
 
 
 def answer_formats(text: str) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.models import offline_docs
 from tether.models.base import BudgetReview, Message, ModelResponse, OpenJob, ToolCall, ToolDef, TurnContext
 from tether.models.understand import (
     BACKGROUND_WORDS,
@@ -371,6 +372,9 @@ class OfflineModel:
         anchor = users[-1] if users else -1
         request = str(messages[anchor].get("content") or "") if anchor >= 0 else ""
         if not tools:
+            if context.formats_question is not None:  # the session asks which files a request calls for
+                chosen = offline_docs.formats_in_words(context.formats_question)
+                return ModelResponse(text=json.dumps({"formats": list(chosen)}), model=self.name)
             return ModelResponse(text=self._review(context.review), model=self.name)
         if context.answer is False:
             # Said in the language of the request that led to the question, not of "no".
@@ -384,6 +388,9 @@ class OfflineModel:
             return ModelResponse(text=Texts(self._zh(request)).nothing_pending(), model=self.name)
         else:
             request = _with_clarifications(messages, users, request)
+        researched = offline_docs.respond(request, messages, anchor, tools, context, self._zh(request))
+        if researched is not None:  # research and documents: planned from the results so far
+            return researched
         texts = Texts(self._zh(request))
         after = [m for m in messages[anchor + 1 :] if m.get("role") != "user"]
         calls: list[tuple[str, dict[str, Any]]] = []
