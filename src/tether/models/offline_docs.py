@@ -83,7 +83,7 @@ _FORMAT_WORDS: dict[str, tuple[str, ...]] = {
 
 def formats_in_words(text: str) -> tuple[str, ...]:
     """The file formats a request names in words (slides → pptx, 讲义 → pdf …), in tether's order."""
-    folded = text.lower()
+    folded = FILE.sub(" ", URL.sub(" ", text)).lower()  # "report.pdf" names a file, not a format
     return tuple(f for f in FORMATS if any(word in folded for word in _FORMAT_WORDS[f]))
 
 
@@ -105,7 +105,7 @@ def read_intent(request: str, tools: Sequence[ToolDef], zh: bool) -> Intent | No
     takes it)."""
     names = {tool.name for tool in tools}
     text = " ".join(request.split())
-    make = bool(MAKE.search(text))
+    make = bool(MAKE.search(FILE.sub(" ", URL.sub(" ", text))))  # "report.pdf" names a file, not a format
     save = SAVE.search(text)
     save_to = save.group(1) if save else ""
     common = {
@@ -331,6 +331,9 @@ class DocsPlan:
                 parts.append(f"## {head}\n\n{lines}")
         args: dict[str, Any] = {"title": self._title()[:200], "content": "\n\n".join(parts)[:CONTENT_CHARS]}
         named = formats_in_words(self.request)
+        suffix = i.save_to.rsplit(".", 1)[-1].lower() if "." in i.save_to else ""
+        if suffix in FORMATS and suffix not in named:  # "save it as handout.pdf"
+            named = (*named, suffix)
         if named:
             args["formats"] = list(named)
         if i.save_to and "save_to" in self._params(GENERATE):
