@@ -11,6 +11,7 @@ Every error has a stable ``code`` that survives serialization across processes::
     │   └── ToolRejected             rejected      invalid params, unconfirmed danger, busy resource
     ├── TaskSignal                   signal        raised BY a handler to end its own task (not a fault)
     │   ├── TaskFailed               failed        fail with a message and data
+    │   │   └── PathRefused          path_refused  a workspace path outside the roots (toolkits.workspace)
     │   └── StopRequested            stopped       unwind because a stop was asked for
     ├── LockBusy                     lock_busy     a resource lock is held by another execution
     ├── JobError                     job           the job table or a job's process
@@ -23,7 +24,9 @@ Every error has a stable ``code`` that survives serialization across processes::
     │   ├── ModelOutputError         model_output  an answer that could not be understood, even after repair
     │   ├── CircuitOpen              circuit_open  the breaker for that service is open; try later
     │   └── ModelRequestsForbidden   model_forbidden  a real model request while tests forbid them
-    └── CredentialError              credential    no key, or the OS keyring is unusable
+    ├── CredentialError              credential    no key, or the OS keyring is unusable
+    └── DocumentError                document      a document that cannot be built (tether.artifacts)
+        └── FontMissing              font_missing  the CJK font is not installed (data: package)
 
 Two families, as pydantic-ai keeps them: ``TaskSignal``s are how a handler tells the worker how its
 task ends (they become a ``TaskResult``); everything else is a failure of the call or of the run.

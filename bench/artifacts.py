@@ -1,0 +1,104 @@
+"""Documents (``tether.artifacts``) next to the same libraries used plainly, measured interleaved:
+
+- a 30-slide deck, in Chinese and in English, as PPTX: ours measures every line with the font's metrics,
+  picks layouts and sizes and splits dense sections; the floor is python-pptx writing the same 30
+  slides as plain text boxes, nothing measured;
+- the same document as PDF: ours is the styled page WeasyPrint prints with the CJK font embedded; the
+  floor is WeasyPrint rendering a minimal HTML page of the same text.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import tempfile
+from pathlib import Path
+
+from bench.paired import paired, row
+from tether.artifacts import Document, from_markdown
+from tether.artifacts.pdf import write_pdf
+from tether.artifacts.pptx import write_pptx
+
+SECTIONS = 29  # and the title slide: 30 slides
+PPTX_ROUNDS = 10
+PDF_ROUNDS = 6
+
+
+def deck_markdown(zh: bool) -> str:
+    """A section per slide, in three densities: many short bullets, a long paragraph with two bullets,
+    five longer mixed bullets."""
+    parts = ["# 三十页演示" if zh else "# A thirty-slide deck", ""]
+    for i in range(SECTIONS):
+        parts.append(f"## 第 {i + 1} 节" if zh else f"## Section {i + 1}")
+        if i % 3 == 0:
+            parts += [f"- 要点 {j}：简短" if zh else f"- Point {j}: short" for j in range(8)]
+        elif i % 3 == 1:
+            long_zh = "这一节用一段较长的文字说明背景、方法与结论，" * 4
+            long_en = "This section explains the background, the method and the conclusion at length. " * 3
+            parts.append(long_zh if zh else long_en)
+            parts += ["- 第一点" if zh else "- First point", "- 第二点" if zh else "- Second point"]
+        else:
+            parts += [f"- 第 {j} 条较长的说明文字，混合 English words 与中文" if zh else
+                      f"- Item {j} is a longer explanation that wraps onto a second line of the slide"
+                      for j in range(5)]  # fmt: skip
+        parts.append("")
+    return "\n".join(parts)
+
+
+def _plain_pptx(doc: Document, path: Path) -> None:
+    from pptx import Presentation
+    from pptx.util import Emu, Pt
+
+    deck = Presentation()
+    deck.slide_width, deck.slide_height = Emu(12192000), Emu(6858000)
+    blank = deck.slide_layouts[6]
+    pages = [(doc.title, doc.subtitle)] + [
+        (s.heading, "\n".join([*s.paragraphs, *s.bullets])) for s in doc.sections
+    ]
+    for heading, body in pages:
+        slide = deck.slides.add_slide(blank)
+        title = slide.shapes.add_textbox(Emu(548640), Emu(304800), Emu(11094720), Emu(1041400))
+        title.text_frame.text = heading
+        title.text_frame.paragraphs[0].runs[0].font.size = Pt(32)
+        box = slide.shapes.add_textbox(Emu(548640), Emu(1498600), Emu(11094720), Emu(4978400))
+        box.text_frame.word_wrap = True
+        box.text_frame.text = body
+    deck.save(str(path))
+
+
+def _plain_pdf(doc: Document, path: Path) -> None:
+    from weasyprint import HTML
+
+    body = [f"<h1>{html.escape(doc.title)}</h1>"]
+    for section in doc.sections:
+        body.append(f"<h2>{html.escape(section.heading)}</h2>")
+        body += [f"<p>{html.escape(text)}</p>" for text in section.paragraphs]
+        body += ["<ul>", *(f"<li>{html.escape(text)}</li>" for text in section.bullets), "</ul>"]
+    page = f"<html><body style=\"font-family: 'Noto Sans CJK SC'\">{''.join(body)}</body></html>"
+    HTML(string=page).write_pdf(str(path))
+
+
+def artifacts(home: Path) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    logging.getLogger("weasyprint").setLevel(logging.ERROR)
+    logging.getLogger("fontTools").setLevel(logging.ERROR)
+    folder = Path(tempfile.mkdtemp(dir=home))
+    print("\ndocuments: a 30-slide deck, ours (measured, laid out) next to the library used plainly")
+    for lang in ("zh", "en"):
+        doc = from_markdown(deck_markdown(lang == "zh"))
+        slides = write_pptx(doc, folder / "probe.pptx")
+        row(f"PPTX, {slides} slides ({lang})",
+            paired(lambda d=doc: write_pptx(d, folder / "ours.pptx"),
+                   lambda d=doc: _plain_pptx(d, folder / "plain.pptx"), PPTX_ROUNDS),
+            "python-pptx, plain text boxes")  # fmt: skip
+    for lang in ("zh", "en"):
+        doc = from_markdown(deck_markdown(lang == "zh"))
+        pages = write_pdf(doc, folder / "probe.pdf")
+        row(f"PDF, {pages} A4 pages ({lang})",
+            paired(lambda d=doc: write_pdf(d, folder / "ours.pdf"),
+                   lambda d=doc: _plain_pdf(d, folder / "plain.pdf"), PDF_ROUNDS),
+            "WeasyPrint, minimal HTML")  # fmt: skip
+
+
+if __name__ == "__main__":
+    artifacts(Path(tempfile.mkdtemp(prefix="tether-bench-")) / "artifacts")

@@ -1,0 +1,381 @@
+"""16:9 slide decks whose text never overflows its boxes.
+
+``plan_deck`` decides everything — which layout each section gets, the font size of every box, where
+a section splits into continuation slides — by measuring the text with the font's real metrics
+(``textfit``); ``write_pptx`` only draws the plan with python-pptx. Layouts, chosen per section by
+density:
+
+- ``title``: a heading and a line or two, centred (short sections, and the deck's title slide);
+- ``two-column``: many short bullets, flowing down the left column and on into the right;
+- ``bullets-details``: a few bullets on the left, longer paragraphs in a panel on the right;
+- ``bullets``: paragraphs then bullets in one column (everything else).
+
+Each box tries its sizes from the largest down; when a section does not fit one slide even at the
+smallest, it is split at a readable size over slides titled "… (cont.)" / "…（续）". A sources slide
+lists every source with its URL. Every box fixes its size, insets and line pitch, and turns autofit
+off, so PowerPoint and LibreOffice lay out what was measured.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+from typing import TYPE_CHECKING, Any, Literal
+
+from tether.artifacts.document import Document, Language, Section
+from tether.artifacts.fonts import FAMILY, Measurer, measurer
+from tether.artifacts.textfit import Block, Box, Piece, flow, largest_fitting, line_pitch, space_before
+
+if TYPE_CHECKING:
+    from pptx.presentation import Presentation
+    from pptx.util import Emu
+
+Layout = Literal["title", "two-column", "bullets-details", "bullets", "sources"]
+Align = Literal["left", "center"]
+Anchor = Literal["top", "middle", "bottom"]
+
+SLIDE_W, SLIDE_H = 960.0, 540.0  # points: 13.333 in x 7.5 in, 16:9
+EMU_PER_PT = 12700
+INSET = 7.2  # every box's inner margin, points
+BULLET_INDENT = 20.0
+MARGIN_X = 43.2
+TITLE_BOX = (MARGIN_X, 24.0, SLIDE_W - 2 * MARGIN_X, 82.0)
+BODY_TOP, BODY_BOTTOM = 118.0, 510.0
+COLUMN_GAP = 21.6
+
+# Font sizes each kind of box may use, largest first; the split size is for continuation slides.
+TITLE_SIZES = (32, 30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10)
+DECK_TITLE_SIZES = (44, 40, 36, 32, 28, 26, 24, 22, 20, 18, 16, 14, 12)
+SUBTITLE_SIZES = (24, 22, 20, 18, 16, 14, 12, 10)
+CENTRED_HEADING_SIZES = (40, 36, 32, 28, 26, 24, 22, 20, 18, 16, 14, 12)
+CENTRED_TEXT_SIZES = (24, 22, 20, 18)
+BODY_SIZES = (28, 26, 24, 22, 20, 18, 16)
+COLUMN_SIZES = (24, 22, 20, 18, 16)
+DETAIL_SIZES = (20, 18, 16, 14)
+SOURCE_SIZES = (20, 18, 16, 14, 12)
+BODY_SPLIT_SIZE = 18
+DETAIL_SPLIT_SIZE = 16
+SOURCE_SPLIT_SIZE = 14
+
+# Density thresholds, in em of the body font (a CJK character is 1 em, a Latin letter about 0.55).
+CENTRED_MAX_EM = 60.0
+SHORT_BULLET_MAX_EM = 22.0
+TWO_COLUMN_MIN_BULLETS = 6
+DETAILS_MAX_BULLETS = 5
+DETAILS_MIN_PARAGRAPH_EM = 40.0
+
+TITLE_COLOR, TEXT_COLOR, MUTED_COLOR = "1F2937", "374151", "6B7280"
+ACCENT_COLOR, PANEL_COLOR = "2563EB", "F1F5F9"
+ACCENT_RULE = (430.0, 298.0, 100.0, 3.0)  # x, y, w, h under the deck's title
+
+LABELS: dict[Language, dict[str, str]] = {
+    "zh": {"cont": "（续）", "sources": "来源", "overview": "概述"},
+    "en": {"cont": " (cont.)", "sources": "Sources", "overview": "Overview"},
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Frame:
+    """One text box: position and size in points, and what it shows at which size."""
+
+    name: str
+    x: float
+    y: float
+    w: float
+    h: float
+    pieces: tuple[Piece, ...]
+    size: float
+    bold: bool = False
+    color: str = TEXT_COLOR
+    align: Align = "left"
+    anchor: Anchor = "top"
+    fill: str | None = None
+
+    @property
+    def box(self) -> Box:
+        return Box(width=self.w - 2 * INSET, height=self.h - 2 * INSET, bullet_indent=BULLET_INDENT)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SlidePlan:
+    layout: Layout
+    frames: tuple[Frame, ...]
+    notes: str = ""
+    accent: bool = False  # a thin rule under the title (title slide)
+
+
+@dataclass(slots=True)
+class _Planner:
+    lang: Language
+    m: Measurer = field(default_factory=lambda: measurer("regular"))
+    bold: Measurer = field(default_factory=lambda: measurer("bold"))
+
+    def label(self, key: str) -> str:
+        return LABELS[self.lang][key]
+
+    def frame(self, name: str, rect: tuple[float, float, float, float], text: str, sizes: Sequence[float],
+              *, bold: bool = False, **style: object) -> Frame:  # fmt: skip
+        """A one-paragraph box at the largest size that fits; the smallest size always does for the
+        bounded titles and headings the document model allows."""
+        x, y, w, h = rect
+        probe = Box(width=w - 2 * INSET, height=h - 2 * INSET)
+        blocks = [Block(text=text)]
+        font = self.bold if bold else self.m
+        size = largest_fitting(blocks, probe, sizes, font) or sizes[-1]
+        pieces = tuple(piece for box in flow(blocks, probe, size, font) for piece in box)
+        return Frame(name=name, x=x, y=y, w=w, h=h, pieces=pieces, size=size, bold=bold, **style)  # type: ignore[arg-type]
+
+    def title(self, text: str) -> Frame:
+        return self.frame(
+            "title", TITLE_BOX, text, TITLE_SIZES, bold=True, color=TITLE_COLOR, anchor="middle"
+        )
+
+    # -- the deck's own slides ----------------------------------------------------------------------
+
+    def title_slide(self, doc: Document) -> SlidePlan:
+        frames = [self.frame("title", (72.0, 110.0, 816.0, 180.0), doc.title, DECK_TITLE_SIZES, bold=True,
+                             color=TITLE_COLOR, align="center", anchor="bottom")]  # fmt: skip
+        if doc.subtitle:
+            frames.append(self.frame("subtitle", (72.0, 310.0, 816.0, 130.0), doc.subtitle, SUBTITLE_SIZES,
+                                     color=MUTED_COLOR, align="center"))  # fmt: skip
+        return SlidePlan(layout="title", frames=tuple(frames), accent=True)
+
+    def sources(self, doc: Document) -> list[SlidePlan]:
+        blocks = []
+        for i, source in enumerate(doc.sources, 1):
+            named = source.url if source.title == source.url else f"{source.title} — {source.url}"
+            blocks.append(Block(text=f"{i}. {named}", link=source.url))
+        stream = _Stream(rects=(single_rect(),), blocks=blocks, sizes=SOURCE_SIZES, split=SOURCE_SPLIT_SIZE)
+        return self.flowing(self.label("sources"), "sources", [stream], "")
+
+    # -- sections ----------------------------------------------------------------------------------
+
+    def section(self, section: Section) -> list[SlidePlan]:
+        heading = section.heading or self.label("overview")
+        paragraphs = [Block(text=text) for text in section.paragraphs]
+        bullets = [Block(text=text, bullet=True) for text in section.bullets]
+        layout = choose_layout(section, self.m)
+        if layout == "title":
+            centred = self.centred(heading, paragraphs, section.notes)
+            if centred is not None:
+                return [centred]
+            layout = "bullets"
+        if layout == "two-column":
+            streams = [_Stream(rects=column_rects(), blocks=bullets, sizes=COLUMN_SIZES,
+                               split=BODY_SPLIT_SIZE, names=("left", "right"))]  # fmt: skip
+        elif layout == "bullets-details":
+            left, right = details_rects()
+            streams = [
+                _Stream(rects=(left,), blocks=bullets, sizes=COLUMN_SIZES, split=BODY_SPLIT_SIZE,
+                        names=("bullets",)),
+                _Stream(rects=(right,), blocks=paragraphs, sizes=DETAIL_SIZES, split=DETAIL_SPLIT_SIZE,
+                        names=("details",), fill=PANEL_COLOR),
+            ]  # fmt: skip
+        else:
+            streams = [_Stream(rects=(single_rect(),), blocks=paragraphs + bullets, sizes=BODY_SIZES,
+                               split=BODY_SPLIT_SIZE)]  # fmt: skip
+        return self.flowing(heading, layout, streams, section.notes)
+
+    def centred(self, heading: str, paragraphs: list[Block], notes: str) -> SlidePlan | None:
+        frames = [self.frame("title", (72.0, 120.0, 816.0, 150.0), heading, CENTRED_HEADING_SIZES, bold=True,
+                             color=TITLE_COLOR, align="center", anchor="bottom")]  # fmt: skip
+        if paragraphs:
+            rect = (96.0, 290.0, 768.0, 190.0)
+            probe = Box(width=rect[2] - 2 * INSET, height=rect[3] - 2 * INSET)
+            size = largest_fitting(paragraphs, probe, CENTRED_TEXT_SIZES, self.m)
+            if size is None:
+                return None
+            pieces = tuple(flow(paragraphs, probe, size, self.m)[0])
+            frames.append(Frame(name="text", x=rect[0], y=rect[1], w=rect[2], h=rect[3], pieces=pieces,
+                                size=size, color=MUTED_COLOR, align="center"))  # fmt: skip
+        return SlidePlan(layout="title", frames=tuple(frames), notes=notes)
+
+    def flowing(self, heading: str, layout: Layout, streams: list[_Stream], notes: str) -> list[SlidePlan]:
+        """Fill each stream's boxes at the largest size that keeps the section on one slide; else split
+        every stream at its split size and give the section as many slides as its longest stream needs."""
+        poured: list[tuple[_Stream, list[list[Piece]], float]] = []
+        for stream in streams:
+            rect = stream.rects[0]
+            box = Box(width=rect[2] - 2 * INSET, height=rect[3] - 2 * INSET, bullet_indent=BULLET_INDENT)
+            per_slide = len(stream.rects)
+            size = largest_fitting(stream.blocks, box, stream.sizes, self.m, boxes=per_slide) or stream.split
+            boxes = flow(stream.blocks, box, size, self.m)
+            if per_slide == 2 and len(boxes) == 2:
+                boxes = _balanced(stream.blocks, box, size, self.m) or boxes
+            poured.append((stream, boxes, size))
+        count = max(-(-len(boxes) // len(stream.rects)) for stream, boxes, _ in poured)
+        slides: list[SlidePlan] = []
+        for index in range(count):
+            frames = [self.title(heading if index == 0 else heading + self.label("cont"))]
+            for stream, boxes, size in poured:
+                for offset, ((x, y, w, h), name) in enumerate(zip(stream.rects, stream.names, strict=True)):
+                    position = index * len(stream.rects) + offset
+                    if position < len(boxes) and boxes[position]:
+                        frames.append(Frame(name=name, x=x, y=y, w=w, h=h, pieces=tuple(boxes[position]),
+                                            size=size, fill=stream.fill))  # fmt: skip
+            slides.append(SlidePlan(layout=layout, frames=tuple(frames), notes=notes if index == 0 else ""))
+        return slides
+
+
+Rect = tuple[float, float, float, float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Stream:
+    """Blocks poured through a slide's boxes of one kind (two for two columns), slide after slide."""
+
+    rects: tuple[Rect, ...]
+    blocks: list[Block]
+    sizes: Sequence[float]
+    split: float
+    names: tuple[str, ...] = ("body",)
+    fill: str | None = None
+
+
+def single_rect() -> Rect:
+    return (MARGIN_X, BODY_TOP, SLIDE_W - 2 * MARGIN_X, BODY_BOTTOM - BODY_TOP)
+
+
+def column_rects() -> tuple[Rect, Rect]:
+    width = (SLIDE_W - 2 * MARGIN_X - COLUMN_GAP) / 2
+    height = BODY_BOTTOM - BODY_TOP
+    return (MARGIN_X, BODY_TOP, width, height), (MARGIN_X + width + COLUMN_GAP, BODY_TOP, width, height)
+
+
+def details_rects() -> tuple[Rect, Rect]:
+    left = 400.0
+    height = BODY_BOTTOM - BODY_TOP
+    right_x = MARGIN_X + left + COLUMN_GAP
+    return (MARGIN_X, BODY_TOP, left, height), (right_x, BODY_TOP, SLIDE_W - MARGIN_X - right_x, height)
+
+
+def _balanced(blocks: list[Block], box: Box, size: float, m: Measurer) -> list[list[Piece]] | None:
+    """Two columns of one slide with about half the blocks each (a full left column over a short right
+    one reads badly), when both halves still fit their boxes whole."""
+    half = (len(blocks) + 1) // 2
+    left, right = flow(blocks[:half], box, size, m), flow(blocks[half:], box, size, m)
+    if len(left) == 1 and len(right) == 1:
+        return [left[0], right[0]]
+    return None
+
+
+def choose_layout(section: Section, m: Measurer) -> Layout:
+    """The layout a section's density calls for (see the module docstring)."""
+    bullet_em = [m.width_em(text) for text in section.bullets]
+    paragraph_em = sum(m.width_em(text) for text in section.paragraphs)
+    if not section.bullets and paragraph_em <= CENTRED_MAX_EM:
+        return "title"
+    many_short = len(bullet_em) >= TWO_COLUMN_MIN_BULLETS and max(bullet_em) <= SHORT_BULLET_MAX_EM
+    if many_short and not section.paragraphs:
+        return "two-column"
+    if 1 <= len(bullet_em) <= DETAILS_MAX_BULLETS and paragraph_em >= DETAILS_MIN_PARAGRAPH_EM:
+        return "bullets-details"
+    return "bullets"
+
+
+def plan_deck(doc: Document) -> list[SlidePlan]:
+    """Every slide of the deck, measured and split; nothing is drawn yet."""
+    planner = _Planner(lang=doc.lang)
+    slides = [planner.title_slide(doc)]
+    for section in doc.sections:
+        slides += planner.section(section)
+    if doc.sources:
+        slides += planner.sources(doc)
+    return slides
+
+
+# -- drawing ------------------------------------------------------------------------------------------
+
+
+def write_pptx(doc: Document, path: str | os.PathLike[str]) -> int:
+    """Write the deck to ``path``; returns the number of slides."""
+    plans = plan_deck(doc)
+    render(plans, doc.lang).save(os.fspath(path))
+    return len(plans)
+
+
+def render(plans: Sequence[SlidePlan], lang: Language) -> Presentation:
+    """The deck as a python-pptx presentation (``write_pptx`` saves it)."""
+    from pptx import Presentation as new_presentation
+    from pptx.dml.color import RGBColor
+    from pptx.enum.shapes import MSO_SHAPE
+    from pptx.util import Emu
+
+    deck = new_presentation()
+    deck.slide_width, deck.slide_height = Emu(int(SLIDE_W * EMU_PER_PT)), Emu(int(SLIDE_H * EMU_PER_PT))
+    blank = deck.slide_layouts[6]
+    for plan in plans:
+        slide = deck.slides.add_slide(blank)
+        for frame in plan.frames:
+            _draw(slide, frame, lang)
+        if plan.accent:
+            rule = slide.shapes.add_shape(MSO_SHAPE.RECTANGLE, *map(_emu, ACCENT_RULE))
+            rule.fill.solid()
+            rule.fill.fore_color.rgb = RGBColor.from_string(ACCENT_COLOR)
+            rule.line.fill.background()
+        if plan.notes:
+            slide.notes_slide.notes_text_frame.text = plan.notes  # type: ignore[union-attr]
+    return deck
+
+
+def _emu(points: float) -> Emu:
+    from pptx.util import Emu
+
+    return Emu(round(points * EMU_PER_PT))
+
+
+_A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+_R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+_HYPERLINK = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/hyperlink"
+
+
+def _draw(slide: Any, frame: Frame, lang: Language) -> None:
+    """One text box. Paragraphs are written as XML in one go: python-pptx's property setters walk the
+    tree for every attribute and made drawing cost three times the measuring."""
+    from pptx.dml.color import RGBColor
+    from pptx.enum.text import MSO_ANCHOR, MSO_AUTO_SIZE
+    from pptx.oxml import parse_xml
+    from pptx.util import Pt
+
+    shape = slide.shapes.add_textbox(_emu(frame.x), _emu(frame.y), _emu(frame.w), _emu(frame.h))
+    shape.name = frame.name
+    if frame.fill:
+        shape.fill.solid()
+        shape.fill.fore_color.rgb = RGBColor.from_string(frame.fill)
+    text_frame = shape.text_frame
+    text_frame.word_wrap = True
+    text_frame.auto_size = MSO_AUTO_SIZE.NONE
+    text_frame.margin_left = text_frame.margin_right = Pt(INSET)
+    text_frame.margin_top = text_frame.margin_bottom = Pt(INSET)
+    anchors = {"top": MSO_ANCHOR.TOP, "middle": MSO_ANCHOR.MIDDLE, "bottom": MSO_ANCHOR.BOTTOM}
+    text_frame.vertical_anchor = anchors[frame.anchor]
+    m = measurer("bold" if frame.bold else "regular")
+    pitch, before = round(line_pitch(frame.size, m) * 100), round(space_before(frame.size) * 100)
+    language = "zh-CN" if lang == "zh" else "en-US"
+    align = "ctr" if frame.align == "center" else "l"
+    indent = _emu(BULLET_INDENT)
+    fonts = f'<a:latin typeface="{FAMILY}"/><a:ea typeface="{FAMILY}"/><a:cs typeface="{FAMILY}"/>'
+    paragraphs = []
+    for piece in frame.pieces:
+        margin = f' marL="{indent}" indent="{0 if piece.continued else -indent}"' if piece.bullet else ""
+        bullet = (f'<a:buFont typeface="{FAMILY}"/><a:buChar char="•"/>'
+                  if piece.bullet and not piece.continued else "<a:buNone/>")  # fmt: skip
+        link = ""
+        if piece.link:
+            r_id = slide.part.relate_to(piece.link, _HYPERLINK, is_external=True)
+            link = f'<a:hlinkClick r:id="{r_id}"/>'
+        paragraphs.append(
+            f'<a:p><a:pPr algn="{align}"{margin}><a:lnSpc><a:spcPts val="{pitch}"/></a:lnSpc>'
+            f'<a:spcBef><a:spcPts val="{before}"/></a:spcBef><a:spcAft><a:spcPts val="0"/></a:spcAft>'
+            f'{bullet}</a:pPr><a:r><a:rPr lang="{language}" sz="{round(frame.size * 100)}" '
+            f'b="{int(frame.bold)}" dirty="0"><a:solidFill><a:srgbClr val="{frame.color}"/></a:solidFill>'
+            f"{fonts}{link}</a:rPr><a:t>{escape(piece.text)}</a:t></a:r></a:p>"
+        )
+    body = parse_xml(f'<a:txBody xmlns:a="{_A}" xmlns:r="{_R}">{"".join(paragraphs)}</a:txBody>')
+    tx_body = text_frame._txBody
+    for old in tx_body.findall(f"{{{_A}}}p"):
+        tx_body.remove(old)
+    for paragraph in list(body):
+        tx_body.append(paragraph)

@@ -1,0 +1,124 @@
+"""``documents.generate``: runs in the worker; the only place the artifact builders are loaded."""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+from tether.artifacts import DocumentError, build, from_markdown, make_document
+from tether.artifacts.build import MAX_STEM_CHARS, Built, Format
+from tether.artifacts.document import MAX_SOURCES
+from tether.errors import TaskFailed
+from tether.tasks.context import TaskContext
+
+ARTIFACTS_DIR = "artifacts"
+PRIVATE_DIR = 0o700
+DEFAULT_STEM = "document"
+# Characters a file name may not carry on some system we serve (Windows' set includes POSIX's "/").
+_UNSAFE = re.compile(r'[\\/:*?"<>|\x00-\x1f\x7f]')
+
+
+def safe_stem(title: str) -> str:
+    """A file name stem from a title: letters of any script kept (中文 too), path and shell-hostile
+    characters dropped, spaces made single, no leading dot, at most ``MAX_STEM_CHARS``."""
+    text = unicodedata.normalize("NFC", title)
+    text = "".join(ch for ch in text if unicodedata.category(ch)[0] != "C")
+    text = _UNSAFE.sub(" ", text)
+    text = " ".join(text.split()).strip(" .")
+    return text[:MAX_STEM_CHARS].rstrip(" .") or DEFAULT_STEM
+
+
+def _folder(home: Path, execution_id: str) -> Path:
+    folder = home / ARTIFACTS_DIR / execution_id
+    for path in (home / ARTIFACTS_DIR, folder):
+        path.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+    return folder
+
+
+def _entry(built: Built, home: Path) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "format": built.format,
+        "path": built.path.relative_to(home).as_posix(),
+        "name": built.path.name,
+        "size": built.size,
+    }
+    if built.slides is not None:
+        entry["slides"] = built.slides
+    if built.pages is not None:
+        entry["pages"] = built.pages
+    return entry
+
+
+def generate(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
+    params: Any = ctx.params
+    formats: list[Format] = list(params.formats)
+    ctx.progress(0.0, "reading the content")
+    try:
+        doc = from_markdown(params.content, title=params.title, language=params.language)
+        if params.sources:
+            known = {source.url for source in doc.sources}
+            extra = [s.model_dump() for s in params.sources if s.url not in known]
+            merged = [source.model_dump() for source in doc.sources] + extra
+            doc = make_document(**{**doc.model_dump(), "sources": merged[:MAX_SOURCES]})
+    except DocumentError as exc:
+        raise TaskFailed(exc.message, **exc.data) from None
+    folder = _folder(ctx.home, ctx.execution_id)
+    stem = safe_stem(doc.title)
+
+    def before_each(fmt: Format, index: int) -> None:
+        ctx.check_stop()
+        ctx.progress(index / len(formats), f"writing {fmt}", format=fmt)
+
+    try:
+        built = build(doc, formats, folder, stem, before_each=before_each)
+    except DocumentError as exc:  # the CJK font missing, above all: the message names the package
+        raise TaskFailed(exc.message, **exc.data) from None
+    ctx.progress(1.0, "done")
+    artifacts = [_entry(item, ctx.home) for item in built]
+    names = ", ".join(item["name"] for item in artifacts)
+    message = f"wrote {len(artifacts)} file(s) to {ARTIFACTS_DIR}/{ctx.execution_id}: {names}"
+    data: dict[str, Any] = {
+        "artifacts": artifacts,
+        "language": doc.lang,
+        "sections": len(doc.sections),
+        "sources": len(doc.sources),
+    }
+    if params.save_to is not None:
+        data["saved"] = _save(ctx, built, params.save_to, overwrite=params.overwrite)
+        message += f"; saved to {', '.join(data['saved'])}"
+    return message, data
+
+
+def save_targets(save_to: str, formats: list[str]) -> dict[str, str]:
+    """Where each format goes in the workspace: ``handouts/solar`` → ``handouts/solar.pptx``…; a path
+    that already ends in one of the formats keeps it for that format and lends its stem to the others."""
+    stem, dot, suffix = save_to.rpartition(".")
+    if not (dot and suffix.lower() in ("md", "html", "pptx", "pdf") and "/" not in suffix):
+        stem = save_to
+    return {fmt: f"{stem}.{fmt}" for fmt in formats}
+
+
+def _save(ctx: TaskContext, built: list[Built], save_to: str, *, overwrite: bool) -> list[str]:
+    """Copy the files into the workspace, confined to its roots. Without ``overwrite`` nothing existing
+    is touched (each file is created exclusively, and all are checked before any is written)."""
+    from tether.toolkits.workspace.paths import Roots
+
+    roots = Roots.load(ctx.home)
+    targets = save_targets(save_to, [item.format for item in built])
+    if not overwrite:
+        taken = [t for t in targets.values() if os.path.lexists(roots.resolve(t, for_write=True))]
+        if taken:
+            raise TaskFailed(
+                f"{', '.join(taken)} exists in the workspace: to replace it, call again with overwrite=true "
+                "(the person is asked to confirm)",
+                exists=taken,
+            )
+    saved = []
+    for item in built:
+        ctx.check_stop()
+        located = roots.write_bytes(targets[item.format], item.path.read_bytes(), overwrite=overwrite)
+        saved.append(roots.display(located))
+    return saved

@@ -1,0 +1,119 @@
+"""``documents.generate`` through a real executor: a worker process writes the files into the home."""
+
+from __future__ import annotations
+
+import json
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.artifacts.samples import EN, ZH
+from tether.artifacts import FORMATS
+from tether.execution.executor import Executor
+from tether.tasks.result import TaskStatus
+from tether.toolkits.documents.handlers import safe_stem
+from tether.toolkits.documents.specs import FORMAT_NAMES, MAX_CONTENT_CHARS, registry
+
+
+@pytest.fixture
+def documents(make_executor: Callable[..., Executor]) -> Executor:
+    return make_executor(registry=registry)
+
+
+def test_generate_writes_every_format_into_a_private_folder(documents: Executor, home: Path) -> None:
+    result = documents.execute_sync(
+        "documents.generate",
+        {"title": "城市更新：社区参与/2024", "content": ZH, "formats": ["md", "html", "pptx", "pdf"],
+         "sources": [{"title": "统计年鉴", "url": "https://data.stats.gov.cn/"}]},
+        caller="agent",
+    )  # fmt: skip
+    assert result.status is TaskStatus.COMPLETED, result
+    artifacts = result.data["artifacts"]
+    folder = f"artifacts/{result.execution_id}"
+    assert [a["format"] for a in artifacts] == ["md", "html", "pptx", "pdf"]
+    assert all(a["name"].startswith("城市更新：社区参与 2024.") for a in artifacts)  # the "/" is gone
+    for artifact in artifacts:
+        path = home / artifact["path"]
+        assert artifact["path"] == f"{folder}/{artifact['name']}"
+        assert path.is_file() and path.stat().st_size == artifact["size"] > 0
+    assert artifacts[2]["slides"] >= 6 and artifacts[3]["pages"] >= 1
+    assert "slides" not in artifacts[0] and "pages" not in artifacts[0]
+    assert stat.S_IMODE((home / folder).stat().st_mode) == 0o700
+    assert result.data["language"] == "zh" and result.data["sources"] == 3
+    assert "https://data.stats.gov.cn/" in (home / artifacts[0]["path"]).read_text(encoding="utf-8")
+    assert len(json.dumps(result.data)) < 2000  # results stay small
+    events = (home / "executions" / result.execution_id / "events.jsonl").read_text(encoding="utf-8")
+    assert all(f"writing {fmt}" in events for fmt in ("md", "html", "pptx", "pdf"))
+
+
+def test_generate_in_english_with_only_slides(documents: Executor, home: Path) -> None:
+    result = documents.execute_sync(
+        "documents.generate", {"title": "Urban renewal", "content": EN, "formats": ["pptx"]}, caller="cli"
+    )
+    assert result.status is TaskStatus.COMPLETED, result
+    [artifact] = result.data["artifacts"]
+    assert artifact["name"] == "Urban renewal.pptx" and result.data["language"] == "en"
+    assert sorted(p.name for p in (home / "artifacts" / result.execution_id).iterdir()) == [
+        "Urban renewal.pptx"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [({"formats": ["docx"]}, "'md', 'html', 'pptx' or 'pdf'"),
+     ({"formats": []}, "at least 1 item"),
+     ({"formats": ["md", "md"]}, "list each format once; repeated: md"),
+     ({"content": "x" * (MAX_CONTENT_CHARS + 1)}, f"at most {MAX_CONTENT_CHARS} characters"),
+     ({"sources": [{"title": "x", "url": "javascript:alert(1)"}]}, "https?://"),
+     ({"language": "fr"}, "'zh' or 'en'")],
+)  # fmt: skip
+def test_bad_arguments_are_rejected_naming_what_is_allowed(
+    documents: Executor, home: Path, params: dict[str, object], expected: str
+) -> None:
+    call = {"title": "T", "content": "# T\n\ntext", "formats": ["md"], **params}
+    result = documents.execute_sync("documents.generate", call, caller="agent")
+    assert result.status is TaskStatus.REJECTED, result
+    assert expected in result.message + json.dumps(result.data, ensure_ascii=False)
+    assert not (home / "artifacts").exists()
+
+
+def test_a_document_too_big_for_the_model_fails_with_the_reason(documents: Executor) -> None:
+    content = "# T\n\n" + "\n\n".join(f"## 第{i}节\n内容" for i in range(100))
+    result = documents.execute_sync(
+        "documents.generate", {"title": "T", "content": content, "formats": ["md"]}, caller="agent"
+    )
+    assert result.status is TaskStatus.FAILED, result
+    assert "sections: List should have at most 80 items" in result.message
+
+
+def test_the_spec_never_waits_for_the_automation_lock_and_speaks_both_languages() -> None:
+    spec = registry.spec("documents.generate")
+    assert spec.resources == () and spec.danger == "safe"
+    assert {"做成PPT", "导出PDF", "make slides", "export pdf"} <= set(spec.aliases)
+    assert spec.exposed("agent") and spec.exposed("cli") and spec.exposed("mcp")
+    assert FORMAT_NAMES == FORMATS
+
+
+def test_specs_module_stays_light() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import tether.toolkits.documents.specs; "
+        "names = ('pptx', 'weasyprint', 'PIL', 'markdown_it', 'tether.artifacts'); "
+        "heavy = [m for m in names if m in sys.modules]; "
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("title", "stem"),
+    [("城市更新/社区参与", "城市更新 社区参与"), ("../../etc/passwd", "etc passwd"), ("a:b*c?d", "a b c d"),
+     ("...", "document"), ("  spaced   out  ", "spaced out"), ("x\x00y", "xy"), ("报告" * 60, "报告" * 40)],
+)  # fmt: skip
+def test_stems_keep_chinese_and_drop_path_characters(title: str, stem: str) -> None:
+    assert safe_stem(title) == stem
