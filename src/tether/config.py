@@ -228,10 +228,141 @@ class AgentSettings(_Section):
         return self
 
 
+class ResearchSettings(_Section):
+    """``[research]``: web search, and how far a page read may reach (``tether.toolkits.web``).
+
+    Reads go to public addresses only: loopback, private, link-local, CGNAT, multicast, reserved and
+    cloud-metadata addresses are refused unless ``allow_private_networks`` or ``allow_hosts`` says so.
+    """
+
+    section: ClassVar[str] = "research"
+
+    # "" = no web search (the task is left off); tavily/brave keys: `tether auth set tavily|brave`.
+    search_provider: Literal["", "searxng", "tavily", "brave"] = ""
+    # A SearXNG instance (its JSON API must be enabled); its exact host:port is reachable by search.
+    searxng_url: Annotated[str, Field(pattern=r"^(https?://\S+)?$", max_length=2000)] = ""
+    fetch_max_bytes: Annotated[int, Field(ge=1024, le=1024**3)] = 5 * 1024 * 1024
+    fetch_timeout_s: Annotated[float, Field(gt=0, le=600)] = 20.0  # one whole read, redirects included
+    fetch_max_redirects: Annotated[int, Field(ge=0, le=20)] = 5
+    # Relaxations, off by default: private/loopback/link-local networks (never cloud metadata), and
+    # hosts, host:port or CIDRs that are reachable whatever they resolve to.
+    allow_private_networks: bool = False
+    allow_hosts: Annotated[
+        tuple[Annotated[str, Field(pattern=r"^[A-Za-z0-9._:/\[\]-]{1,300}$")], ...], Field(strict=False)
+    ] = ()
+
+
+class WorkspaceSettings(_Section):
+    """``[workspace]``: the folders the workspace tasks may touch, and how much they read or write."""
+
+    section: ClassVar[str] = "workspace"
+
+    # Folders the agent may touch (``~`` expanded, absolute, existing). None: ``<home>/workspace``,
+    # created private on first use. Several roots are addressed as ``<root-name>/relative/path``.
+    roots: Annotated[
+        tuple[Annotated[str, Field(min_length=1, max_length=4096)], ...], Field(strict=False)
+    ] = ()
+    max_read_bytes: Annotated[int, Field(ge=1, le=2**31)] = 64 * 1024 * 1024  # largest file opened to read
+    max_read_chars: Annotated[int, Field(ge=100, le=10_000_000)] = 60_000  # text returned, then clipped
+    max_write_bytes: Annotated[int, Field(ge=1, le=2**31)] = 16 * 1024 * 1024
+    max_results: Annotated[int, Field(ge=1, le=100_000)] = 200  # entries from list, find and grep
+
+
+SHELL_PLACEHOLDER = r"\{([a-z_][a-z0-9_]{0,31})\}"
+SHELL_TOKEN = r"\{\{|\}\}|" + SHELL_PLACEHOLDER + r"|[{}]"  # {{ and }} are literal braces
+SHELL_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+
+
+class ShellCommand(BaseModel):
+    """One ``[[shell.commands]]`` entry: an allow-listed program and the only argv it may receive.
+
+    ``args`` are fixed strings that may hold ``{placeholder}``s (``{{``/``}}`` for literal braces); each
+    placeholder's value must fully match its regex in ``params``. A standalone placeholder value never
+    starts with ``-`` unless the placeholder is listed in ``options`` (no ``--flag=`` smuggling)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,39}$")]
+    program: Annotated[str, Field(min_length=1, max_length=4096)]
+    args: Annotated[
+        tuple[Annotated[str, Field(max_length=4096)], ...], Field(strict=False, max_length=64)
+    ] = ()
+    params: Annotated[
+        dict[str, Annotated[str, Field(min_length=1, max_length=1000)]], Field(max_length=32)
+    ] = {}
+    options: Annotated[tuple[str, ...], Field(strict=False)] = ()
+    cwd: Annotated[str, Field(max_length=4096)] = ""  # a workspace path; "" = the first root
+    env: Annotated[tuple[EnvName, ...], Field(strict=False)] = SHELL_ENV  # passed through when set
+    timeout_s: PositiveSeconds | None = None  # None: 60 s in the foreground, no limit in the background
+    background: bool = False  # started with shell.start (streams its lines), never with shell.run
+    danger: Literal["caution", "destructive"] = "caution"
+    description: Annotated[str, Field(max_length=500)] = ""
+
+    @model_validator(mode="after")
+    def _placeholders(self) -> Self:
+        import re
+
+        used: list[str] = []
+        for arg in self.args:
+            if "\x00" in arg:
+                raise ValueError(f"command {self.name!r}: an argument contains a NUL character")
+            for token in re.finditer(SHELL_TOKEN, arg):
+                if token.group(1):
+                    used.append(token.group(1))
+                elif len(token.group(0)) == 1:
+                    raise ValueError(
+                        f"command {self.name!r}: argument {arg!r} has a lone brace: write {{{{ or }}}} "
+                        "for a literal one, {name} (lowercase) for a placeholder"
+                    )
+        undefined = sorted(set(used) - set(self.params))
+        unused = sorted(set(self.params) - set(used))
+        if undefined or unused:
+            raise ValueError(
+                f"command {self.name!r}: every {{placeholder}} in args needs a regex in params and every "
+                f"param a placeholder (undefined: {undefined or 'none'}; unused: {unused or 'none'})"
+            )
+        for name, pattern in self.params.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"command {self.name!r}: params.{name} is not a regex: {exc}") from None
+        stray = sorted(set(self.options) - set(self.params))
+        if stray:
+            raise ValueError(f"command {self.name!r}: options names unknown placeholders {stray}")
+        return self
+
+
+class ShellSettings(_Section):
+    """``[shell]``: the allow-listed commands (``[[shell.commands]]``); none means ``shell.*`` is off."""
+
+    section: ClassVar[str] = "shell"
+
+    commands: Annotated[tuple[ShellCommand, ...], Field(strict=False, max_length=200)] = ()
+    max_output_chars: Annotated[int, Field(ge=100, le=1_000_000)] = 20_000  # kept in a result, then clipped
+    max_line_chars: Annotated[int, Field(ge=20, le=100_000)] = 2_000  # one streamed line
+
+    @model_validator(mode="after")
+    def _unique(self) -> Self:
+        names = [command.name for command in self.commands]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"[[shell.commands]] names must be unique; repeated: {', '.join(twice)}")
+        return self
+
+
 S = TypeVar("S", bound=_Section)
 
 SECTIONS: dict[str, type[_Section]] = {
-    section.section: section for section in (Settings, StoreSettings, ModelSettings, AgentSettings)
+    section.section: section
+    for section in (
+        Settings,
+        StoreSettings,
+        ModelSettings,
+        AgentSettings,
+        ResearchSettings,
+        WorkspaceSettings,
+        ShellSettings,
+    )
 }
 
 

@@ -1,0 +1,503 @@
+"""Confinement: every path a person or a model names is resolved inside the workspace roots, or refused.
+
+This is a public, reusable API (the documents toolkit saves generated files through it)::
+
+    roots = Roots.load(home)
+    target = roots.resolve("reports/周报.md", for_write=True)   # a real path inside a root
+    roots.write_bytes("reports/周报.md", data, overwrite=False)   # O_EXCL, walked with O_NOFOLLOW
+
+How a path is written: relative to the first root (``notes/a.md``), or ``<root-name>/notes/a.md`` when
+several roots are configured; an absolute path is accepted only when it lies inside a root. ``/`` is
+the only separator.
+
+What is refused, and why:
+- ``..`` that climbs above its root, absolute paths outside the roots, and symbolic links anywhere in
+  the chain whose target lies outside every root (the real path decides, ``os.path.realpath``).
+- Windows drive (``C:\\``, ``C:foo``) and UNC (``\\\\server\\share``, ``//server/share``) forms, any
+  ``\\``, NUL and other control characters, Windows device names (``CON``, ``nul.txt``, ``COM1`` …),
+  names ending in a dot or space (Windows would silently strip them), names over 255 bytes, paths over
+  4096 characters, a leading ``~`` (nothing is expanded here).
+- The tether home itself (settings, credentials, job records) when a root contains it: compared by
+  device and inode, so no spelling (case on a case-insensitive file system, aliases) reaches it.
+- Hard links: a regular file with more than one link is never *read* (its other name may be outside
+  the roots). Writes never modify an existing file in place: an overwrite writes a new file and renames
+  it over the name, so a hard-linked inode outside is left untouched; moving or deleting a link only
+  changes the name inside the root. Both are therefore allowed.
+
+Time of check to time of use: after the check, files are opened by walking the *real* path from the
+root's directory descriptor one component at a time with ``O_NOFOLLOW`` (``os.open(..., dir_fd=...)``),
+so a symbolic link swapped in after the check fails the open instead of redirecting it; new files are
+created with ``O_EXCL``. Case tricks cannot help either: a path never leaves its root's descriptor
+except through ``..`` or a symbolic link, and both are refused. (Windows has no ``dir_fd``: there the
+descriptor walk is POSIX-only; on Windows these operations are not supported yet.)
+
+May import: ``tether.config``, ``tether.errors``; the standard library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import stat
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.config import WorkspaceSettings, private_dir
+from tether.errors import ConfigError, TaskFailed
+
+MAX_PATH_CHARS = 4096
+MAX_NAME_BYTES = 255
+DEFAULT_ROOT = "workspace"  # <home>/workspace when no root is configured
+
+_DEVICES = frozenset(
+    {"con", "prn", "aux", "nul", "conin$", "conout$", "clock$"}
+    | {f"{kind}{n}" for kind in ("com", "lpt") for n in (*"123456789", "¹", "²", "³")}
+)
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
+
+
+class PathRefused(TaskFailed):
+    """A path outside the workspace roots, or one that cannot be used safely. ``data``: ``path`` (as
+    given, shortened), ``roots`` (their names), ``reason`` (a short key)."""
+
+    code = "path_refused"
+
+
+def _shown(text: object) -> str:
+    value = repr(text)
+    return value if len(value) <= 120 else value[:117] + "..."
+
+
+def check_path_text(text: object) -> str:
+    """The syntax checks that need no file system (run at parameter validation too); ``PathRefused``."""
+
+    def refuse(why: str, reason: str) -> PathRefused:
+        return PathRefused(f"path {_shown(text)} refused: {why}", path=_shown(text), reason=reason)
+
+    if not isinstance(text, str):
+        raise refuse("a path must be text", "type")
+    if len(text) > MAX_PATH_CHARS:
+        raise refuse(f"longer than {MAX_PATH_CHARS} characters", "too_long")
+    if "\x00" in text:
+        raise refuse("it contains a NUL character", "nul")
+    if _CONTROL.search(text):
+        raise refuse("it contains a control character (newline, tab …)", "control")
+    if text.startswith("//"):
+        raise refuse("network (UNC) paths like //server/share are not accepted", "unc")
+    if "\\" in text:
+        raise refuse("use '/' between folders; '\\' is not accepted (nor \\\\server\\share)", "backslash")
+    if _DRIVE.match(text):
+        raise refuse("Windows drive paths (C:\\…, C:foo) are not accepted", "drive")
+    if text == "~" or text.startswith("~/"):
+        raise refuse("'~' is not expanded here: give a path inside the workspace", "tilde")
+    for name in text.split("/"):
+        if name in ("", ".", ".."):
+            continue
+        if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+            raise refuse(f"the name {name[:40]!r}… is longer than {MAX_NAME_BYTES} bytes", "name_too_long")
+        if name.split(".", 1)[0].rstrip(" ").casefold() in _DEVICES:
+            raise refuse(f"{name!r} is a Windows device name", "device")
+        if name.endswith((".", " ")):
+            raise refuse(f"{name!r} ends in a dot or a space", "trailing")
+        if sys.platform == "win32" and ":" in name:
+            raise refuse(f"{name!r} contains ':' (an alternate data stream)", "stream")
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Root:
+    name: str
+    path: Path  # its real path
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A checked location: ``root`` and the components of the real path below it (no links, no ``..``)."""
+
+    root: Root
+    parts: tuple[str, ...]
+
+    @property
+    def path(self) -> Path:
+        return self.root.path.joinpath(*self.parts)
+
+
+class Roots:
+    """The workspace roots of one tether home, and every operation confined to them."""
+
+    def __init__(self, roots: tuple[Root, ...], *, home: Path) -> None:
+        if not roots:
+            raise ConfigError("[workspace] needs at least one root")
+        self.roots = roots
+        self.home = home
+        st = os.stat(home)
+        self._home_id = (st.st_dev, st.st_ino)
+
+    @classmethod
+    def load(cls, home: Path, settings: WorkspaceSettings | None = None) -> Roots:
+        """The roots from ``[workspace] roots`` (``~`` expanded), else ``<home>/workspace``, created."""
+        settings = settings if settings is not None else WorkspaceSettings.load(home)
+        home = Path(os.path.realpath(home))
+        if not settings.roots:
+            return cls(
+                (Root(DEFAULT_ROOT, Path(os.path.realpath(private_dir(home / DEFAULT_ROOT)))),), home=home
+            )
+        roots: list[Root] = []
+        for raw in settings.roots:
+            configured = Path(os.path.expanduser(raw))
+            where = f"[workspace] roots: {raw!r}"
+            if "\x00" in raw or not configured.is_absolute():
+                raise ConfigError(f"{where} must be an absolute folder path (or start with ~/)")
+            if not configured.is_dir():
+                raise ConfigError(f"{where} is not an existing folder")
+            real = Path(os.path.realpath(configured))
+            name = configured.name or real.name
+            if real == home or (home in real.parents and real != home / DEFAULT_ROOT):
+                raise ConfigError(f"{where} lies inside the tether home, which the workspace may not touch")
+            for other in roots:
+                if other.name == name:
+                    raise ConfigError(
+                        f"{where}: two roots are named {name!r}; roots need distinct folder names"
+                    )
+                if other.path in real.parents or real in other.path.parents or other.path == real:
+                    raise ConfigError(f"{where} overlaps the root {other.name!r}")
+            roots.append(Root(name, real))
+        return cls(tuple(roots), home=home)
+
+    @property
+    def names(self) -> list[str]:
+        return [root.name for root in self.roots]
+
+    def describe(self) -> str:
+        if len(self.roots) == 1:
+            return f"paths are relative to the workspace folder {str(self.roots[0].path)!r}"
+        listed = ", ".join(f"{root.name} ({root.path})" for root in self.roots)
+        return f"paths start with a root name: {listed}"
+
+    def display(self, located: Located) -> str:
+        """How the person names ``located``: ``a/b.md``, or ``root/a/b.md`` with several roots."""
+        parts = located.parts if len(self.roots) == 1 else (located.root.name, *located.parts)
+        return "/".join(parts) or "."
+
+    # -- checking -------------------------------------------------------------------------------
+
+    def _refuse(self, text: object, why: str, reason: str) -> PathRefused:
+        return PathRefused(
+            f"path {_shown(text)} refused: {why}; {self.describe()}",
+            path=_shown(text),
+            roots=self.names,
+            reason=reason,
+        )
+
+    def locate(self, user_path: str, *, must_exist: bool = False, for_write: bool = False) -> Located:
+        """Check ``user_path`` and say where it really is. ``PathRefused`` with the roots named."""
+        text = self._syntax(user_path)
+        root, parts = self._split(text)
+        depth = 0
+        for part in parts:
+            depth += -1 if part == ".." else 1
+            if depth < 0:
+                raise self._refuse(user_path, f"'..' leaves the root {root.name!r}", "dotdot")
+        try:
+            real = Path(os.path.realpath(root.path.joinpath(*parts)))
+        except (OSError, ValueError) as exc:
+            raise self._refuse(user_path, f"it cannot be resolved ({exc})", "unresolvable") from None
+        owner = next((r for r in self.roots if r.path == real or r.path in real.parents), None)
+        if owner is None:
+            raise self._refuse(
+                user_path, "it leads outside the workspace (through a symbolic link)", "outside"
+            )
+        located = Located(owner, real.relative_to(owner.path).parts)
+        self._guard_home(user_path, located)
+        try:
+            info = os.lstat(real)
+        except FileNotFoundError:
+            info = None
+        except OSError as exc:
+            raise self._refuse(
+                user_path, f"it cannot be inspected ({exc.strerror or exc})", "unresolvable"
+            ) from None
+        if must_exist and info is None:
+            raise self._refuse(user_path, "no such file or folder", "missing")
+        if for_write:
+            if not located.parts:
+                raise self._refuse(user_path, "a root folder itself cannot be written", "root")
+            if info is not None and stat.S_ISDIR(info.st_mode):
+                raise self._refuse(user_path, "it is a folder", "is_folder")
+        return located
+
+    def _syntax(self, user_path: object) -> str:
+        try:
+            return check_path_text(user_path)
+        except PathRefused as exc:
+            raise PathRefused(f"{exc.message}; {self.describe()}", **exc.data, roots=self.names) from None
+
+    def resolve(self, user_path: str, *, must_exist: bool = False, for_write: bool = False) -> Path:
+        """The real path of ``user_path`` inside a root; ``PathRefused`` otherwise."""
+        return self.locate(user_path, must_exist=must_exist, for_write=for_write).path
+
+    def _split(self, text: str) -> tuple[Root, list[str]]:
+        if text.startswith("/"):
+            normal = Path(os.path.normpath(text))
+            for root in self.roots:
+                if normal == root.path or root.path in normal.parents:
+                    return root, list(normal.relative_to(root.path).parts)
+            raise self._refuse(text, "an absolute path outside the workspace roots", "outside")
+        parts = [part for part in text.split("/") if part not in ("", ".")]
+        if len(self.roots) == 1:
+            return self.roots[0], parts
+        if not parts:
+            raise self._refuse(text, "name one of the roots", "no_root")
+        for root in self.roots:
+            if root.name == parts[0]:
+                return root, parts[1:]
+        close = [r.name for r in self.roots if r.name.casefold() == parts[0].casefold()]
+        hint = f" (names are exact: {close[0]!r})" if close else ""
+        raise self._refuse(text, f"{parts[0]!r} is not a root{hint}", "no_root")
+
+    def _guard_home(self, user_path: str, located: Located) -> None:
+        """The tether home is never reachable, by any spelling: compared by device and inode."""
+        if located.root.path == self.home or self.home in located.root.path.parents:
+            return  # the default root lives inside the home; it is not the home's state
+        current = located.root.path
+        for part in located.parts:
+            current = current / part
+            try:
+                st = os.lstat(current)
+            except OSError:
+                return
+            if (st.st_dev, st.st_ino) == self._home_id:
+                raise self._refuse(user_path, "it is inside the tether home (settings and records)", "home")
+
+    def is_home(self, st: os.stat_result) -> bool:
+        return (st.st_dev, st.st_ino) == self._home_id
+
+    # -- descriptors ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def dir_fd(self, located: Located, *, parent: bool = False, create: bool = False) -> Iterator[int]:
+        """A descriptor of ``located`` (or its parent) reached from the root with ``O_NOFOLLOW`` at
+        every step; ``create`` makes missing folders on the way."""
+        parts = located.parts[:-1] if parent else located.parts
+        try:
+            fd = os.open(located.root.path, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+        except OSError as exc:
+            raise self._refuse(self.display(located), f"the root cannot be opened ({exc})", "root") from None
+        try:
+            for name in parts:
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, 0o777, dir_fd=fd)
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    raise self._walk_error(located, name, exc, fd) from None
+                os.close(fd)
+                fd = child
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _walk_error(self, located: Located, name: str, exc: OSError, dfd: int) -> PathRefused:
+        shown = self.display(located)
+        import errno
+
+        with contextlib.suppress(OSError):  # O_DIRECTORY on a link says ENOTDIR: tell the two apart
+            if stat.S_ISLNK(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode):
+                exc = OSError(errno.ELOOP, "a symbolic link")
+        if exc.errno in (errno.ELOOP, errno.EMLINK):
+            return self._refuse(shown, f"{name!r} became a symbolic link after it was checked", "swapped")
+        if exc.errno == errno.ENOTDIR:
+            return self._refuse(shown, f"{name!r} is not a folder", "not_folder")
+        if exc.errno == errno.ENOENT:
+            return self._refuse(shown, f"the folder {name!r} does not exist", "missing")
+        return self._refuse(shown, f"{name!r} cannot be opened ({exc.strerror or exc})", "os_error")
+
+    def _open_file(self, located: Located, dfd: int, flags: int, mode: int = 0o666) -> int:
+        try:
+            return os.open(located.parts[-1], flags | _O_NOFOLLOW | _O_CLOEXEC, mode, dir_fd=dfd)
+        except OSError as exc:
+            raise self._walk_error(located, located.parts[-1], exc, dfd) from None
+
+    # -- operations -----------------------------------------------------------------------------
+
+    def read_bytes(self, user_path: str, *, limit: int) -> tuple[Located, bytes, int]:
+        """At most ``limit`` bytes of a regular file, and its full size. Folders, devices, pipes and
+        hard-linked files are refused."""
+        located = self.locate(user_path, must_exist=True)
+        if not located.parts:
+            raise self._refuse(user_path, "it is a folder: list it instead", "is_folder")
+        with self.dir_fd(located, parent=True) as dfd:
+            fd = self._open_file(located, dfd, os.O_RDONLY | _O_NONBLOCK)
+        st = os.fstat(fd)
+        problem = None
+        if stat.S_ISDIR(st.st_mode):
+            problem = ("it is a folder: list it instead", "is_folder")
+        elif not stat.S_ISREG(st.st_mode):
+            problem = ("not a regular file (a device, pipe or socket)", "special")
+        elif st.st_nlink > 1:
+            problem = ("it is hard-linked (another name for it may be outside the workspace)", "hardlink")
+        if problem is not None:
+            os.close(fd)
+            raise self._refuse(user_path, *problem)
+        with os.fdopen(fd, "rb") as handle:
+            return located, handle.read(limit), st.st_size
+
+    def write_bytes(self, user_path: str, data: bytes, *, overwrite: bool = False) -> Located:
+        """Create ``user_path`` (and missing folders) holding ``data``. Without ``overwrite`` an existing
+        name is never clobbered (``O_EXCL``); with it, the new content is renamed over the old name."""
+        located = self.locate(user_path, for_write=True)
+        name = located.parts[-1]
+        with self.dir_fd(located, parent=True, create=True) as dfd:
+            if not overwrite:
+                try:
+                    fd = self._open_file(located, dfd, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+                except PathRefused:
+                    if _exists(name, dfd):
+                        raise self._exists(user_path) from None
+                    raise
+                _write_all(fd, data, cleanup=lambda: os.unlink(name, dir_fd=dfd))
+                return located
+            temp = f".{name[:100]}.{secrets.token_hex(4)}.tether-tmp"
+            fd = os.open(
+                temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o666, dir_fd=dfd
+            )
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                    if stat.S_ISDIR(old.st_mode):
+                        raise self._refuse(user_path, "it is a folder", "is_folder")
+                    if stat.S_ISREG(old.st_mode):
+                        os.fchmod(fd, stat.S_IMODE(old.st_mode))
+                _write_all(fd, data, cleanup=None)
+                os.replace(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=dfd)
+                raise
+        return located
+
+    def _exists(self, user_path: str) -> PathRefused:
+        return self._refuse(
+            user_path,
+            "it already exists; pass overwrite=true to replace it (the person confirms that)",
+            "exists",
+        )
+
+    def move(self, src: str, dst: str, *, overwrite: bool = False) -> tuple[Located, Located]:
+        """Rename ``src`` to ``dst`` (into ``dst`` when that is a folder). Without ``overwrite`` an
+        existing file is never replaced: files move by link-then-unlink, which fails if the name exists."""
+        source = self.locate_unfollowed(src)  # a link moves as a link
+        target = self.locate(dst)
+        if os.path.isdir(target.path) and not os.path.islink(target.path):
+            target = Located(target.root, (*target.parts, source.parts[-1]))
+            self._guard_home(dst, target)
+        if not target.parts:
+            raise self._refuse(dst, "a root folder cannot be replaced", "root")
+        if target.path == source.path or source.path in target.path.parents:
+            raise self._refuse(dst, "a file or folder cannot be moved onto or into itself", "into_itself")
+        with self.dir_fd(source, parent=True) as sfd, self.dir_fd(target, parent=True, create=True) as tfd:
+            old, new = source.parts[-1], target.parts[-1]
+            try:
+                kind = os.stat(old, dir_fd=sfd, follow_symlinks=False)
+                if overwrite:
+                    os.replace(old, new, src_dir_fd=sfd, dst_dir_fd=tfd)
+                elif stat.S_ISDIR(kind.st_mode):
+                    # No portable no-replace rename for folders: a folder rename can only replace an
+                    # *empty* folder, so the window below can at worst swallow an empty folder.
+                    if _exists(new, tfd):
+                        raise self._exists(dst)
+                    os.rename(old, new, src_dir_fd=sfd, dst_dir_fd=tfd)
+                else:
+                    os.link(old, new, src_dir_fd=sfd, dst_dir_fd=tfd, follow_symlinks=False)
+                    os.unlink(old, dir_fd=sfd)
+            except FileExistsError:
+                raise self._exists(dst) from None
+            except OSError as exc:
+                import errno
+
+                if exc.errno == errno.EXDEV:
+                    raise self._refuse(
+                        dst, "it is on another file system: write a copy, then delete", "xdev"
+                    ) from None
+                why = exc.strerror or str(exc)
+                raise self._refuse(dst, f"the move failed ({why})", "os_error") from None
+        return source, target
+
+    def delete(self, user_path: str, *, recursive: bool = False) -> tuple[Located, str]:
+        """Remove a file, a link (never its target) or a folder (non-empty only with ``recursive``)."""
+        located = self.locate_unfollowed(user_path)
+        with self.dir_fd(located, parent=True) as dfd:
+            name = located.parts[-1]
+            try:
+                info = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                if not stat.S_ISDIR(info.st_mode):
+                    os.unlink(name, dir_fd=dfd)
+                    return located, "link" if stat.S_ISLNK(info.st_mode) else "file"
+                if recursive:
+                    shutil.rmtree(name, dir_fd=dfd)  # the fd-based walk: links inside are not followed
+                else:
+                    os.rmdir(name, dir_fd=dfd)
+                return located, "folder"
+            except FileNotFoundError:
+                raise self._refuse(user_path, "no such file or folder", "missing") from None
+            except OSError as exc:
+                import errno
+
+                if exc.errno == errno.ENOTEMPTY:
+                    raise self._refuse(
+                        user_path,
+                        "the folder is not empty; pass recursive=true to delete it all",
+                        "not_empty",
+                    ) from None
+                raise self._refuse(
+                    user_path, f"it cannot be deleted ({exc.strerror or exc})", "os_error"
+                ) from None
+
+    def locate_unfollowed(self, user_path: str) -> Located:
+        """Like ``locate`` for the *name itself*: a final symbolic link is the thing meant (deleting a
+        link deletes the link), while its folder must still resolve inside a root."""
+        text = self._syntax(user_path)
+        head, _, last = text.rstrip("/").rpartition("/")
+        if last in ("", ".", ".."):
+            raise self._refuse(user_path, "name a file or folder, not a root", "root")
+        if text.startswith("/") and not head:
+            raise self._refuse(user_path, "an absolute path outside the workspace roots", "outside")
+        folder = self.locate(head or ".", must_exist=True)
+        located = Located(folder.root, (*folder.parts, last))
+        if not os.path.lexists(located.path):
+            raise self._refuse(user_path, "no such file or folder", "missing")
+        self._guard_home(user_path, located)
+        return located
+
+
+def _exists(name: str, dfd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _write_all(fd: int, data: bytes, *, cleanup: object) -> None:
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        if callable(cleanup):
+            with contextlib.suppress(OSError):
+                cleanup()
+        raise

@@ -1,0 +1,230 @@
+"""The workspace tasks: ``tether.toolkits.workspace.specs:registry`` (and ``add_tasks`` for composing).
+
+Light on purpose: the parameter models and specs only. Paths are checked for syntax here already
+(NUL, ``\\``, drives, UNC, device names …), so the executor rejects them before any worker starts; the
+handler then confines them to the roots (``paths.Roots``).
+
+Resources: reads claim none (they never wait for a lock and may run side by side). Writes, moves and
+deletes claim ``workspace``: two changes to the person's files (an agent and a supervisor run in
+parallel, say) are applied one after the other, and the supervisor never schedules two of them at
+once. None is a background task, so the lock is held for milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.config import JsonDict
+
+from tether.errors import TaskFailed
+from tether.tasks.spec import AGENT, CLI, MCP, Danger, Registry, TaskSpec
+from tether.toolkits.workspace.paths import check_path_text
+
+PUBLIC = frozenset({AGENT, CLI, MCP})
+H = "tether.toolkits.workspace.handlers:"
+WRITES = ("workspace",)
+MAX_PATTERN_CHARS = 200
+MAX_GREP_CHARS = 500
+
+
+def _path(value: str) -> str:
+    try:
+        return check_path_text(value)
+    except TaskFailed as exc:
+        raise ValueError(exc.message) from None
+
+
+def _label(en: str, zh: str) -> JsonDict:
+    return {"labels": {"en": en, "zh": zh}}
+
+
+WorkspacePath = Annotated[
+    str,
+    Field(
+        max_length=4096,
+        description="a path inside the workspace, '/' between folders (e.g. notes/周报.md)",
+        json_schema_extra=_label("path", "路径"),
+    ),
+    AfterValidator(_path),
+]
+Pattern = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_PATTERN_CHARS,
+        description="a name pattern: * any text, ? one character, [abc] one of; e.g. *.md or 报告*",
+        json_schema_extra=_label("pattern", "匹配模式"),
+    ),
+]
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ListParams(_Params):
+    path: WorkspacePath = "."
+    pattern: Pattern | None = None
+
+
+class ReadParams(_Params):
+    path: WorkspacePath
+
+
+class WriteParams(_Params):
+    path: WorkspacePath
+    content: Annotated[str, Field(description="the whole new text of the file")]
+    overwrite: Annotated[
+        bool, Field(description="replace an existing file; the person is asked to confirm that")
+    ] = False
+    encoding: Literal["utf-8", "utf-8-sig", "gb18030"] = "utf-8"
+
+
+class MoveParams(_Params):
+    src: WorkspacePath
+    dst: Annotated[WorkspacePath, Field(description="new path, or an existing folder to move into")]
+    overwrite: Annotated[
+        bool, Field(description="replace an existing file at dst; the person is asked to confirm that")
+    ] = False
+
+
+class DeleteParams(_Params):
+    path: WorkspacePath
+    recursive: Annotated[bool, Field(description="also delete a folder that is not empty")] = False
+
+
+class FindParams(_Params):
+    pattern: Pattern
+    path: WorkspacePath = "."
+
+
+class GrepParams(_Params):
+    text: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=MAX_GREP_CHARS,
+            description="text to look for (case-insensitive)",
+            json_schema_extra=_label("text", "要搜索的文字"),
+        ),
+    ]
+    path: WorkspacePath = "."
+
+
+def add_tasks(registry: Registry) -> None:
+    """Add the workspace tasks to ``registry``."""
+    for spec in _specs():
+        registry.add(spec)
+
+
+def _specs() -> list[TaskSpec]:
+    return [
+        TaskSpec(
+            task_id="workspace.list",
+            handler=H + "list_files",
+            params=ListParams,
+            exposed_to=PUBLIC,
+            resources=(),
+            idempotent=True,
+            description="List the files and folders in a workspace folder (optionally only names matching a "
+            "pattern such as *.md).",
+            aliases=(
+                "列出文件",
+                "查看文件夹",
+                "有哪些文件",
+                "文件列表",
+                "list files",
+                "show the folder",
+                "ls",
+            ),
+        ),
+        TaskSpec(
+            task_id="workspace.read",
+            handler=H + "read_file",
+            params=ReadParams,
+            exposed_to=PUBLIC,
+            resources=(),
+            idempotent=True,
+            description="Read a file of the workspace as text: plain text in any encoding, PDF, Word "
+            "(.docx), PowerPoint (.pptx) or Excel (.xlsx). Long files are clipped, saying so.",
+            aliases=(
+                "读文件",
+                "读取文件",
+                "打开文件",
+                "看看文件",
+                "read the file",
+                "open the file",
+                "show the file",
+            ),
+        ),
+        TaskSpec(
+            task_id="workspace.write",
+            handler=H + "write_file",
+            params=WriteParams,
+            exposed_to=PUBLIC,
+            resources=WRITES,
+            danger=Danger.SAFE,
+            destructive_if=("overwrite",),
+            description="Write a new text file in the workspace (folders are created). An existing file is "
+            "never replaced unless overwrite=true, which the person must confirm.",
+            aliases=(
+                "写文件",
+                "保存文件",
+                "新建文件",
+                "创建文件",
+                "write a file",
+                "save the file",
+                "create a file",
+            ),
+        ),
+        TaskSpec(
+            task_id="workspace.move",
+            handler=H + "move_file",
+            params=MoveParams,
+            exposed_to=PUBLIC,
+            resources=WRITES,
+            danger=Danger.SAFE,
+            destructive_if=("overwrite",),
+            description="Move or rename a file or folder inside the workspace. An existing file at the "
+            "destination is never replaced unless overwrite=true, which the person must confirm.",
+            aliases=("移动文件", "重命名", "改名", "move the file", "rename the file", "rename"),
+        ),
+        TaskSpec(
+            task_id="workspace.delete",
+            handler=H + "delete_file",
+            params=DeleteParams,
+            exposed_to=PUBLIC,
+            resources=WRITES,
+            danger=Danger.DESTRUCTIVE,
+            description="Delete a file, a link, or a folder (a non-empty folder only with recursive=true). "
+            "Destructive: the person confirms.",
+            aliases=("删除文件", "删掉文件", "删除文件夹", "delete the file", "remove the file", "delete"),
+        ),
+        TaskSpec(
+            task_id="workspace.find",
+            handler=H + "find_files",
+            params=FindParams,
+            exposed_to=PUBLIC,
+            resources=(),
+            idempotent=True,
+            description="Find files and folders by name anywhere in the workspace (a pattern such as "
+            "*.pdf or 报告*; case-insensitive; a pattern with '/' matches the whole path).",
+            aliases=("查找文件", "找文件", "搜索文件", "find files", "find the file", "search file names"),
+        ),
+        TaskSpec(
+            task_id="workspace.grep",
+            handler=H + "grep_files",
+            params=GrepParams,
+            exposed_to=PUBLIC,
+            resources=(),
+            idempotent=True,
+            description="Search the text files of the workspace (or of one folder or file) for some text; "
+            "answers path, line number and line. Binary files are skipped.",
+            aliases=("搜索内容", "查找内容", "全文搜索", "搜索文字", "search the files", "grep", "find text"),
+        ),
+    ]
+
+
+registry = Registry(ref="tether.toolkits.workspace.specs:registry")
+add_tasks(registry)
