@@ -41,6 +41,8 @@ from tether.supervisor.policies import (
     FAILED,
     Move,
     after_attempt,
+    as_text_where_text,
+    call_args,
     context_of,
     executor_of,
     schedule,
@@ -445,11 +447,14 @@ def _read_for_attempt(h: Host, run_id: str, task_id: str) -> tuple[_Known, RunRe
 
 def _how(task: Task, state: TaskState, caller: str) -> dict[str, Any]:
     if task.call is not None:
-        return {
+        how = {
             "call": task.call.task,
             "args": state.overrides.get("args", task.call.args),
             "executor": caller,
         }
+        if task.call.args_from and "args" not in state.overrides:
+            how["args_from"] = task.call.args_from
+        return how
     return {
         "executor": executor_of(task, state, caller),
         "description": state.overrides.get("description", task.description)[:500],
@@ -465,7 +470,8 @@ async def _perform(
     deadline = _deadline(plan, run, task)
     assert task.call is not None  # an agent's attempt is a workflow of its own: agent_attempt
     origin = f"run:{run.run_id}"
-    args = state.overrides.get("args", task.call.args)
+    args, _ = call_args(task, state, context_of(plan, run))
+    args = as_text_where_text(h.executor.registry.get(task.call.task), args)
     review = state.review or {}
     confirmation = None
     if (

@@ -26,6 +26,14 @@ ContextKey = Annotated[
         "design.*, code.*, data.*, decisions.*, artifacts.*, inputs.*",
     ),
 ]
+# A context key, then optionally a path into its value: ``data.search/results/0/url``.
+Ref = Annotated[
+    str,
+    Field(
+        pattern=r"^(design|code|data|decisions|artifacts|inputs)\.[A-Za-z0-9_.-]{1,100}(/[A-Za-z0-9_-]{1,100}){0,8}$",
+        description="a context key, then an optional /path into its value, e.g. data.search/results/0/url",
+    ),
+]
 Outcome = Literal["completed", "failed", "stopped", "rejected", "skipped", "unknown"]
 
 
@@ -40,6 +48,24 @@ class Call(_Strict):
     args: dict[str, Any] = Field(
         default_factory=dict, description="arguments, validated by the task's params"
     )
+    args_from: dict[str, Ref | list[Ref]] = Field(
+        default_factory=dict,
+        description="arguments taken from the context when the task starts: a reference, or a list of them "
+        "(missing ones left out; joined with blank lines for a text parameter). A single reference that "
+        "is missing skips the task",
+    )
+
+    @model_validator(mode="after")
+    def _not_both(self) -> Call:
+        both = sorted(set(self.args) & set(self.args_from))
+        if both:
+            raise ValueError(f"{', '.join(both)}: give each argument in args or in args_from, not both")
+        return self
+
+    def refs(self) -> list[str]:
+        return [
+            ref for value in self.args_from.values() for ref in ([value] if isinstance(value, str) else value)
+        ]
 
 
 class When(_Strict):
@@ -88,6 +114,18 @@ class Task(_Strict):
     retry: Retry = Field(default_factory=Retry)
     review: Literal["none", "before", "after"] = "none"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _refs_are_inputs(cls, data: Any) -> Any:
+        """The context keys ``call.args_from`` reads are inputs of the task (the engine reads them)."""
+        if isinstance(data, dict) and isinstance(data.get("call"), dict | Call):
+            call = data["call"]
+            refs = call.refs() if isinstance(call, Call) else _raw_refs(call.get("args_from"))
+            keys = [ref.split("/", 1)[0] for ref in refs]
+            inputs = list(data.get("inputs") or [])
+            data = {**data, "inputs": inputs + [k for k in dict.fromkeys(keys) if k not in inputs]}
+        return data
+
     @model_validator(mode="after")
     def _one_way_to_run(self) -> Task:
         if (self.call is None) == (self.executor is None):
@@ -95,6 +133,16 @@ class Task(_Strict):
         if self.call is None and not self.description.strip():
             raise ValueError(f"task {self.id!r} runs on an executor and needs a description of the work")
         return self
+
+
+def _raw_refs(args_from: Any) -> list[str]:
+    if not isinstance(args_from, dict):
+        return []
+    refs: list[str] = []
+    for value in args_from.values():
+        items = value if isinstance(value, list) else [value]
+        refs += [item for item in items if isinstance(item, str)]
+    return refs
 
 
 class Profile(_Strict):

@@ -19,6 +19,7 @@ from typing import Any
 
 from tether.store.runs import TASK_DONE, TASK_ENDED, RunRecord, TaskState
 from tether.supervisor.plan import Plan, Task, When
+from tether.tasks.spec import TaskSpec
 
 BREAKER_TASK = 4  # failed attempts of one task before its retries are skipped
 BREAKER_EXECUTOR = 6  # failed attempts on one executor (profile or caller) across the run
@@ -63,6 +64,62 @@ def context_of(plan: Plan, run: RunRecord) -> dict[str, Any]:
     for state in run.tasks:
         context.update(state.outputs)
     return context
+
+
+MISSING = object()
+
+
+def lookup(ref: str, context: dict[str, Any]) -> Any:
+    """The value ``ref`` names (``data.search/results/0/url``), or ``MISSING``."""
+    key, _, path = ref.partition("/")
+    value = context.get(key, MISSING)
+    for part in path.split("/") if path else ():
+        if isinstance(value, dict):
+            value = value.get(part, MISSING)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return MISSING
+        if value is MISSING:
+            return MISSING
+    return value
+
+
+def call_args(
+    task: Task, state: TaskState | None, context: dict[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """The arguments a direct call runs with: a person's edit or its ``args``, then ``args_from`` read
+    from the context. Also the single references that are missing (the task is skipped then)."""
+    assert task.call is not None
+    overrides = state.overrides if state is not None else {}
+    if "args" in overrides:  # an edit, or the arguments a person approved: exactly those run
+        return dict(overrides["args"]), []
+    args = dict(task.call.args)
+    missing: list[str] = []
+    for name, refs in task.call.args_from.items():
+        if isinstance(refs, str):
+            value = lookup(refs, context)
+            if value is MISSING:
+                missing.append(refs)
+            else:
+                args[name] = value
+            continue
+        values = [v for v in (lookup(ref, context) for ref in refs) if v is not MISSING]
+        args[name] = values
+    return args, missing
+
+
+def as_text_where_text(spec: TaskSpec | None, args: dict[str, Any]) -> dict[str, Any]:
+    """A list read from several references, for a parameter that takes text: joined with blank lines."""
+    if spec is None or spec.params is None:
+        return args
+    fields = spec.params.model_fields
+    out = dict(args)
+    for name, value in args.items():
+        info = fields.get(name)
+        if info is not None and info.annotation is str and isinstance(value, list):
+            out[name] = "\n\n".join(str(v) for v in value if v not in (None, ""))
+    return out
 
 
 def holds(when: When, run: RunRecord, context: dict[str, Any]) -> bool:
@@ -122,6 +179,13 @@ def schedule(
             if blocked:
                 decision.moves.append(
                     Move(task.id, "skipped", f"skipped: {', '.join(blocked)} did not succeed")
+                )
+                continue
+        if task.call is not None and task.call.args_from:
+            _, missing = call_args(task, state, context)
+            if missing:
+                decision.moves.append(
+                    Move(task.id, "skipped", f"skipped: {', '.join(missing)} is not in the context")
                 )
                 continue
         due = state.overrides.get("not_before")

@@ -17,6 +17,7 @@ from tether.runtime import Runtime
 from tether.store.runs import RunRecord
 from tether.supervisor import durable
 from tether.supervisor.plan import Plan
+from tether.supervisor.policies import as_text_where_text, call_args, context_of
 from tether.supervisor.validate import check
 from tether.tasks.confirm import call_digest
 from tether.tasks.spec import Danger, Registry
@@ -62,7 +63,9 @@ async def begin_goal(
         return await asyncio.to_thread(start_goal, runtime, goal, caller=caller)
     from tether.supervisor.goals import plan_offline
 
-    plan = await asyncio.to_thread(plan_offline, goal, registry, caller=caller)  # off the event loop
+    plan = await asyncio.to_thread(
+        plan_offline, goal, registry, caller=caller, home=runtime.home
+    )  # off the loop
     return await asyncio.to_thread(start, runtime, registry, plan)
 
 
@@ -136,10 +139,17 @@ def answer(
         overrides.pop("not_before", None)
     if status == "pending" and task.call is not None and kind == "before":
         spec = registry.get(task.call.task, plan.caller)
-        if spec is not None and spec.danger is not Danger.SAFE:
+        if task.call.args_from and "args" not in overrides:
+            # Arguments read from the context are read now and pinned: the person approves these values.
+            resolved, missing = call_args(task, state, context_of(plan, run))
+            if not missing:
+                overrides["args"] = _validated(
+                    registry, plan, task.call.task, as_text_where_text(spec, resolved)
+                )
+        if spec is not None and spec.danger_for(overrides.get("args", task.call.args)) is not Danger.SAFE:
             # The approval is the person's consent to exactly this call, usable once.
-            call_args = overrides.get("args", task.call.args)
-            clean = _validated(registry, plan, task.call.task, call_args)
+            call_args_ = overrides.get("args", task.call.args)
+            clean = _validated(registry, plan, task.call.task, call_args_)
             note["digest"] = call_digest(task.call.task, clean)
             note["nonce"] = secrets.token_hex(12)
     after = runtime.runs.answer(run.run_id, task_id, note, status=status, overrides=overrides)

@@ -141,15 +141,24 @@ def _way_to_run(plan: Plan, task: Task, registry: Registry, caller: str) -> list
             Problem(task.id, f"calls {task.call.task!r}, which is not a task available to {caller}{hint}")
         ]
     out: list[Problem] = []
+    later = set(task.call.args_from)  # filled from the context when the task starts
+    fields = spec.params.model_fields if spec.params is not None else {}
+    for name in sorted(later - set(fields)):
+        out.append(Problem(task.id, f"args_from names {name!r}, which {spec.task_id} does not take"))
     try:
         validate_params(spec, task.call.args)
     except ToolRejected as exc:
-        out.append(Problem(task.id, f"calls {spec.task_id} with arguments it refuses: {exc.message}"))
-    if spec.danger is not Danger.SAFE and task.review != "before":
+        errors = [
+            e for e in exc.data.get("errors") or [] if not (e.get("param") in later and "value" not in e)
+        ]
+        if errors or not later:
+            out.append(Problem(task.id, f"calls {spec.task_id} with arguments it refuses: {exc.message}"))
+    danger = spec.danger_for(task.call.args)
+    if danger is not Danger.SAFE and task.review != "before":
         out.append(
             Problem(
                 task.id,
-                f"calls {spec.task_id}, which is {spec.danger.value}: give the task `review: before` so that "
+                f"calls {spec.task_id}, which is {danger.value}: give the task `review: before` so that "
                 "a person confirms that exact call",
             )
         )
