@@ -10,7 +10,10 @@ printed with it. Floors are the same mechanism without tether (``bench/floors.py
 - a turn on a long thread: a turn on a short one;
 - the loop's own overhead per turn: LangGraph's prebuilt ReAct agent (installed in the bench venv);
 - the supervisor's engine: the same DAG as plain DBOS workflow steps, and in LangGraph (``bench/flows.py``);
-- the web app: a plain uvicorn app with no framework (``bench/web.py``).
+- the web app: a plain uvicorn app with no framework (``bench/web.py``);
+- documents: python-pptx and WeasyPrint used plainly (``bench/artifacts.py``);
+- reading a URL: plain ``httpx.get`` and the same extraction, without the guard (``bench/research.py``);
+- the system prompt with 50 installed skills: the same with 1, and with every body inlined.
 """
 
 from __future__ import annotations
@@ -125,7 +128,7 @@ def _ok(result: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench`` runs every section; ``python -m bench cli warm`` only those named."""
-    from bench.agent import loop_overhead, prompt_sizes
+    from bench.agent import loop_overhead, prompt_sizes, skill_prompt_sizes
     from bench.cli import cli_startup
     from bench.turns import per_turn
 
@@ -139,6 +142,16 @@ def main(argv: list[str] | None = None) -> int:
 
         run_web(home)
 
+    def artifacts(home: Path) -> None:
+        from bench.artifacts import artifacts as run_artifacts  # loads python-pptx and WeasyPrint
+
+        run_artifacts(home)
+
+    def research(home: Path) -> None:
+        from bench.research import research as run_research  # serves pages on 127.0.0.1
+
+        run_research(home)
+
     sections = {
         "cli": cli_startup,
         "warm": warm_executor,
@@ -147,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         "loop": loop_overhead,
         "flows": flows,
         "web": web,
+        "artifacts": artifacts,
+        "research": research,
+        "skills": skill_prompt_sizes,
     }
     chosen = (sys.argv[1:] if argv is None else argv) or list(sections)
     unknown = [name for name in chosen if name not in sections]

@@ -85,3 +85,36 @@ def loop_overhead(home: Path) -> None:
         else:
             print(f"  {label:<44} {ours * 1000:9.3f} ms   langgraph create_react_agent {peer * 1000:9.3f} ms"
                   f"   ratio {ours / peer:6.2f}x")  # fmt: skip
+
+
+SKILL_BODY = "Step: do the careful thing, cite every source, keep bullets short. " * 60  # ~4 KB
+
+
+def _install_skills(home: Path, count: int) -> None:
+    for n in range(count):
+        folder = home / "skills" / f"skill-{n:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "SKILL.md").write_text(
+            f"---\nname: skill-{n:02d}\ndescription: Skill number {n}, for one kind of document.\n"
+            f"when_to_use: when the person asks for document kind {n}\n---\n{SKILL_BODY}\n",
+            encoding="utf-8",
+        )
+
+
+def skill_prompt_sizes(home: Path) -> None:
+    """The system prompt with 1 and with 50 installed skills (names and descriptions only; a body is read
+    on demand), next to the floor of inlining every body, which is what the listing avoids."""
+    from tether.toolkits.standard import registry as standard
+
+    print("\nsystem prompt with installed skills (characters; the 3 shipped skills are always there)")
+    sizes: dict[int, int] = {}
+    for count in (1, 50):
+        where = home / f"skills-{count}"
+        _install_skills(where, count)
+        with Executor(standard, home=where) as executor:
+            session = ConversationSession(executor, ScriptedModel([]), threads=MemoryThreadStore())
+            sizes[count] = len(session._prompt)
+    inlined = sizes[1] + 49 * len(SKILL_BODY)
+    print(f"  1 skill installed            {sizes[1]:>9,}")
+    print(f"  50 skills installed          {sizes[50]:>9,}   ({sizes[50] / sizes[1]:.2f}x the prompt with 1)")
+    print(f"  50 bodies inlined (floor)    {inlined:>9,}   (the listing is {sizes[50] / inlined:.3f}x of it)")
