@@ -132,3 +132,25 @@ def test_a_plan_written_as_text_by_a_small_model_is_read() -> None:
     text = 'Here is the plan: {"milestones": [{"id": "m1", "description": "启动游戏"}]}'
     plan = _planned(say(text))
     assert [(t.id, t.executor, t.description) for t in plan.tasks] == [("m1", "agent", "启动游戏")]
+
+
+def test_the_planner_is_offered_the_home_skills_and_a_milestone_may_follow_one(tmp_path: Path) -> None:
+    import asyncio
+
+    from tether.supervisor.planner import plan_goal
+    from tether.testing import ScriptedModel
+    from tether.toolkits.standard import registry
+
+    model = ScriptedModel(
+        [_milestones({"id": "m1", "description": "Write the handout", "skill": "lecture-handout"},
+                     {"id": "m2", "description": "Tidy up", "skill": "no-such-skill", "depends_on": ["m1"]})]
+    )  # fmt: skip
+    plan = asyncio.run(plan_goal("a handout on solar power", registry, model, home=tmp_path))
+    system = str(model.requests[0][0][0]["content"])
+    assert "- lecture-handout:" in system and "Use when:" in system
+    assert "# Lecture handout" not in system  # names and descriptions only, never a body
+    schema = model.requests[0][1][0].parameters["properties"]["milestones"]["items"]["properties"]
+    assert "lecture-handout" in schema["skill"]["enum"]
+    first, second = plan.tasks
+    assert "Follow the skill 'lecture-handout'" in first.description
+    assert "Follow the skill" not in second.description  # a name that is not installed is not followed

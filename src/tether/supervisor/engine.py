@@ -173,7 +173,9 @@ async def plan_run(run_id: str) -> dict[str, Any]:
     why = "this executor has no model configured to plan goals"
     if h.model_for is not None:
         try:
-            plan = await plan_goal(goal, h.executor.registry, h.model_for(None), caller=caller)
+            plan = await plan_goal(
+                goal, h.executor.registry, h.model_for(None), caller=caller, home=h.runtime.home
+            )
         except PlanError as exc:
             why = f"the goal cannot be planned: {exc.message}"
         except ModelError as exc:

@@ -12,7 +12,9 @@ instead; it says plainly when a goal is beyond its tools.
 
 from __future__ import annotations
 
+import copy
 import json
+from pathlib import Path
 from typing import Any
 
 from tether.agent.surface import ToolSurface
@@ -62,22 +64,43 @@ PLAN_SCHEMA: dict[str, Any] = {
 }
 
 
-async def plan_goal(goal: str, registry: Registry, model: Model, *, caller: str = "agent") -> Plan:
-    """The plan for ``goal``: milestones from ``model``, or direct calls with the offline model."""
+async def plan_goal(
+    goal: str, registry: Registry, model: Model, *, caller: str = "agent", home: Path | None = None
+) -> Plan:
+    """The plan for ``goal``: milestones from ``model``, or direct calls with the offline model. With
+    ``home``, the home's installed skills are offered: a milestone may name one for its agent to follow."""
     if isinstance(model, OfflineModel):
-        return plan_offline(goal, registry, caller=caller)
-    surface = ToolSurface(registry, caller)
+        return plan_offline(goal, registry, caller=caller, home=home)
+    surface = ToolSurface(registry, caller, home)
     tools = "\n".join(f"- {t.name}: {t.description}" for t in surface.tools if not surface.is_control(t.name))
-    messages = [
-        {"role": "system", "content": PROMPT.format(tools=tools)},
-        {"role": "user", "content": goal},
-    ]
-    submit = ToolDef(
-        name=SUBMIT, description="Submit the plan (milestones in order).", parameters=PLAN_SCHEMA
-    )
+    skills = _skills(surface, home)
+    system = PROMPT.format(tools=tools)
+    schema = PLAN_SCHEMA
+    if skills:
+        listing = "\n".join(skill.listing() for skill in skills.values())
+        system += f"\n\n{SKILLS_PROMPT}\n{listing}"
+        schema = copy.deepcopy(PLAN_SCHEMA)
+        item = schema["properties"]["milestones"]["items"]["properties"]
+        item["skill"] = {"type": "string", "enum": sorted(skills), "description": "a skill to follow"}
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": goal}]
+    submit = ToolDef(name=SUBMIT, description="Submit the plan (milestones in order).", parameters=schema)
     response = await model.complete(messages, [submit])
     document = _document(response)
-    return _plan(goal, document, registry, caller)
+    return _plan(goal, document, registry, caller, skills=sorted(skills))
+
+
+SKILLS_PROMPT = (
+    "Skills the assistant can load (instructions for a kind of work; name one in a milestone's `skill` "
+    "when it fits):"
+)
+
+
+def _skills(surface: ToolSurface, home: Path | None) -> dict[str, Any]:
+    if home is None or surface.spec(surface.tool_name("skills.read")) is None:
+        return {}
+    from tether.toolkits.skills.library import SkillLibrary
+
+    return dict(SkillLibrary(home).skills)
 
 
 def _document(response: Any) -> dict[str, Any]:
@@ -95,7 +118,9 @@ def _document(response: Any) -> dict[str, Any]:
     raise PlanError(f"the planner gave no plan: {why}", problems=[{"task": None, "problem": why}])
 
 
-def _plan(goal: str, document: dict[str, Any], registry: Registry, caller: str) -> Plan:
+def _plan(
+    goal: str, document: dict[str, Any], registry: Registry, caller: str, *, skills: list[str] | None = None
+) -> Plan:
     milestones = document.get("milestones")
     beyond = document.get("beyond")
     if not milestones:
@@ -110,11 +135,15 @@ def _plan(goal: str, document: dict[str, Any], registry: Registry, caller: str) 
     for raw in milestones:
         if not isinstance(raw, dict):
             raise PlanError(f"a milestone is not an object: {json.dumps(raw)[:200]}")
+        description = str(raw.get("description", ""))
+        skill = raw.get("skill")
+        if isinstance(skill, str) and skill in (skills or ()):
+            description += f"\n\nFollow the skill {skill!r}: read it first with skills__read."
         try:
             tasks.append(
                 Task(
                     id=str(raw.get("id", "")),
-                    description=str(raw.get("description", "")),
+                    description=description[:4000],
                     executor="agent",
                     depends_on=[str(d) for d in raw.get("depends_on") or []],
                 )
