@@ -234,3 +234,36 @@ def test_the_keyboard_alone_can_send_a_message(page: Any) -> None:
     page.keyboard.press("Enter")
     page.get_by_test_id("msg-assistant").first.wait_for()
     wait_idle(page)
+
+
+def test_a_researched_handout_is_approved_over_old_files_and_downloaded_from_the_page(
+    page: Any, served: Served
+) -> None:
+    from tests.support.research_site import research_site
+
+    handouts = served.home / "workspace" / "handouts"
+    handouts.mkdir(parents=True, exist_ok=True)
+    (handouts / "sun.pptx").write_bytes(b"old deck")
+    with research_site() as site:
+        site.configure(served.home)
+        new_thread(page)
+        page.get_by_test_id("format-pptx").check()
+        page.get_by_test_id("format-pdf").check()
+        send(page, "搜索一下 太阳能发电 然后写成讲义 保存到 handouts/sun 覆盖")
+        card = page.get_by_test_id("conversation").get_by_test_id("inline-approval")
+        card.filter(has_text="documents.generate").wait_for(timeout=90_000)
+        assert (handouts / "sun.pptx").read_bytes() == b"old deck"
+        shot(page, "08-overwrite-approval")
+        card.get_by_test_id("approve").click()
+        files = page.get_by_test_id("artifact")
+        page.locator("[data-testid=artifact][data-format=pdf]").wait_for(timeout=90_000)
+        page.locator("[data-testid=artifact][data-format=pptx]").wait_for()
+        assert files.count() == 2
+    wait_idle(page)
+    shot(page, "09-files")
+    with page.expect_download() as info:
+        page.locator("[data-testid=artifact][data-format=pptx]").get_by_test_id("artifact-download").click()
+    download = info.value
+    assert download.suggested_filename.endswith(".pptx")
+    data = Path(download.path()).read_bytes()
+    assert data.startswith(b"PK") and data == (handouts / "sun.pptx").read_bytes()
