@@ -53,7 +53,7 @@ def register(app: typer.Typer, state: Any) -> None:
 
         with Runtime.open(state.home) as rt:
             model = model_from_settings(rt.home, rt.model_settings, resilience=rt.resilience)
-            plan = asyncio.run(plan_with(goal, reg, model))
+            plan = asyncio.run(plan_with(goal, reg, model, home=rt.home))
         return plan, getattr(model, "name", "offline") or "offline"
 
     @flow_app.command("validate")
@@ -391,9 +391,13 @@ def register(app: typer.Typer, state: Any) -> None:
                 out.print(f"plan ({label}):", markup=False)
                 for task in plan.tasks:
                     extra = " (asks you first)" if task.review == "before" else ""
+                    shown = ""
+                    if task.call is not None:
+                        shown = json.dumps(task.call.args, ensure_ascii=False)
+                        if task.call.args_from:
+                            shown += f" ← {json.dumps(task.call.args_from, ensure_ascii=False)}"
                     out.print(
-                        f"  {task.id}: {task.call.task if task.call else task.description}"
-                        f" {json.dumps(task.call.args, ensure_ascii=False) if task.call else ''}{extra}",
+                        f"  {task.id}: {task.call.task if task.call else task.description} {shown}{extra}",
                         markup=False,
                     )
             with runtime() as rt:

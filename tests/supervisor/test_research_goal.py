@@ -1,0 +1,36 @@
+"""Done-when, as a goal run: a research goal becomes a DAG (search → read → summarize → generate) that
+runs to the end by itself on local pages, each step reading what the one before produced."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.helpers import tether_cli
+from tests.support.research_site import research_site
+
+
+def test_a_research_goal_runs_as_a_dag_and_leaves_its_files(home: Path) -> None:
+    with research_site() as site:
+        site.configure(home)
+        code, out, err = tether_cli(
+            "goal", "搜索一下 太阳能发电，然后写成讲义，做成PPT", "--json", home=home, timeout=180
+        )
+    assert code == 0, (out, err)
+    run = json.loads(out.strip().splitlines()[-1])
+    assert run["status"] == "completed", run
+    code, out, err = tether_cli("flow", "show", run["run_id"], "--json", home=home)
+    assert code == 0, err
+    shown = json.loads(out)
+    statuses = {t["id"]: t["status"] for t in shown["tasks"]}
+    assert statuses == dict.fromkeys(
+        ["search", "read-1", "summarize-1", "read-2", "summarize-2", "read-3", "summarize-3", "generate"],
+        "completed",
+    ), statuses
+    assert site.queries == ["太阳能发电"]
+    code, out, err = tether_cli("artifacts", "--json", home=home)
+    items = json.loads(out)["items"]
+    assert {i["format"] for i in items} == {"pptx", "pdf"}
+    assert all(i["origin"] == f"run:{run['run_id']}" for i in items)
+    for item in items:
+        assert (home / item["path"]).stat().st_size == item["size"] > 1000
