@@ -168,7 +168,19 @@ ALLOWED: dict[str, set[str]] = {
         "tether.store",
         "tether.credentials",
     },
-    "tether.toolkits": {"tether.toolkits", "tether.tasks", "tether.errors"},
+    # Toolkits: the handlers, at the bottom. They read their settings and keys, build documents with
+    # tether.artifacts, and web.summarize_text asks the home's model as a library (a tool calling a model
+    # is not a model calling tools; it runs in the worker, under the executor's checks like any handler).
+    "tether.toolkits": {
+        "tether.toolkits",
+        "tether.tasks",
+        "tether.errors",
+        "tether.config",
+        "tether.credentials",
+        "tether.artifacts",
+        "tether.models",
+    },
+    "tether.artifacts": {"tether.artifacts", "tether.errors"},
     "tether.execution": {
         "tether.execution",
         "tether.tasks",
@@ -197,6 +209,7 @@ ALLOWED: dict[str, set[str]] = {
         "tether.errors",
         "tether.runtime",
         "tether.resilience",
+        "tether.toolkits.skills",  # the skills listed in the system prompt (the library, no handler)
     },
 }
 # The supervisor stands on the agent: it may use everything the agent may, and the agent itself.
