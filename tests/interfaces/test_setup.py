@@ -145,8 +145,21 @@ def test_doctor_on_a_fresh_home_is_all_ok(tmp_path: Path) -> None:
     run = tether(tmp_path / "home", "doctor", "--json")
     checks = {c["check"]: c for c in json.loads(run.stdout)}
     assert run.returncode == 0, run.stdout
-    assert set(checks) == {"home", "settings", "store", "registry", "keyring", "model"}
+    assert set(checks) == {
+        "home", "settings", "store", "registry", "keyring", "model", "documents", "research", "skills"
+    }  # fmt: skip
     assert checks["model"]["status"] == "ok" and "offline" in checks["model"]["detail"]
+    assert checks["documents"]["status"] == "ok" and "Noto Sans CJK" in checks["documents"]["detail"]
+    assert checks["research"]["status"] == "warn" and "search_provider" in checks["research"]["fix"]
+    assert checks["skills"]["status"] == "ok" and "lecture-handout" in checks["skills"]["detail"]
+
+
+def test_doctor_names_a_broken_skill(tmp_path: Path) -> None:
+    folder = tmp_path / "home" / "skills" / "broken"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("no front matter\n", encoding="utf-8")
+    run = tether(tmp_path / "home", "doctor")
+    assert "warn skills" in run.stdout and "front matter" in run.stdout
 
 
 def test_doctor_says_what_to_fix(tmp_path: Path) -> None:

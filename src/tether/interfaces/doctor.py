@@ -188,6 +188,43 @@ def _reach(choice: Any, key: str | None) -> Check:
     return Check(name="model", status=OK, detail=f"{label}: reachable")
 
 
+def check_documents() -> Check:
+    """The CJK font documents need (pdf and pptx in Chinese)."""
+    from tether.artifacts.fonts import FontMissing, find_font
+
+    try:
+        font = find_font()
+    except FontMissing as exc:
+        return Check(name="documents", status=WARN, detail="no CJK font: Chinese documents cannot be made",
+                     fix=f"apt-get install {exc.data.get('package', 'fonts-noto-cjk')}")  # fmt: skip
+    return Check(name="documents", status=OK, detail=f"{font.family} ({font.path})")
+
+
+def check_research(path: Path) -> Check:
+    from tether.toolkits.web.specs import search_available
+
+    why = search_available(path)
+    if why:
+        return Check(name="research", status=WARN, detail="web search is off (reading URLs works)", fix=why)
+    from tether.config import ResearchSettings
+
+    return Check(
+        name="research", status=OK, detail=f"web search through {ResearchSettings.load(path).search_provider}"
+    )
+
+
+def check_skills(path: Path) -> Check:
+    from tether.toolkits.skills.library import SkillLibrary
+
+    library = SkillLibrary(path)
+    names = ", ".join(library.names()) or "none"
+    if library.problems:
+        first = next(iter(library.problems.values()))
+        detail = f"{len(library.problems)} left out; installed: {names}"
+        return Check(name="skills", status=WARN, detail=detail, fix=first)
+    return Check(name="skills", status=OK, detail=names)
+
+
 def run_checks(home: str | None, registry_ref: str) -> list[Check]:
     checks: list[Check] = []
     first, path = check_home(home)
@@ -201,4 +238,8 @@ def run_checks(home: str | None, registry_ref: str) -> list[Check]:
     checks.append(check_keyring())
     if settings.status != FAIL or "[model]" in settings.detail:
         checks.append(check_model(path))
+    checks.append(check_documents())
+    if settings.status != FAIL:
+        checks.append(check_research(path))
+    checks.append(check_skills(path))
     return checks
