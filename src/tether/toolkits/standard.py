@@ -15,8 +15,12 @@ from __future__ import annotations
 
 from tether.tasks.spec import Registry
 from tether.toolkits.demo import registry as demo
+from tether.toolkits.documents import specs as documents
+from tether.toolkits.shell import specs as shell
 from tether.toolkits.skills import specs as skills
+from tether.toolkits.web import specs as web
+from tether.toolkits.workspace import specs as workspace
 
 registry = Registry(ref="tether.toolkits.standard:registry", env=demo.ENV)
-for toolkit in (demo, skills):
+for toolkit in (demo, documents, web, workspace, shell, skills):
     toolkit.add_tasks(registry)
