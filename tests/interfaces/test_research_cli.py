@@ -19,7 +19,10 @@ REQUEST = "搜索一下 太阳能发电 然后写成讲义 保存到 handouts/so
 def deck_text(data: bytes) -> str:
     deck = Presentation(io.BytesIO(data))
     return "\n".join(
-        shape.text_frame.text for slide in deck.slides for shape in slide.shapes if shape.has_text_frame
+        shape.text_frame.text  # type: ignore[attr-defined]
+        for slide in deck.slides
+        for shape in slide.shapes
+        if shape.has_text_frame
     )
 
 

@@ -26,6 +26,7 @@ FORMATS_PROMPT = (
     "when the request asks for no file."
 )
 
+
 def normalize(formats: Iterable[Any]) -> tuple[str, ...]:
     """The known formats among ``formats``, lower-cased, each once, in tether's order."""
     given = {str(f).strip().lower().lstrip(".") for f in formats if isinstance(f, str)}
