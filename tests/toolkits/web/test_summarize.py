@@ -193,3 +193,14 @@ def test_the_offline_path_never_imports_a_model_client(tmp_path: Path) -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_menus_and_bare_headings_left_by_extraction_are_not_summarized() -> None:
+    from tether.toolkits.web.summarize import extractive
+
+    text = "首页 | 关于\n太阳能发电原理\n太阳能电池利用光伏效应把阳光直接转换成电能。\n硅是最常见的电池材料。"
+    assert extractive(text, "太阳能") == [
+        "太阳能电池利用光伏效应把阳光直接转换成电能。",
+        "硅是最常见的电池材料。",
+    ]
+    assert extractive("Only a heading") == ["Only a heading"]  # nothing else: the fragment is what there is

@@ -65,6 +65,9 @@ def extractive(text: str, focus: str = "", max_sentences: int = DEFAULT_SENTENCE
     """The ``max_sentences`` sentences that best carry the text's frequent terms and ``focus``, in
     their original order. Deterministic: ties go to the earlier sentence."""
     sentences = split_sentences(text)
+    # Menus, headings and captions left by extraction ("首页 | 关于", a bare title) are not statements:
+    # they are summarized only when nothing else is there.
+    sentences = [s for s in sentences if _is_prose(s)] or sentences
     if len(sentences) <= max_sentences:
         return [_clip(s) for s in sentences]
     counted = [terms(s) for s in sentences]
@@ -85,6 +88,16 @@ def extractive(text: str, focus: str = "", max_sentences: int = DEFAULT_SENTENCE
         scores.append((score, index))
     chosen = sorted(scores, key=lambda pair: (-pair[0], pair[1]))[:max_sentences]
     return [_clip(sentences[index]) for _, index in sorted(chosen, key=lambda pair: pair[1])]
+
+
+_ENDS = tuple("。！？!?.；;…\"”')）")
+MIN_PROSE_CHARS = 16  # a line shorter than this without a sentence's end is a heading or a menu item
+
+
+def _is_prose(sentence: str) -> bool:
+    if " | " in sentence or sentence.count("|") >= 2:
+        return False
+    return sentence.endswith(_ENDS) or len(sentence) >= MIN_PROSE_CHARS
 
 
 def _clip(sentence: str) -> str:
