@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.interfaces.test_research_cli import deck_text
 from tests.support.helpers import tether_cli
 from tests.support.research_site import research_site
 
@@ -34,3 +35,8 @@ def test_a_research_goal_runs_as_a_dag_and_leaves_its_files(home: Path) -> None:
     assert all(i["origin"] == f"run:{run['run_id']}" for i in items)
     for item in items:
         assert (home / item["path"]).stat().st_size == item["size"] > 1000
+    deck = next(home / i["path"] for i in items if i["format"] == "pptx")
+    text = deck_text(deck.read_bytes())
+    for n, path in enumerate(("/solar", "/grid", "/cost"), start=1):  # each page cited by its own number
+        assert site.base + path in text
+        assert f"[{n}]" in text

@@ -268,12 +268,15 @@ class DocsPlan:
         direct = i.kind == "folder" or (i.kind == "file" and i.make and not i.summarize)
         if not direct and len(summaries) < len(texts):
             source = texts[len(summaries)]
-            return SUMMARIZE, {
+            args = {
                 "text": source.data.get("text", "")[:SUMMARY_INPUT_CHARS] or "(empty)",
                 "focus": i.topic[:200],
                 "source_url": str(source.data.get("url") or "")[:2000],
                 "source_title": str(source.data.get("title") or source.data.get("path") or "")[:300],
             }
+            if "cite_as" in self._params(SUMMARIZE):  # the n-th source is cited [n]
+                args["cite_as"] = len(summaries) + 1
+            return SUMMARIZE, args
         generated = of(GENERATE)
         if (i.make or self.context.formats) and not generated:
             return GENERATE, self._generate_args(texts, summaries, direct)

@@ -100,7 +100,7 @@ def research_plan(goal: str, intent: offline_docs.Intent, surface: ToolSurface, 
                 description=f"Summarize page {n} with its source",
                 call=Call(
                     task="web.summarize_text",
-                    args={"focus": topic[:200]},
+                    args={"focus": topic[:200], "cite_as": n},
                     args_from={
                         "text": f"{page}/text",
                         "source_url": f"{page}/url",
@@ -124,7 +124,14 @@ def research_plan(goal: str, intent: offline_docs.Intent, surface: ToolSurface, 
             Task(
                 id="generate",
                 description="Write the document from the summaries",
-                call=Call(task="documents.generate", args=args, args_from={"content": summaries}),
+                call=Call(
+                    task="documents.generate",
+                    args=args,
+                    args_from={
+                        "content": summaries,
+                        "sources": [f"data.summary{n}/source" for n in range(1, PAGES + 1)],
+                    },
+                ),
                 depends_on=[f"summarize-{n}" for n in range(1, PAGES + 1)],
                 review="before" if spec is not None and spec.danger_for(args) is not Danger.SAFE else "none",
             )

@@ -120,15 +120,18 @@ def summarize_text(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
     params = _params(ctx)
     if not params.text.strip():
         raise TaskFailed("there is no text to summarize: the text is only white space")
-    source = Source(url=params.source_url, title=params.source_title)
+    source = Source(url=params.source_url, title=params.source_title, number=params.cite_as)
     summary = summarize(ctx.home, params.text, params.focus, source, params.max_sentences)
     data = summary.data()
+    if params.source_url.lower().startswith(("http://", "https://")):
+        # As documents.generate takes a source: a goal run hands it on (Call.args_from).
+        data["source"] = {"title": params.source_title or params.source_url, "url": params.source_url}
     message = summary.text
     if len(message) > MAX_MESSAGE_SUMMARY_CHARS:
         message = message[: MAX_MESSAGE_SUMMARY_CHARS - 1] + "…"
     if summary.sources:
         first = summary.sources[0]
-        message += f"\n\n[1] {first['title'] or first['url']}" + (
+        message += f"\n\n{source.cite} {first['title'] or first['url']}" + (
             f" — {first['url']}" if first["title"] and first["url"] else ""
         )
     if summary.note:

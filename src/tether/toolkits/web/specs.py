@@ -99,6 +99,12 @@ class SummarizeParams(BaseModel):
         ),
     ] = ""
     max_sentences: Annotated[int, Field(ge=1, le=12, description="at most this many points, 1 to 12")] = 5
+    cite_as: Annotated[
+        int,
+        Field(
+            ge=1, le=99, description="the citation number of the source, [1] unless it is the n-th of several"
+        ),
+    ] = 1
     source_url: Annotated[
         str,
         StringConstraints(strip_whitespace=True, max_length=MAX_URL_CHARS),

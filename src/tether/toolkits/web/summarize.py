@@ -108,6 +108,11 @@ def _clip(sentence: str) -> str:
 class Source:
     url: str = ""
     title: str = ""
+    number: int = 1  # the citation it is given: [1] alone, [n] as the n-th source of a document
+
+    @property
+    def cite(self) -> str:
+        return f"[{self.number}]"
 
     @property
     def known(self) -> bool:
@@ -136,9 +141,11 @@ class Summary:
 
 def extractive_summary(text: str, focus: str, source: Source, max_sentences: int) -> Summary:
     sentences = extractive(text, focus, max_sentences)
-    cite = " [1]" if source.known else ""
+    cite = f" {source.cite}" if source.known else ""
     body = "\n".join(f"- {sentence}{cite}" for sentence in sentences)
-    return Summary(text=body, method="extractive", sources=[source.to_dict(1)] if source.known else [])
+    return Summary(
+        text=body, method="extractive", sources=[source.to_dict(source.number)] if source.known else []
+    )
 
 
 PROMPT = (
@@ -154,11 +161,11 @@ def messages_for(text: str, focus: str, source: Source, max_sentences: int) -> l
     system = PROMPT.format(
         n=max_sentences,
         focus_rule=f" Concentrate on: {focus}." if focus else "",
-        cite_rule=" End each bullet point with the citation [1]." if source.known else "",
+        cite_rule=f" End each bullet point with the citation {source.cite}." if source.known else "",
     )
     header = ""
     if source.known:
-        header = f"Source [1]: {source.title or '(untitled)'} {source.url}".rstrip() + "\n\n"
+        header = f"Source {source.cite}: {source.title or '(untitled)'} {source.url}".rstrip() + "\n\n"
     return [
         {"role": "system", "content": system},
         {"role": "user", "content": f"{header}Text:\n<<<\n{clipped}\n>>>{note}"},
@@ -171,14 +178,14 @@ def model_summary(model: Any, text: str, focus: str, source: Source, max_sentenc
     answer = response.text.strip()
     if not answer:
         raise ValueError("the model answered with no text")
-    if source.known and "[1]" not in answer:
-        answer += " [1]"
+    if source.known and source.cite not in answer:
+        answer += f" {source.cite}"
     if len(answer) > MAX_SUMMARY_CHARS:
         answer = answer[: MAX_SUMMARY_CHARS - 1] + "…"
     return Summary(
         text=answer,
         method="model",
-        sources=[source.to_dict(1)] if source.known else [],
+        sources=[source.to_dict(source.number)] if source.known else [],
         model=response.model or getattr(model, "name", ""),
     )
 
