@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import os
 import select
 import signal
 import sys
+import time
 from pathlib import Path
 
 from tether.execution import process, worker
@@ -51,8 +53,27 @@ def _child(exec_dir: Path, keep_closed: list[int]) -> None:
     process.run_as_forked_child(run)
 
 
+IDLE_S = 0.05  # no request for this long: import the next module the registry asks to preload
+
+
+def _warm(name: str) -> None:
+    """Import one preload module (a failure is logged, never fatal: the worker imports it itself)."""
+    started = time.monotonic()
+    try:
+        importlib.import_module(name)
+    except Exception as exc:  # a broken or missing optional library must not stop the server
+        why = f"{type(exc).__name__}: {exc}"
+        print(f"forkserver: preloading {name} failed: {why}", file=sys.stderr, flush=True)
+    else:
+        took = time.monotonic() - started
+        print(f"forkserver: preloaded {name} in {took:.2f} s", file=sys.stderr, flush=True)
+    gc.collect()
+    gc.freeze()
+
+
 def serve(registry_ref: str) -> int:
-    Registry.load(registry_ref)  # preload: the registry module, pydantic, the params models
+    registry = Registry.load(registry_ref)  # preload: the registry module, pydantic, the params models
+    warm = list(registry.preload)  # heavier modules, one at a time while idle, after READY
     # Everything loaded so far is never collected: children then do not copy the pages that a garbage
     # collection would otherwise touch (fork stays cheap and memory stays shared).
     gc.collect()
@@ -70,6 +91,7 @@ def serve(registry_ref: str) -> int:
     out.flush()
     keep_closed = [wake_r, wake_w]  # fds 0-2 are replaced in the child by dup2
     parent = os.getppid()
+    quiet_since = time.monotonic()  # the last spawn request: warming waits for a quiet moment
     while True:
         if os.getppid() != parent:
             # The executor died, and something it forked still holds the write end of our stdin (so
@@ -78,15 +100,18 @@ def serve(registry_ref: str) -> int:
             if not children:
                 return 0
         try:
-            readable, _, _ = select.select([stdin, wake_r], [], [], 1.0)
+            readable, _, _ = select.select([stdin, wake_r], [], [], IDLE_S if warm else 1.0)
         except InterruptedError:
-            readable = []
+            readable = [wake_r]
         if wake_r in readable:
             with contextlib.suppress(BlockingIOError):
                 os.read(wake_r, 4096)
         _reap(children)
         if stdin not in readable:
+            if warm and time.monotonic() - quiet_since >= IDLE_S:
+                _warm(warm.pop(0))
             continue
+        quiet_since = time.monotonic()
         line = stdin.readline().decode()
         if not line:
             return 0

@@ -23,6 +23,7 @@ from tether.errors import RegistryError, ToolNotFound
 TASK_ID_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+MODULE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 OBJECT_PATH_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 DEFAULT_RESOURCES = ("automation",)
@@ -164,16 +165,23 @@ class Registry:
     """The task whitelist. ``ref`` is where a worker process re-imports this registry from.
 
     ``env`` names the environment variables its handlers need; workers get only those beyond a small
-    allowlist (never the starter's keys and tokens).
+    allowlist (never the starter's keys and tokens). ``preload`` names modules the fork server imports
+    while it is idle, after it is ready (heavy libraries a handler needs: a worker forked later starts
+    with them loaded; the first task never waits for them).
     """
 
     ref: str | None = None
     env: tuple[str, ...] = ()
+    preload: tuple[str, ...] = ()
     _specs: dict[str, TaskSpec] = field(default_factory=dict)
     _preconditions: dict[str, Precondition] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.env = tuple(self.env)
+        self.preload = tuple(self.preload)
+        for name in self.preload:
+            if not MODULE_RE.match(name):
+                raise RegistryError(f"registry preload: {name!r} is not a module name")
         for name in self.env:
             if not ENV_NAME_RE.match(name):
                 raise RegistryError(f"registry env: {name!r} is not an environment variable name")

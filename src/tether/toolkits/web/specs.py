@@ -217,5 +217,13 @@ def add_tasks(registry: Registry) -> None:
     )
 
 
-registry = Registry(ref="tether.toolkits.web.specs:registry")
+# The fork server imports these while idle, so a page read starts with httpx and trafilatura loaded.
+PRELOAD = (
+    "tether.toolkits.web.handlers",
+    "tether.toolkits.web.fetch",
+    "tether.toolkits.web.extract",
+    "trafilatura",
+)
+
+registry = Registry(ref="tether.toolkits.web.specs:registry", preload=PRELOAD)
 add_tasks(registry)
