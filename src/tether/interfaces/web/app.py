@@ -37,7 +37,7 @@ from tether.errors import TetherError
 from tether.execution.executor import EXECUTION_ID_RE
 from tether.execution.protocol import ExecutionPaths, log_tail
 from tether.interfaces.web import security
-from tether.interfaces.web.stream import EventHub, Full, sse
+from tether.interfaces.web.stream import EventHub, Full
 from tether.runtime import Runtime
 from tether.store.artifacts import file_of, sweep
 from tether.store.runs import RunRecord
@@ -823,7 +823,7 @@ def _event_routes(app: FastAPI, ctx: WebContext, hub: EventHub) -> None:
             try:
                 yield b"retry: 1000\n\n"
                 async for event in hub.events(subscriber, after, topic):
-                    yield sse(event)
+                    yield hub.encode(event)
             finally:
                 hub.unsubscribe(subscriber)
 
