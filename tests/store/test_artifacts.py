@@ -93,3 +93,17 @@ def test_a_file_replaced_by_a_link_is_not_served(db: Database, tmp_path: Path) -
     (tmp_path / "artifacts/e1/a.pdf").unlink()
     os.symlink(secret, tmp_path / "artifacts/e1/a.pdf")
     assert file_of(tmp_path, artifact) is None
+
+
+def test_a_run_keeps_every_file_it_made_and_a_name_is_only_ever_a_file_name(
+    db: Database, tmp_path: Path
+) -> None:
+    jobs, store = SqlJobStore(db), SqlArtifactStore(db)
+    finish(jobs, "e1", generated(tmp_path, "e1", "cats.pdf"), "run:run-1")
+    finish(jobs, "e2", generated(tmp_path, "e2", "dogs.pdf"), "run:run-1")
+    assert sorted(a.name for a in store.list(origin="run:run-1")) == ["cats.pdf", "dogs.pdf"]
+    assert sweep(tmp_path, store) == 0 and (tmp_path / "artifacts/e1/cats.pdf").exists()
+    items = generated(tmp_path, "e3", "x.md")
+    items[0]["name"] = "../../../../tmp/escaped.txt"
+    finish(jobs, "e3", items, "thread:th-9")
+    assert [a.name for a in store.list(thread_id="th-9")] == ["x.md"]

@@ -117,3 +117,46 @@ def test_specs_module_stays_light() -> None:
 )  # fmt: skip
 def test_stems_keep_chinese_and_drop_path_characters(title: str, stem: str) -> None:
     assert safe_stem(title) == stem
+
+
+@pytest.mark.parametrize("title", ["𠀀" * 80, "😀" * 80, "é" * 200])
+def test_a_long_title_of_wide_characters_still_fits_a_file_name(title: str) -> None:
+    stem = safe_stem(title)
+    assert len(stem.encode("utf-8")) <= 240 and stem and stem == title[: len(stem)]
+
+
+def test_a_refused_or_taken_place_fails_before_building_and_leaves_nothing(
+    documents: Executor, home: Path
+) -> None:
+    (home / "workspace" / "out").mkdir(parents=True)
+    (home / "workspace" / "out" / "r.md").write_text("mine", encoding="utf-8")
+    cases = {
+        "out/r": "exists in the workspace",
+        "../outside": "leaves the root",
+        "out/": "names a folder",
+        "x.pdf/": "names a folder",
+    }
+    for save_to, why in cases.items():
+        result = documents.execute_sync(
+            "documents.generate",
+            {"title": "Orphan", "content": "## A\n- x", "formats": ["md", "pdf"], "save_to": save_to},
+            caller="cli",
+        )
+        assert result.status is TaskStatus.FAILED and why in result.message, (save_to, result)
+        assert not (home / "artifacts" / result.execution_id).exists(), save_to  # no orphan files
+    assert (home / "workspace" / "out" / "r.md").read_text(encoding="utf-8") == "mine"
+
+
+def test_save_to_copies_into_the_workspace_and_overwrites_only_when_confirmed(
+    documents: Executor, home: Path
+) -> None:
+    args = {"title": "Notes", "content": "## A\n- x", "formats": ["md"], "save_to": "notes/today"}
+    first = documents.execute_sync("documents.generate", args, caller="agent")
+    assert first.status is TaskStatus.COMPLETED and first.data["saved"] == ["notes/today.md"], first
+    forced = {**args, "content": "## B\n- y", "overwrite": True}
+    asked = documents.execute_sync("documents.generate", forced, caller="agent")
+    assert asked.status is TaskStatus.REJECTED and asked.data["danger"] == "destructive"
+    consent = documents.confirm("documents.generate", forced, caller="agent", source="person:test")
+    done = documents.execute_sync("documents.generate", forced, caller="agent", confirmation=consent)
+    assert done.status is TaskStatus.COMPLETED, done
+    assert "- y" in (home / "workspace" / "notes" / "today.md").read_text(encoding="utf-8")

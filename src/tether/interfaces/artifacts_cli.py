@@ -4,7 +4,7 @@ what the page's file list and download links do. Registered on the main app by `
 from __future__ import annotations
 
 import json
-import shutil
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +24,21 @@ def _guard(as_json: bool, body: Any) -> None:
 
 def _size(size: int) -> str:
     return f"{size / 1024:.1f} KiB" if size < 1024 * 1024 else f"{size / 1024 / 1024:.1f} MiB"
+
+
+def _copy(source: Path, target: Path, *, replace: bool) -> None:
+    """Copy without following a link at ``target``: created exclusively, or (``replace``) renamed over it."""
+    data = source.read_bytes()
+    if not replace:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as out_file:
+            out_file.write(data)
+        return
+    temp = target.with_name(f".{target.name}.tether-{os.getpid()}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as out_file:
+        out_file.write(data)
+    os.replace(temp, target)
 
 
 def register(app: typer.Typer, state: Any) -> None:
@@ -91,10 +106,10 @@ def register(app: typer.Typer, state: Any) -> None:
                 )
             target = out_path or Path.cwd()
             if target.is_dir():
-                target = target / artifact.name
-            if target.exists() and not force:
+                target = target / Path(artifact.name).name  # a plain name, whatever the record says
+            if os.path.lexists(target) and not force:
                 raise ConfigError(f"{target} exists: give another --out, or --force to replace it")
-            shutil.copyfile(source, target)
+            _copy(source, target, replace=force)
             if as_json:
                 print(json.dumps({"artifact_id": artifact_id, "file": str(target)}, ensure_ascii=False))
             else:

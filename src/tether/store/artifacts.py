@@ -93,21 +93,22 @@ def _items(result: TaskResult) -> list[dict[str, Any]]:
         if not ok:
             log.warning("%s: artifact %r left off the record", result.execution_id, item)
             continue
+        # The name offered for download is a plain file name: the handler's, if it is one, else the file's.
         name = item.get("name")
         fallback = str(PurePosixPath(str(path)).name)
-        items.append(
-            {"format": fmt, "path": path, "size": size, "name": name if isinstance(name, str) else fallback}
-        )
+        plain = isinstance(name, str) and NAME_RE.match(name) is not None and name not in (".", "..")
+        items.append({"format": fmt, "path": path, "size": size, "name": name if plain else fallback})
     return items
 
 
 def record_artifacts(conn: Any, result: TaskResult, origin: str | None, step_id: str | None) -> int:
-    """Put the files of a completed ``result`` on record in the caller's write transaction; the
-    previous file of the same origin and format is superseded. Returns how many were recorded."""
+    """Put the files of a completed ``result`` on record in the caller's write transaction. In a
+    conversation, the thread's previous file of the same format is superseded (a thread offers its
+    latest handout, not every draft); a run or a lone job keeps every file it made. How many."""
     items = _items(result)
     stamp = now()
     for item in items:
-        if origin is not None:
+        if origin is not None and origin.startswith("thread:"):
             conn.execute(
                 update(A)
                 .where(A.c.origin == origin, A.c.format == item["format"], A.c.superseded_at.is_(None))

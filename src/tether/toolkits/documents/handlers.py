@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import unicodedata
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from tether.tasks.context import TaskContext
 ARTIFACTS_DIR = "artifacts"
 PRIVATE_DIR = 0o700
 DEFAULT_STEM = "document"
+MAX_STEM_BYTES = 240  # 80 Chinese characters; with ".pptx" within the 255 bytes of a file name
 # Characters a file name may not carry on some system we serve (Windows' set includes POSIX's "/").
 _UNSAFE = re.compile(r'[\\/:*?"<>|\x00-\x1f\x7f]')
 
@@ -27,8 +30,11 @@ def safe_stem(title: str) -> str:
     text = unicodedata.normalize("NFC", title)
     text = "".join(ch for ch in text if unicodedata.category(ch)[0] != "C")
     text = _UNSAFE.sub(" ", text)
-    text = " ".join(text.split()).strip(" .")
-    return text[:MAX_STEM_CHARS].rstrip(" .") or DEFAULT_STEM
+    text = " ".join(text.split()).strip(" .")[:MAX_STEM_CHARS]
+    # File names are limited in bytes (255 on most systems): 80 four-byte characters would not fit.
+    while len(text.encode("utf-8")) > MAX_STEM_BYTES:
+        text = text[:-1]
+    return text.rstrip(" .") or DEFAULT_STEM
 
 
 def _folder(home: Path, execution_id: str) -> Path:
@@ -65,6 +71,8 @@ def generate(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
             doc = make_document(**{**doc.model_dump(), "sources": merged[:MAX_SOURCES]})
     except DocumentError as exc:
         raise TaskFailed(exc.message, **exc.data) from None
+    if params.save_to is not None:  # a refused or taken place fails now, before minutes of building
+        _check_save(ctx, params.save_to, formats, overwrite=params.overwrite)
     folder = _folder(ctx.home, ctx.execution_id)
     stem = safe_stem(doc.title)
 
@@ -74,8 +82,13 @@ def generate(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
 
     try:
         built = build(doc, formats, folder, stem, before_each=before_each)
-    except DocumentError as exc:  # the CJK font missing, above all: the message names the package
-        raise TaskFailed(exc.message, **exc.data) from None
+        saved = _save(ctx, built, params.save_to, overwrite=params.overwrite) if params.save_to else None
+    except BaseException as exc:
+        # Nothing of an unfinished generate stays: its files were never going to be on record.
+        shutil.rmtree(folder, ignore_errors=True)
+        if isinstance(exc, DocumentError):  # the CJK font missing, above all: the message names the package
+            raise TaskFailed(exc.message, **exc.data) from None
+        raise
     ctx.progress(1.0, "done")
     artifacts = [_entry(item, ctx.home) for item in built]
     names = ", ".join(item["name"] for item in artifacts)
@@ -86,13 +99,13 @@ def generate(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
         "sections": len(doc.sections),
         "sources": len(doc.sources),
     }
-    if params.save_to is not None:
-        data["saved"] = _save(ctx, built, params.save_to, overwrite=params.overwrite)
-        message += f"; saved to {', '.join(data['saved'])}"
+    if saved is not None:
+        data["saved"] = saved
+        message += f"; saved to {', '.join(saved)}"
     return message, data
 
 
-def save_targets(save_to: str, formats: list[str]) -> dict[str, str]:
+def save_targets(save_to: str, formats: Sequence[str]) -> dict[str, str]:
     """Where each format goes in the workspace: ``handouts/solar`` → ``handouts/solar.pptx``…; a path
     that already ends in one of the formats keeps it for that format and lends its stem to the others."""
     stem, dot, suffix = save_to.rpartition(".")
@@ -101,21 +114,32 @@ def save_targets(save_to: str, formats: list[str]) -> dict[str, str]:
     return {fmt: f"{stem}.{fmt}" for fmt in formats}
 
 
-def _save(ctx: TaskContext, built: list[Built], save_to: str, *, overwrite: bool) -> list[str]:
-    """Copy the files into the workspace, confined to its roots. Without ``overwrite`` nothing existing
-    is touched (each file is created exclusively, and all are checked before any is written)."""
+def _check_save(ctx: TaskContext, save_to: str, formats: Sequence[str], *, overwrite: bool) -> None:
+    """Refuse a place outside the roots, a folder for a name, or (without ``overwrite``) a taken file."""
     from tether.toolkits.workspace.paths import Roots
 
+    if save_to.endswith(("/", "\\")) or save_to.rstrip("/").rsplit("/", 1)[-1] in ("", ".", ".."):
+        raise TaskFailed(f"save_to {save_to!r} names a folder: give a file name, e.g. handouts/solar")
     roots = Roots.load(ctx.home)
-    targets = save_targets(save_to, [item.format for item in built])
+    targets = save_targets(save_to, formats)
+    resolved = {t: roots.resolve(t, for_write=True) for t in targets.values()}  # PathRefused names the roots
     if not overwrite:
-        taken = [t for t in targets.values() if os.path.lexists(roots.resolve(t, for_write=True))]
+        taken = [t for t, path in resolved.items() if os.path.lexists(path)]
         if taken:
             raise TaskFailed(
                 f"{', '.join(taken)} exists in the workspace: to replace it, call again with overwrite=true "
                 "(the person is asked to confirm)",
                 exists=taken,
             )
+
+
+def _save(ctx: TaskContext, built: list[Built], save_to: str, *, overwrite: bool) -> list[str]:
+    """Copy the files into the workspace, confined to its roots. Without ``overwrite`` nothing existing
+    is touched (checked before the build, and each file is created exclusively now)."""
+    from tether.toolkits.workspace.paths import Roots
+
+    roots = Roots.load(ctx.home)
+    targets = save_targets(save_to, [item.format for item in built])
     saved = []
     for item in built:
         ctx.check_stop()
