@@ -166,3 +166,19 @@ def test_content_type_and_codec_names() -> None:
 def test_decoding_never_fails(body: bytes, declared: str | None) -> None:
     text, used = decode(body, declared)
     assert isinstance(text, str) and codecs.lookup(used)
+
+
+def test_no_declared_charset_makes_decoding_raise() -> None:
+    """A hostile page may declare any codec Python knows (zlib, base64, idna, undefined …): decoding
+    falls back instead of raising."""
+    import encodings.aliases
+
+    from tether.toolkits.web.fetch import decode
+
+    names = {*encodings.aliases.aliases, *encodings.aliases.aliases.values(), "undefined", "idna", "punycode"}
+    body = "<p>你好, world é</p>".encode()
+    for name in sorted(names):
+        page = f'<meta charset="{name}">'.encode() + body
+        text, codec = decode(page)
+        assert isinstance(text, str) and codec, name
+        assert isinstance(decode(body, declared=name)[0], str), name

@@ -230,10 +230,17 @@ def codec_for(label: str | None) -> str | None:
     name = label.strip().lower()
     name = _SUPERSETS.get(name, name)
     try:
-        codec = codecs.lookup(name).name
+        info = codecs.lookup(name)
     except LookupError:
         return None
-    return _SUPERSETS.get(codec, codec)
+    # Only text encodings a page may declare: not zlib/base64/rot13 (bytes to bytes), not idna/punycode
+    # (for host names, and they cannot replace bad input), not "undefined" (it raises on everything).
+    if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_PAGE_CODECS:
+        return None
+    return _SUPERSETS.get(info.name, info.name)
+
+
+_NOT_PAGE_CODECS = frozenset({"idna", "punycode", "undefined", "raw-unicode-escape", "unicode-escape"})
 
 
 def decode(body: bytes, declared: str | None = None) -> tuple[str, str]:
@@ -247,7 +254,10 @@ def decode(body: bytes, declared: str | None = None) -> tuple[str, str]:
     for label in (declared, found.group(1).decode("ascii") if found else None):
         codec = codec_for(label)
         if codec is not None and codec not in ("utf-16", "utf-32"):  # a page can't say that in ASCII
-            return body.decode(codec, errors="replace"), codec
+            try:
+                return body.decode(codec, errors="replace"), codec
+            except (LookupError, UnicodeError, ValueError):  # a codec that cannot decode this: try the next
+                continue
     try:
         return body.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
