@@ -40,3 +40,17 @@ def test_a_research_goal_runs_as_a_dag_and_leaves_its_files(home: Path) -> None:
     for n, path in enumerate(("/solar", "/grid", "/cost"), start=1):  # each page cited by its own number
         assert site.base + path in text
         assert f"[{n}]" in text
+
+
+def test_one_unreadable_page_is_skipped_and_the_document_is_made_from_the_rest(home: Path) -> None:
+    with research_site(broken="/grid") as site:
+        site.configure(home)
+        goal = "research solar power and write a report as a pdf"
+        code, out, err = tether_cli("goal", goal, "--json", home=home, timeout=180)
+    assert code == 0, (out, err)
+    run = json.loads(out.strip().splitlines()[-1])
+    code, out, err = tether_cli("flow", "show", run["run_id"], "--json", home=home)
+    tasks = {t["id"]: t for t in json.loads(out)["tasks"]}
+    assert run["status"] == "completed", tasks
+    assert tasks["read-2"]["status"] == "skipped" and "404" in tasks["read-2"]["message"]
+    assert tasks["summarize-2"]["status"] == "skipped" and tasks["generate"]["status"] == "completed"

@@ -40,8 +40,10 @@ def _page(title: str, text: str) -> bytes:
 
 
 class Site:
-    def __init__(self) -> None:
+    def __init__(self, *, broken: str | None = None) -> None:
+        """``broken``: an article path the search still lists but the site answers 404 for."""
         site = self
+        self.broken = broken
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
@@ -54,7 +56,7 @@ class Site:
                         for path, (title, text) in ARTICLES.items()
                     ]
                     self._send(json.dumps({"query": query, "results": results}).encode(), "application/json")
-                elif url.path in ARTICLES:
+                elif url.path in ARTICLES and url.path != site.broken:
                     self._send(_page(*ARTICLES[url.path]), "text/html; charset=utf-8")
                 else:
                     self.send_error(404)
@@ -94,8 +96,8 @@ class Site:
 
 
 @contextmanager
-def research_site() -> Iterator[Site]:
-    site = Site()
+def research_site(*, broken: str | None = None) -> Iterator[Site]:
+    site = Site(broken=broken)
     thread = threading.Thread(target=site.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:

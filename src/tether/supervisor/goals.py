@@ -91,6 +91,7 @@ def research_plan(goal: str, intent: offline_docs.Intent, surface: ToolSurface, 
                 call=Call(task="web.read_url", args_from={"url": f"data.search/results/{n - 1}/url"}),
                 depends_on=["search"],
                 outputs=[f"data.page{n}"],
+                optional=True,  # one unreadable page of three does not stop the document
             )
         )
         page = f"data.page{n}"
@@ -109,6 +110,7 @@ def research_plan(goal: str, intent: offline_docs.Intent, surface: ToolSurface, 
                 ),
                 depends_on=[f"read-{n}"],
                 outputs=[f"data.summary{n}"],
+                optional=True,
             )
         )
         summaries.append(f"data.summary{n}/summary")

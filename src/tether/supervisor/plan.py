@@ -113,6 +113,11 @@ class Task(_Strict):
     )
     retry: Retry = Field(default_factory=Retry)
     review: Literal["none", "before", "after"] = "none"
+    optional: bool = Field(
+        default=False,
+        description="when its retries are used up, the task is skipped (its dependents go on with what "
+        "there is) instead of failing or asking a person: one unreadable page of several, say",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -328,6 +328,11 @@ def after_attempt(
     retry = task.retry
 
     def ask(kind: str, why: str) -> Move:
+        if task.optional:  # its dependents go on without it
+            return Move(
+                task.id, "skipped", f"skipped (optional): {why}", diagnostics=diagnostics,
+                overrides={**overrides, "stage": stage},
+            )  # fmt: skip
         if not retry.then_ask_person:
             return Move(
                 task.id, "failed", why, diagnostics=diagnostics, overrides={**overrides, "stage": stage}
