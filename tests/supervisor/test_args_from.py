@@ -124,3 +124,20 @@ def test_a_research_goal_becomes_search_read_summarize_generate(tmp_path: Path) 
 def test_a_research_goal_without_a_search_provider_says_why(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match="search_provider"):
         plan_offline("搜索一下 太阳能发电，然后写成讲义", registry, home=tmp_path)
+
+
+def test_a_review_shows_the_values_read_from_the_context_which_are_what_runs() -> None:
+    plan = Plan.model_validate(
+        {"caller": "agent", "tasks": [
+            {"id": "s", "call": {"task": "web.search", "args": {"query": "x"}}, "outputs": ["data.search"]},
+            {"id": "save", "review": "before", "depends_on": ["s"],
+             "call": {"task": "documents.generate", "args": {"title": "t", "formats": ["md"], "save_to": "a"},
+                      "args_from": {"content": "data.search/query"}}},
+        ]}
+    )  # fmt: skip
+    done = run(state("s", "completed", outputs={"data.search": {"query": "the page's text"}}), state("save"))
+    decision = schedule(plan, done, now=NOW, started=NOW, resources={})
+    (move,) = decision.moves
+    assert move.status == "waiting_for_human"
+    assert move.review == {"kind": "before", "answer": None, "args": {
+        "title": "t", "formats": ["md"], "save_to": "a", "content": "the page's text"}}  # fmt: skip

@@ -54,3 +54,28 @@ def test_one_unreadable_page_is_skipped_and_the_document_is_made_from_the_rest(h
     assert run["status"] == "completed", tasks
     assert tasks["read-2"]["status"] == "skipped" and "404" in tasks["read-2"]["message"]
     assert tasks["summarize-2"]["status"] == "skipped" and tasks["generate"]["status"] == "completed"
+
+
+def test_a_research_goal_overwrites_a_file_only_after_the_person_approves_what_was_read(home: Path) -> None:
+    handouts = home / "workspace" / "handouts"
+    handouts.mkdir(parents=True)
+    (handouts / "solar.pdf").write_bytes(b"old pdf")
+    with research_site() as site:
+        site.configure(home)
+        goal = "搜索一下 太阳能发电，然后写成讲义 保存到 handouts/solar 覆盖"
+        code, out, err = tether_cli("goal", goal, "--json", home=home, timeout=180)
+        assert code == 3, (out, err)  # waits for the person at the overwrite
+        run = json.loads(out.strip().splitlines()[-1])
+        code, out, err = tether_cli("flow", "show", run["run_id"], "--json", home=home)
+        generate = next(t for t in json.loads(out)["tasks"] if t["id"] == "generate")
+        assert generate["status"] == "waiting_for_human"
+        shown = generate["review"]["args"]
+        assert shown["overwrite"] is True and "光伏效应" in "".join(shown["content"])  # the values, not refs
+        assert (handouts / "solar.pdf").read_bytes() == b"old pdf"
+        code, out, err = tether_cli("flow", "approve", run["run_id"], "generate", home=home)
+        assert code == 0, err
+        code, out, err = tether_cli("worker", "--until-idle", home=home, timeout=180)
+        assert code == 0, err
+    code, out, err = tether_cli("flow", "show", run["run_id"], "--json", home=home)
+    assert json.loads(out)["status"] == "completed"
+    assert (handouts / "solar.pdf").read_bytes().startswith(b"%PDF")

@@ -204,7 +204,7 @@ def schedule(
                     task.id,
                     "waiting_for_human",
                     "waits for a person's approval before it runs",
-                    review={"kind": "before", "answer": None},
+                    review=_before(task, state, context),
                 )
             )
             continue
@@ -399,6 +399,15 @@ def after_attempt(
             diagnostics=diagnostics,
         )
     return ask("failed", f"{outcome}: {message}")
+
+
+def _before(task: Task, state: TaskState, context: dict[str, Any]) -> dict[str, Any]:
+    """The review a task waits on before it runs. Arguments read from the context are read now and
+    shown: the person approves these values, and exactly these run (``service.answer`` pins them)."""
+    review: dict[str, Any] = {"kind": "before", "answer": None}
+    if task.call is not None and task.call.args_from and "args" not in state.overrides:
+        review["args"], _ = call_args(task, state, context)
+    return review
 
 
 def _packed(task: Task, context: dict[str, Any]) -> dict[str, Any]:

@@ -140,16 +140,15 @@ def answer(
     if status == "pending" and task.call is not None and kind == "before":
         spec = registry.get(task.call.task, plan.caller)
         if task.call.args_from and "args" not in overrides:
-            # Arguments read from the context are read now and pinned: the person approves these values.
-            resolved, missing = call_args(task, state, context_of(plan, run))
-            if not missing:
-                overrides["args"] = _validated(
-                    registry, plan, task.call.task, as_text_where_text(spec, resolved)
-                )
-        if spec is not None and spec.danger_for(overrides.get("args", task.call.args)) is not Danger.SAFE:
+            # The values the review showed (read from the context when it opened) are pinned: the person
+            # approves those, and exactly those run.
+            shown = review.get("args")
+            if not isinstance(shown, dict):
+                shown, _ = call_args(task, state, context_of(plan, run))
+            overrides["args"] = _validated(registry, plan, task.call.task, as_text_where_text(spec, shown))
+        clean = _validated(registry, plan, task.call.task, overrides.get("args", task.call.args))
+        if spec is not None and spec.danger_for(clean) is not Danger.SAFE:
             # The approval is the person's consent to exactly this call, usable once.
-            call_args_ = overrides.get("args", task.call.args)
-            clean = _validated(registry, plan, task.call.task, call_args_)
             note["digest"] = call_digest(task.call.task, clean)
             note["nonce"] = secrets.token_hex(12)
     after = runtime.runs.answer(run.run_id, task_id, note, status=status, overrides=overrides)

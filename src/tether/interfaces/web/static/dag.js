@@ -309,7 +309,9 @@ function taskFields(task) {
   if (task.title) rows.push(field(t('task.title'), task.title));
   rows.push(field(t('task.needs'), task.needs && task.needs.length ? task.needs.join(', ') : t('task.none')));
   if (task.call) {
-    rows.push(field(t('task.call'), h('code', { class: 'json' }, `${task.call.task} ${compactJson(task.call.args)}`)));
+    // A review that read arguments from the run's context shows those values: they are what runs.
+    const shown = (task.review && task.review.args) || task.call.args;
+    rows.push(field(t('task.call'), h('code', { class: 'json' }, `${task.call.task} ${compactJson(shown)}`)));
   } else if (task.description) {
     rows.push(field(t('task.description'), h('span', { class: 'prewrap' }, task.description)));
   }
