@@ -150,3 +150,18 @@ def test_the_model_is_frozen_and_language_always_set() -> None:
     assert isinstance(doc, Document) and doc.lang == "en"
     with pytest.raises(Exception, match="frozen"):
         doc.title = "x"  # type: ignore[misc]
+
+
+def test_long_paragraphs_raw_html_and_too_many_headings_are_kept_not_refused() -> None:
+    """What a model writes in the wild: a 5,000-character Chinese paragraph, an HTML block, 100 headings."""
+    from tether.artifacts.document import MAX_ITEM_CHARS, MAX_SECTIONS, from_markdown
+
+    sentence = "太阳能电池利用光伏效应把阳光直接转换成电能。"
+    doc = from_markdown("# T\n\n## A\n\n" + sentence * 230)
+    pieces = doc.sections[0].paragraphs
+    assert len(pieces) >= 3 and all(len(p) <= MAX_ITEM_CHARS and p.endswith("。") for p in pieces)
+    assert "".join(pieces) == sentence * 230  # nothing lost
+    doc = from_markdown("## A\n<div>\nWhole <b>block</b> &amp; more\n</div>\n\nafter", title="x")
+    assert doc.sections[0].paragraphs == ["Whole block & more", "after"]
+    doc = from_markdown("# T\n" + "".join(f"## H{i}\n\n- b{i}\n\n" for i in range(100)))
+    assert len(doc.sections) == MAX_SECTIONS and "H99" in doc.sections[-1].paragraphs

@@ -164,6 +164,12 @@ def test_saving_over_a_file_asks_for_an_overwrite_only_when_told_to() -> None:
     assert intent is not None and intent.save_to == "handout" and intent.overwrite
     plain = read_intent("research solar and save it as handout.pdf", surface, False)
     assert plain is not None and plain.save_to == "handout.pdf" and not plain.overwrite
+    topic = read_intent("research how to replace a car battery, save it to notes/battery", surface, False)
+    assert topic is not None and topic.save_to == "notes/battery" and not topic.overwrite
+    told = read_intent(
+        "research car batteries, save it to notes/battery and replace the old one", surface, False
+    )
+    assert told is not None and told.overwrite
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ bounded by a named constant, and URLs are limited to ``http``/``https`` so a lin
 
 from __future__ import annotations
 
+import html
 import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -198,6 +199,35 @@ def make_document(**fields: Any) -> Document:
 # -- Markdown ---------------------------------------------------------------------------------------
 
 
+_SENTENCE_END = re.compile(r"(?<=[。！？；!?;])|(?<=[.!?])\s+")
+
+
+def split_long(text: str, limit: int = MAX_ITEM_CHARS) -> list[str]:
+    """``text`` in pieces of at most ``limit`` characters, cut after a sentence's end where there is one
+    (a long Chinese paragraph has no line breaks), else at the limit."""
+    if len(text) <= limit:
+        return [text]
+    pieces: list[str] = []
+    current = ""
+    for sentence in (s for s in _SENTENCE_END.split(text) if s):
+        while len(sentence) > limit:  # one sentence longer than the limit: cut it
+            if current:
+                pieces.append(current.strip())
+                current = ""
+            pieces.append(sentence[:limit])
+            sentence = sentence[limit:]
+        if len(current) + len(sentence) + 1 > limit:
+            pieces.append(current.strip())
+            current = ""
+        current = f"{current} {sentence}" if current and not _CJK_END.search(current) else current + sentence
+    if current.strip():
+        pieces.append(current.strip())
+    return [piece for piece in pieces if piece]
+
+
+_CJK_END = re.compile(r"[。！？；]$")
+
+
 class _Reader:
     """Walks markdown-it's token stream and collects sections, bullets and sources."""
 
@@ -211,10 +241,22 @@ class _Reader:
         self.seen_content = False
         self.in_notes = False  # inside a quote that began "Notes:": its later paragraphs are notes too
 
-    def current(self) -> dict[str, Any]:
+    def current(self, kind: str = "") -> dict[str, Any]:
+        """The section text goes to; a full one (``kind`` at its limit) continues in a new section under
+        the same heading, while there is room for sections."""
         if not self.sections:
             self.sections.append({"heading": "", "paragraphs": [], "bullets": [], "notes": ""})
-        return self.sections[-1]
+        section = self.sections[-1]
+        limit = {"paragraphs": MAX_PARAGRAPHS, "bullets": MAX_BULLETS}.get(kind)
+        if limit is not None and len(section[kind]) >= limit:
+            if len(self.sections) >= MAX_SECTIONS:
+                raise DocumentError(
+                    f"too long for one document: more than {MAX_SECTIONS} sections of at most "
+                    f"{MAX_PARAGRAPHS} paragraphs and {MAX_BULLETS} bullets; split it into several documents"
+                )
+            section = {"heading": section["heading"], "paragraphs": [], "bullets": [], "notes": ""}
+            self.sections.append(section)
+        return section
 
     def heading(self, level: int, text: str) -> None:
         if level == 1 and not self.seen_content and not self.sections:
@@ -225,8 +267,14 @@ class _Reader:
                 return
         self.seen_content = True
         self.in_sources = text.rstrip(":：").strip().casefold() in SOURCE_HEADINGS
-        if not self.in_sources:
-            self.sections.append({"heading": text, "paragraphs": [], "bullets": [], "notes": ""})
+        if self.in_sources:
+            return
+        if len(self.sections) >= MAX_SECTIONS:  # more headings than a document holds: kept as text
+            self.current("paragraphs")["paragraphs"].append(text[:MAX_ITEM_CHARS])
+            return
+        self.sections.append(
+            {"heading": text[:MAX_HEADING_CHARS], "paragraphs": [], "bullets": [], "notes": ""}
+        )
 
     def paragraph(self, text: str, links: list[dict[str, str]], subtitle: bool, quoted: bool) -> None:
         if not text:
@@ -245,9 +293,10 @@ class _Reader:
             self.in_notes = True
             note = text[len(prefix) :] if prefix is not None else text
             section = self.current()
-            section["notes"] = (section["notes"] + "\n" + note.strip()).strip()
+            section["notes"] = (section["notes"] + "\n" + note.strip()).strip()[:MAX_NOTES_CHARS]
             return
-        self.current()["paragraphs"].append(text)
+        for piece in split_long(text):
+            self.current("paragraphs")["paragraphs"].append(piece)
 
     def bullet(self, text: str, links: list[dict[str, str]]) -> None:
         if not text:
@@ -257,7 +306,8 @@ class _Reader:
             self.source(text, links)
             return
         self.links += links
-        self.current()["bullets"].append(text)
+        for piece in split_long(text):
+            self.current("bullets")["bullets"].append(piece)
 
     def source(self, text: str, links: list[dict[str, str]]) -> None:
         if links:
@@ -269,6 +319,9 @@ class _Reader:
             url = bare.group(0).rstrip(".,;)）。，")
             title = text.replace(bare.group(0), "").strip(" -–—:：|") or url
             self.sources.append({"title": title, "url": url})
+
+
+_TAG_RE = re.compile(r"<[^>]*>")
 
 
 def _inline(token: Token) -> tuple[str, list[dict[str, str]], bool]:
@@ -344,6 +397,8 @@ def from_markdown(text: str, title: str | None = None, language: Language | None
             reader.bullet(" · ".join(cell for cell in row if cell), [])
         elif kind in ("fence", "code_block"):
             reader.paragraph(clean_line(token.content), [], False, False)
+        elif kind == "html_block":  # its text is kept, its markup is not
+            reader.paragraph(clean_line(_TAG_RE.sub(" ", html.unescape(token.content))), [], False, False)
         elif kind == "inline":
             plain, links, emphasised = _inline(token)
             if in_heading:

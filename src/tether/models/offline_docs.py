@@ -65,7 +65,11 @@ SAVE = re.compile(
     r"([\w\u4e00-\u9fff./-]+?)[”\"']?(?=[\s，。,;；]|$)",
     re.I,
 )
-OVERWRITE = re.compile(r"覆盖|替换|overwrit|replace", re.I)
+# Said of the file being saved: "覆盖旧的", "overwrite it", "replace the old one" — not "how to replace a
+# battery" in a topic. Read only in the words after the place to save to.
+OVERWRITE = re.compile(
+    r"覆盖|替换(?:旧|原|掉|现有)|overwrit|replac(?:e|ing) (?:it|them|the (?:old|existing))", re.I
+)
 THEN = re.compile(
     r"\s*(?:然后|并且|并|再|之后|，|,|。|;|；|\band then\b|\bthen\b"
     r"|\band (?:write|make|turn|summari[sz]e|save)\b)",
@@ -113,7 +117,7 @@ def read_intent(request: str, tools: Sequence[ToolDef], zh: bool) -> Intent | No
         "zh": zh,
         "make": make or bool(save_to),
         "save_to": save_to,
-        "overwrite": bool(OVERWRITE.search(text)),
+        "overwrite": bool(save and OVERWRITE.search(text[save.start() :])),
     }
     url = URL.search(text)
     if url and (SUMMARIZE_WORDS.search(text) or make or re.search(r"读|read|open|打开", text, re.I)):
