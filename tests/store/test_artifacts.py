@@ -107,3 +107,23 @@ def test_a_run_keeps_every_file_it_made_and_a_name_is_only_ever_a_file_name(
     items[0]["name"] = "../../../../tmp/escaped.txt"
     finish(jobs, "e3", items, "thread:th-9")
     assert [a.name for a in store.list(thread_id="th-9")] == ["x.md"]
+
+
+def test_the_folder_of_a_generate_that_ended_without_completing_is_swept(
+    db: Database, tmp_path: Path
+) -> None:
+    jobs, store = SqlJobStore(db), SqlArtifactStore(db)
+    generated(tmp_path, "stopped1", "half.pdf")
+    running = TaskResult(task_id="documents.generate", execution_id="stopped1", status=TaskStatus.RUNNING)
+    jobs.insert(running, caller="agent", params={}, origin="thread:th-1")
+    generated(tmp_path, "live1", "going.pdf")
+    jobs.insert(running.model_copy(update={"execution_id": "live1"}), caller="agent", params={})
+    finish(jobs, "done1", generated(tmp_path, "done1", "kept.pdf"), "thread:th-2")
+    sweep(tmp_path, store, jobs)
+    assert (tmp_path / "artifacts/stopped1").exists()  # still running: its files are being written
+    jobs.transition(running.model_copy(update={"status": TaskStatus.STOPPED}))
+    sweep(tmp_path, store, jobs)
+    assert not (tmp_path / "artifacts/stopped1").exists()
+    assert (tmp_path / "artifacts/live1/going.pdf").exists() and (
+        tmp_path / "artifacts/done1/kept.pdf"
+    ).exists()

@@ -60,7 +60,7 @@ def register(app: typer.Typer, state: Any) -> None:
             from tether.store.artifacts import sweep
 
             with Runtime.open(state.home) as runtime:
-                sweep(runtime.home, runtime.artifacts)
+                sweep(runtime.home, runtime.artifacts, runtime.jobs)
                 items = runtime.artifacts.list(thread_id=thread, limit=limit)
                 home = runtime.home
             if as_json:

@@ -229,11 +229,34 @@ def remove_files(home: Path, artifacts: Sequence[Artifact]) -> None:
             path.parent.rmdir()
 
 
-def sweep(home: Path, store: ArtifactStore) -> int:
-    """Delete superseded files, then their records; returns how many went."""
+def sweep(home: Path, store: ArtifactStore, jobs: Any = None) -> int:
+    """Delete superseded files, then their records; with ``jobs`` (the job store) also the folders of
+    executions that ended without completing (a generate stopped or killed mid-write: none of its files
+    is on record). Returns how many records went."""
     old = store.superseded()
     remove_files(home, old)
+    if jobs is not None:
+        _remove_unfinished_folders(home, store, jobs)
     return store.forget([a.artifact_id for a in old])
+
+
+SWEEP_FOLDERS = 200  # folders looked at per sweep: a home with thousands is swept over several calls
+
+
+def _remove_unfinished_folders(home: Path, store: ArtifactStore, jobs: Any) -> None:
+    import shutil
+
+    root = home / ARTIFACTS_DIR
+    try:
+        names = sorted(entry.name for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False))
+    except OSError:
+        return
+    for name in names[:SWEEP_FOLDERS]:
+        record = jobs.get(name)
+        if record is None or not record.terminal or record.status.value == "completed":
+            continue  # unknown, still running, or completed (its files are on record or were superseded)
+        if not store.list(execution_id=name, include_superseded=True, limit=1):
+            shutil.rmtree(root / name, ignore_errors=True)
 
 
 def forget_thread(home: Path, store: ArtifactStore, thread_id: str) -> int:

@@ -761,7 +761,7 @@ def _artifact_routes(app: FastAPI, ctx: WebContext) -> None:
     store = ctx.runtime.artifacts
 
     def current(**where: Any) -> Artifacts:
-        sweep(ctx.runtime.home, store)  # superseded files go before the list is read
+        sweep(ctx.runtime.home, store, ctx.runtime.jobs)  # superseded files go before the list is read
         return Artifacts(items=[_artifact_doc(a) for a in store.list(**where)])
 
     @app.get("/api/artifacts", response_model=Artifacts)
