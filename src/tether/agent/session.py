@@ -453,12 +453,10 @@ class ConversationSession:
                     )
                     continue
                 index = len(turn.steps)
+                declined = None
                 if not control and self.surface.task_id(call.name) == outputs.GENERATE_TASK:
                     call, declined = await self._settle_formats(turn, call)
-                    if declined is not None:
-                        await self._observe(turn, call, declined, index)
-                        continue
-                result = await self._execute(turn, call)
+                result = await self._execute(turn, call, answer=declined)
                 if result.status is TaskStatus.REJECTED and result.data.get("needs_confirmation"):
                     # The executor checked everything else first: only the person's word is missing.
                     question = await self._ask_confirmation(turn, call, result, index)
@@ -502,7 +500,13 @@ class ConversationSession:
         return call, declined
 
     async def _execute(
-        self, turn: Turn, call: ToolCall, *, consent: Confirmation | None = None, may_ask: bool = True
+        self,
+        turn: Turn,
+        call: ToolCall,
+        *,
+        consent: Confirmation | None = None,
+        may_ask: bool = True,
+        answer: TaskResult | None = None,
     ) -> TaskResult:
         """Run one call as one step: recorded started (with its execution id) before it runs, then its
         outcome, which is also the tool message the model sees (unless, with ``may_ask``, the call waits
@@ -518,13 +522,15 @@ class ConversationSession:
             tool=task_id,
             args=call.arguments,
             call_id=call.id,
-            execution_id=None if control or call.error else execution_id,
+            execution_id=None if control or call.error or answer else execution_id,
             event=ToolStarted(
                 topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=index, tool=task_id,
-                args=call.arguments, execution_id=None if control or call.error else execution_id,
+                args=call.arguments, execution_id=None if control or call.error or answer else execution_id,
             ),
         )  # fmt: skip
-        if call.error is not None:
+        if answer is not None:  # settled without running (no file was wanted): recorded like any outcome
+            result = answer
+        elif call.error is not None:
             result = TaskResult(
                 task_id=task_id,
                 execution_id="",
