@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ def executor(make_executor: Callable[..., Executor]) -> Executor:
     return make_executor(registry=registry)
 
 
-def generated(result: object) -> list[dict[str, object]]:
+def generated(result: Any) -> list[Any]:
     steps = [s for s in result.steps if s.kind == "tool" and s.tool == "documents.generate"]  # type: ignore[attr-defined]
     return [s.result for s in steps]
 
