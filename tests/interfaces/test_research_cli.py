@@ -86,3 +86,32 @@ def test_without_the_word_to_overwrite_an_existing_file_is_left_alone_and_the_an
 def test_a_format_that_is_not_allowed_is_refused_naming_the_allowed_ones(home: Path) -> None:
     code, _, err = tether_cli("run", "--format", "docx", "写一份讲义", home=home)
     assert code == 2 and "md, html, pptx, pdf" in err
+
+
+def test_a_pdf_in_the_workspace_is_read_and_summarized_and_a_folder_of_notes_becomes_a_deck(
+    home: Path,
+) -> None:
+    from weasyprint import HTML
+
+    workspace = home / "workspace"
+    (workspace / "notes").mkdir(parents=True)
+    report = "<h1>年度报告</h1><p>今年收入增长了百分之十二。</p><p>成本下降，前景稳定。</p>"
+    HTML(string=f"<html><body>{report}</body></html>").write_pdf(workspace / "report.pdf")
+    code, out, err = tether_cli("run", "--json", "总结一下 report.pdf", home=home, timeout=120)
+    assert code == 0, (out, err)
+    answer = json.loads(out)
+    assert [s["tool"] for s in answer["steps"] if s["kind"] == "tool"] == [
+        "workspace.read",
+        "web.summarize_text",
+    ]
+    assert "收入增长了百分之十二" in answer["final"]
+    (workspace / "notes" / "a.md").write_text("# 光伏\n\n## 原理\n\n- 光伏效应", encoding="utf-8")
+    (workspace / "notes" / "b.md").write_text("## Cost\n\n- down 90% in ten years", encoding="utf-8")
+    code, out, err = tether_cli(
+        "run", "--json", "把 notes/ 里的 markdown 做成一份 PPT", home=home, timeout=120
+    )
+    assert code == 0, (out, err)
+    code, out, err = tether_cli("artifacts", "--json", home=home)
+    (deck,) = json.loads(out)["items"]
+    text = deck_text((home / deck["path"]).read_bytes())
+    assert deck["format"] == "pptx" and "光伏效应" in text and "down 90% in ten years" in text

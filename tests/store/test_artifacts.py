@@ -127,3 +127,15 @@ def test_the_folder_of_a_generate_that_ended_without_completing_is_swept(
     assert (tmp_path / "artifacts/live1/going.pdf").exists() and (
         tmp_path / "artifacts/done1/kept.pdf"
     ).exists()
+
+
+def test_deleting_a_thread_removes_the_folders_of_the_jobs_it_stopped_mid_write(
+    db: Database, tmp_path: Path
+) -> None:
+    from tether.store.artifacts import remove_unfinished
+
+    jobs, store = SqlJobStore(db), SqlArtifactStore(db)
+    generated(tmp_path, "half", "x.pdf")
+    finish(jobs, "whole", generated(tmp_path, "whole", "y.pdf"), "thread:th-1")
+    assert remove_unfinished(tmp_path, store, ["half", "whole", "../x", ""]) == 1
+    assert not (tmp_path / "artifacts/half").exists() and (tmp_path / "artifacts/whole/y.pdf").exists()
