@@ -46,6 +46,9 @@ COMMANDS: dict[str, list[Arg]] = {
     "flow run": ["flow", "run", "no-such-plan.yaml", "--json"],
     "flow approve": ["flow", "approve", "run-0000000000", "exit_game-4", "--json"],
     "goal": ["goal", "飞到火星", "--json"],
+    "run (formats)": ["run", "--format", "pptx,pdf", "查看游戏状态", "--json"],
+    "artifacts": ["artifacts", "--json"],
+    "artifacts get": ["artifacts", "get", "1", "--json"],
 }
 
 
@@ -62,7 +65,7 @@ class Condition:
     notes: list[str] = field(default_factory=list)
 
 
-NO_REGISTRY = ("threads", "trace", "auth show")  # commands that never load the registry
+NO_REGISTRY = ("threads", "trace", "auth show", "artifacts", "artifacts get")  # never load the registry
 
 
 def _write(relative: str, text: str | bytes) -> Callable[[Path], dict[str, str]]:
