@@ -170,3 +170,21 @@ def test_workers_never_inherit_the_api_key_fallback(tmp_path: Path, monkeypatch)
     monkeypatch.setenv("TETHER_API_KEY_DEEPSEEK", "sk-never-either")
     env = worker_env()
     assert "TETHER_API_KEY" not in env and "TETHER_API_KEY_DEEPSEEK" not in env and "PATH" in env
+
+
+def test_a_handler_that_reports_without_end_cannot_fill_the_disk(tmp_path: Path) -> None:
+    import logging
+
+    from tether.execution import worker as worker_module
+    from tether.execution.protocol import ExecutionPaths
+
+    paths = ExecutionPaths(tmp_path / "e")
+    ctx = worker_module.WorkerContext(
+        execution_id="e", task_id="t.x", home=tmp_path, params=None, paths=paths, log=logging.getLogger("t")
+    )
+    line = "x" * 2000
+    for _ in range(worker_module.MAX_PROGRESS_BYTES // 2000 + 500):
+        ctx.progress(None, line)
+    size = paths.events.stat().st_size
+    assert size < worker_module.MAX_PROGRESS_BYTES * 1.5
+    assert "are not kept" in paths.events.read_text(encoding="utf-8").splitlines()[-1]

@@ -55,6 +55,7 @@ from tether.tasks.spec import Danger, Registry, TaskSpec, load_object
 from tether.tasks.validation import validate_params
 
 STOP_POLL_S = 0.05
+MAX_PROGRESS_BYTES = 16 * 1024 * 1024  # progress one execution may write (events.jsonl and its log)
 PARENT_EXITED = "parent_exited"
 
 
@@ -79,6 +80,8 @@ class WorkerContext:
         self._paths = paths
         self._stop = threading.Event()
         self.stop_reason: str | None = None
+        self._progress_bytes = 0
+        self._progress_dropped = 0
 
     @property
     def params(self) -> BaseModel | None:
@@ -113,6 +116,16 @@ class WorkerContext:
         if fraction is not None:
             fraction = min(1.0, max(0.0, float(fraction)))
         if self._paths is None:
+            return
+        # A handler that reports without end (a command's output, hours long) must not fill the disk:
+        # past the cap, reports are counted, not written.
+        self._progress_bytes += len(message) + 64
+        if self._progress_bytes > MAX_PROGRESS_BYTES:
+            self._progress_dropped += 1
+            if self._progress_dropped == 1:
+                note = f"progress reports past {MAX_PROGRESS_BYTES // (1024 * 1024)} MiB are not kept"
+                append_event(self._paths, "progress", fraction=fraction, message=note)
+                self.log.warning(note)
             return
         private_mkdir(self._paths.dir)
         append_event(self._paths, "progress", fraction=fraction, message=message, **data)

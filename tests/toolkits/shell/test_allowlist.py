@@ -194,3 +194,22 @@ def test_specs_module_stays_light() -> None:
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_placeholder_at_the_start_of_an_argument_cannot_make_an_option() -> None:
+    tool = command(args=("{name}.txt", "{a}{b}"), patterns={"name": re.compile(r"[\w.=-]+"),
+                   "a": re.compile(r".{0,3}"), "b": re.compile(r"[a-z]*")})  # fmt: skip
+    for values in ({"name": "--help=x", "a": "x", "b": "y"}, {"name": "ok", "a": "-", "b": "rf"}):
+        with pytest.raises(ArgumentRefused, match="may not make an argument start with '-'"):
+            build_argv(tool, values)
+    assert build_argv(tool, {"name": "ok", "a": "x", "b": "rf"})[1:] == ["ok.txt", "xrf"]
+
+
+@pytest.mark.parametrize(
+    "value", ["/etc/passwd.md", "../../x.md", "a/../../x.md", "~/x.md", "C:/x.md", "..\\x.md"]
+)
+def test_a_value_never_names_a_place_outside_the_commands_folder(value: str) -> None:
+    tool = command(args=("{src}",), patterns={"src": re.compile(r".+")})
+    with pytest.raises(ArgumentRefused, match="outside the command's folder"):
+        build_argv(tool, {"src": value})
+    assert build_argv(tool, {"src": "notes/a..b.md"})[1:] == ["notes/a..b.md"]

@@ -192,4 +192,4 @@ def test_a_background_command_streams_lines_and_stops_on_request(shell: Executor
     assert stopped.status is TaskStatus.STOPPED, stopped
     wait_for(lambda: exited(pid), what="the command's process to end")
     log = ExecutionPaths.of(home, eid).log.read_text(encoding="utf-8")
-    assert "| 第 2 行 line 2" in log
+    assert "progress ? 第 2 行 line 2" in log  # each streamed line is in the log once

@@ -155,6 +155,14 @@ def build_argv(command: Command, values: Mapping[str, object]) -> list[str]:
                 param=name,
                 pattern=pattern.pattern,
             )
+        if _leaves(value):
+            # A value names a place relative to the command's folder (inside the roots): an absolute
+            # path, ~ or a .. step would reach outside, whatever the pattern lets through.
+            raise ArgumentRefused(
+                f"{command.name}: args.{name} {shown!r} is a path outside the command's folder "
+                "(absolute, ~ or ..): give a path inside it",
+                param=name,
+            )
         checked[name] = value
     argv = [command.program]
     for template in command.args:
@@ -169,12 +177,26 @@ def build_argv(command: Command, values: Mapping[str, object]) -> list[str]:
                 )
             argv.append(value)
         else:
-            argv.append(
-                _TOKEN.sub(
-                    lambda token: checked[token.group(1)] if token.group(1) else token.group(0)[0], template
-                )
+            built = _TOKEN.sub(
+                lambda token: checked[token.group(1)] if token.group(1) else token.group(0)[0], template
             )
+            first = _PLACEHOLDER.match(template)
+            if built.startswith("-") and first is not None and first.group(1) not in command.options:
+                # "{name}.txt" filled with "--help=x" is an option too: the rule is the argument's, not
+                # only a whole placeholder's.
+                raise ArgumentRefused(
+                    f"{command.name}: args.{first.group(1)} may not make an argument start with '-' "
+                    "(it would be read as an option)",
+                    param=first.group(1),
+                )
+            argv.append(built)
     return argv
+
+
+def _leaves(value: str) -> bool:
+    """True for a value that, read as a path, leaves the folder it is relative to."""
+    text = value.replace("\\", "/")
+    return text.startswith(("/", "~")) or ".." in text.split("/") or re.match(r"^[A-Za-z]:", text) is not None
 
 
 def unavailable(home: Path) -> str | None:

@@ -197,8 +197,7 @@ def _execute(
             elif raw:
                 line = _decode(raw, settings.max_line_chars)
                 output.add(line)
-                if stream:
-                    ctx.log.info("| %s", line)
+                if stream:  # each streamed line goes to the log once, with its progress event
                     now = time.monotonic()
                     if now - window >= 1.0:
                         if skipped:
