@@ -102,6 +102,10 @@ def test_a_run_keeps_every_file_it_made_and_a_name_is_only_ever_a_file_name(
     finish(jobs, "e1", generated(tmp_path, "e1", "cats.pdf"), "run:run-1")
     finish(jobs, "e2", generated(tmp_path, "e2", "dogs.pdf"), "run:run-1")
     assert sorted(a.name for a in store.list(origin="run:run-1")) == ["cats.pdf", "dogs.pdf"]
+    # A goal run's agent task talks in its own thread (run-<execution id>): still the run's files.
+    finish(jobs, "e4", generated(tmp_path, "e4", "a.pdf"), "thread:run-1a2b")
+    finish(jobs, "e5", generated(tmp_path, "e5", "b.pdf"), "thread:run-1a2b")
+    assert sorted(a.name for a in store.list(thread_id="run-1a2b")) == ["a.pdf", "b.pdf"]
     assert sweep(tmp_path, store) == 0 and (tmp_path / "artifacts/e1/cats.pdf").exists()
     items = generated(tmp_path, "e3", "x.md")
     items[0]["name"] = "../../../../tmp/escaped.txt"
@@ -110,8 +114,9 @@ def test_a_run_keeps_every_file_it_made_and_a_name_is_only_ever_a_file_name(
 
 
 def test_the_folder_of_a_generate_that_ended_without_completing_is_swept(
-    db: Database, tmp_path: Path
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr("tether.store.artifacts.FOLDER_SWEEP_S", 0.0)  # every listing looks, here
     jobs, store = SqlJobStore(db), SqlArtifactStore(db)
     generated(tmp_path, "stopped1", "half.pdf")
     running = TaskResult(task_id="documents.generate", execution_id="stopped1", status=TaskStatus.RUNNING)

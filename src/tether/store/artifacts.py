@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import stat
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -36,7 +37,7 @@ log = logging.getLogger("tether.store")
 ARTIFACTS_DIR = "artifacts"
 FORMATS = ("md", "html", "pptx", "pdf")
 MAX_PER_RESULT = 16
-NAME_RE = re.compile(r"^[^/\\\x00-\x1f]{1,200}$")
+NAME_RE = re.compile(r"^[^/\\\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]{1,200}$")
 
 
 def now() -> str:
@@ -108,7 +109,9 @@ def record_artifacts(conn: Any, result: TaskResult, origin: str | None, step_id:
     items = _items(result)
     stamp = now()
     for item in items:
-        if origin is not None and origin.startswith("thread:"):
+        # A goal run's agent task talks in a thread of its own ("run-<execution id>"): its files are the
+        # run's, and a run keeps every document it made.
+        if origin is not None and origin.startswith("thread:") and not origin.startswith("thread:run-"):
             conn.execute(
                 update(A)
                 .where(A.c.origin == origin, A.c.format == item["format"], A.c.superseded_at.is_(None))
@@ -235,12 +238,18 @@ def sweep(home: Path, store: ArtifactStore, jobs: Any = None) -> int:
     is on record). Returns how many records went."""
     old = store.superseded()
     remove_files(home, old)
-    if jobs is not None:
+    if (
+        jobs is not None
+        and time.monotonic() - _FOLDERS_SWEPT.get(str(home), -FOLDER_SWEEP_S) >= FOLDER_SWEEP_S
+    ):
+        _FOLDERS_SWEPT[str(home)] = time.monotonic()
         _remove_unfinished_folders(home, store, jobs)
     return store.forget([a.artifact_id for a in old])
 
 
-SWEEP_FOLDERS = 200  # folders looked at per sweep: a home with thousands is swept over several calls
+SWEEP_FOLDERS = 200  # folders looked at per sweep, the newest first (unfinished ones are recent)
+FOLDER_SWEEP_S = 30.0  # a listing looks at folders at most this often (each is a store query or two)
+_FOLDERS_SWEPT: dict[str, float] = {}
 
 
 def _remove_unfinished_folders(home: Path, store: ArtifactStore, jobs: Any) -> None:
@@ -251,7 +260,7 @@ def _remove_unfinished_folders(home: Path, store: ArtifactStore, jobs: Any) -> N
         names = sorted(entry.name for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False))
     except OSError:
         return
-    for name in names[:SWEEP_FOLDERS]:
+    for name in sorted(names, reverse=True)[:SWEEP_FOLDERS]:  # the newest first: unfinished ones are recent
         record = jobs.get(name)
         if record is None or not record.terminal or record.status.value == "completed":
             continue  # unknown, still running, or completed (its files are on record or were superseded)
