@@ -34,3 +34,18 @@ def test_workers_start_with_the_preloaded_modules_and_a_broken_one_is_logged(
 def test_a_preload_that_is_not_a_module_name_is_refused() -> None:
     with pytest.raises(RegistryError, match="not a module name"):
         Registry(preload=("os; import x",))
+
+
+def test_a_preload_that_starts_a_thread_stops_the_warming(
+    make_executor: Callable[..., Executor], home: Path
+) -> None:
+    from tests.support.preload_registry import threaded
+
+    executor = make_executor(registry=threaded)
+    assert asyncio.run(executor.execute("p.where", caller="cli")).ok
+    log = home / "logs" / "forkserver.log"
+    wait_for(
+        lambda: log.exists() and "started a thread; preloading stops" in log.read_text(), what="the stop"
+    )
+    data = asyncio.run(executor.execute("p.where", caller="cli")).data
+    assert data["preloaded_in"] is None  # nothing more was preloaded after it

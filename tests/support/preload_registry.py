@@ -24,3 +24,14 @@ registry.add(
         task_id="p.where", handler="tests.support.preload_registry:where", exposed_to={CLI}, resources=()
     )
 )
+
+
+threaded = Registry(
+    ref="tests.support.preload_registry:threaded",
+    preload=("tests.support.threaded", "tests.support.preloaded"),
+)
+threaded.add(
+    TaskSpec(
+        task_id="p.where", handler="tests.support.preload_registry:where", exposed_to={CLI}, resources=()
+    )
+)

@@ -19,6 +19,7 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -53,11 +54,16 @@ def _child(exec_dir: Path, keep_closed: list[int]) -> None:
     process.run_as_forked_child(run)
 
 
-IDLE_S = 0.05  # no request for this long: import the next module the registry asks to preload
+# No request for this long: import the next module the registry asks to preload. An import holds up a
+# spawn that arrives meanwhile (WeasyPrint takes 0.7 s), so warming waits for a real pause.
+IDLE_S = 0.5
 
 
-def _warm(name: str) -> None:
-    """Import one preload module (a failure is logged, never fatal: the worker imports it itself)."""
+def _warm(name: str) -> bool:
+    """Import one preload module (a failure is logged, never fatal: the worker imports it itself).
+    False when warming must stop: the import started a thread (forking a process with threads is
+    unsafe) — the server goes on without preloading more. A signal handler it installed is undone."""
+    handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
     started = time.monotonic()
     try:
         importlib.import_module(name)
@@ -67,8 +73,18 @@ def _warm(name: str) -> None:
     else:
         took = time.monotonic() - started
         print(f"forkserver: preloaded {name} in {took:.2f} s", file=sys.stderr, flush=True)
+    for sig, handler in handlers.items():
+        if signal.getsignal(sig) is not handler and handler is not None:
+            signal.signal(sig, handler)  # workers forked later get the server's own handlers
     gc.collect()
     gc.freeze()
+    if threading.active_count() > 1:
+        print(f"forkserver: {name} started a thread; preloading stops here", file=sys.stderr, flush=True)
+        return False
+    return True
+
+
+_SIGNALS = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
 
 
 def serve(registry_ref: str) -> int:
@@ -108,8 +124,8 @@ def serve(registry_ref: str) -> int:
                 os.read(wake_r, 4096)
         _reap(children)
         if stdin not in readable:
-            if warm and time.monotonic() - quiet_since >= IDLE_S:
-                _warm(warm.pop(0))
+            if warm and time.monotonic() - quiet_since >= IDLE_S and not _warm(warm.pop(0)):
+                warm.clear()
             continue
         quiet_since = time.monotonic()
         line = stdin.readline().decode()
