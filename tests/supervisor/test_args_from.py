@@ -141,3 +141,32 @@ def test_a_review_shows_the_values_read_from_the_context_which_are_what_runs() -
     assert move.status == "waiting_for_human"
     assert move.review == {"kind": "before", "answer": None, "args": {
         "title": "t", "formats": ["md"], "save_to": "a", "content": "the page's text"}}  # fmt: skip
+
+
+def test_an_argument_that_can_make_a_call_destructive_read_from_the_context_needs_a_review() -> None:
+    plan = Plan.model_validate(
+        {"caller": "agent", "tasks": [
+            {"id": "s", "call": {"task": "web.search", "args": {"query": "x"}}, "outputs": ["data.flag"]},
+            {"id": "save", "depends_on": ["s"],
+             "call": {"task": "documents.generate", "args": {"title": "t", "content": "c", "formats": ["md"],
+                                                               "save_to": "a"},
+                      "args_from": {"overwrite": "data.flag/ok"}}},
+        ]}
+    )  # fmt: skip
+    assert any("review: before" in p.problem for p in problems(plan, registry))
+
+
+def test_an_optional_task_the_executor_refused_still_goes_to_a_person() -> None:
+    from tether.supervisor.policies import after_attempt
+
+    plan = research()
+    task = plan.task("read-1")
+    assert task is not None
+    optional = task.model_copy(update={"optional": True})
+    done = run(state("search", "completed"), state("read-1", "running", attempts=1))
+    common = {"data": {}, "idempotent": True, "now": NOW, "executor_failures": 0, "context": {}, "run": done}
+    refused = after_attempt(optional, done.tasks[1], outcome="rejected", message="no", **common)  # type: ignore[arg-type]
+    assert refused.status == "waiting_for_human"
+    failed = optional.model_copy(update={"retry": optional.retry.model_copy(update={"at_once": 0})})
+    skipped = after_attempt(failed, done.tasks[1], outcome="failed", message="404", **common)  # type: ignore[arg-type]
+    assert skipped.status == "skipped" and "404" in skipped.message

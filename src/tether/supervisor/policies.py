@@ -328,7 +328,9 @@ def after_attempt(
     retry = task.retry
 
     def ask(kind: str, why: str) -> Move:
-        if task.optional:  # its dependents go on without it
+        # Only a task that failed (its retries used up) is skipped for being optional: a call the executor
+        # refused, or one whose worker died mid-effect, still goes to a person.
+        if task.optional and kind in ("failed", "breaker"):
             return Move(
                 task.id, "skipped", f"skipped (optional): {why}", diagnostics=diagnostics,
                 overrides={**overrides, "stage": stage},

@@ -154,6 +154,8 @@ def _way_to_run(plan: Plan, task: Task, registry: Registry, caller: str) -> list
         if errors or not later:
             out.append(Problem(task.id, f"calls {spec.task_id} with arguments it refuses: {exc.message}"))
     danger = spec.danger_for(task.call.args)
+    if set(task.call.args_from) & set(spec.destructive_if):
+        danger = Danger.DESTRUCTIVE  # its value is known only when the task starts: a person must see it
     if danger is not Danger.SAFE and task.review != "before":
         out.append(
             Problem(

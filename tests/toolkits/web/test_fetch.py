@@ -182,3 +182,11 @@ def test_no_declared_charset_makes_decoding_raise() -> None:
         text, codec = decode(page)
         assert isinstance(text, str) and codec, name
         assert isinstance(decode(body, declared=name)[0], str), name
+
+
+def test_a_page_declaring_utf16_or_utf7_in_ascii_is_read_as_utf8() -> None:
+    from tether.toolkits.web.fetch import decode
+
+    for label in ("utf-16le", "UTF-16", "utf-32", "utf-7"):
+        text, codec = decode(f'<meta charset="{label}"><p>hello 你好</p>'.encode())
+        assert codec == "utf-8" and "hello 你好" in text, label

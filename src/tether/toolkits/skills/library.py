@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -22,6 +23,7 @@ MAX_RESOURCE_BYTES = 64 * 1024
 MAX_DESCRIPTION_CHARS = 300
 MAX_WHEN_CHARS = 300
 MAX_SKILLS = 500
+MAX_LISTING_CHARS = 12_000  # the skills' part of the system prompt, however many are installed
 RESOURCE_SUFFIXES = (".md", ".txt", ".json", ".yaml", ".yml", ".csv")
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)(.*)\Z", re.S)
 
@@ -88,13 +90,20 @@ def parse(text: str, folder: Path, source: str) -> Skill:
     )
     return Skill(
         name=name,
-        description=" ".join(description.split()),
-        when_to_use=" ".join(when.split()),
+        description=_one_line(description),
+        when_to_use=_one_line(when),
         body=body,
         folder=folder,
         source=source,
         resources=extras,
     )
+
+
+def _one_line(text: str) -> str:
+    """Text for the system prompt: one line, without control, format or bidirectional characters (an
+    escape sequence or a right-to-left override could make it read as something else)."""
+    kept = "".join(ch if unicodedata.category(ch)[0] not in "CZ" or ch == " " else " " for ch in text)
+    return " ".join(kept.split())
 
 
 class SkillLibrary:
@@ -141,8 +150,19 @@ class SkillLibrary:
     def get(self, name: str) -> Skill | None:
         return self.skills.get(name)
 
-    def listing(self) -> str:
-        return "\n".join(self.skills[name].listing() for name in self.names())
+    def listing(self, limit: int = MAX_LISTING_CHARS) -> str:
+        """Names and descriptions, one line each, at most ``limit`` characters (the rest by name only)."""
+        lines: list[str] = []
+        size = 0
+        for number, name in enumerate(self.names()):
+            line = self.skills[name].listing()
+            if size + len(line) > limit:
+                rest = self.names()[number:]
+                lines.append(f"- and {len(rest)} more, by name: {', '.join(rest)}"[: max(0, limit - size)])
+                break
+            lines.append(line)
+            size += len(line) + 1
+        return "\n".join(lines)
 
     def read(self, name: str, resource: str | None = None) -> str:
         """A skill's body, or one of its resources; ``KeyError`` names what exists."""

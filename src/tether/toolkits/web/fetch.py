@@ -253,7 +253,11 @@ def decode(body: bytes, declared: str | None = None) -> tuple[str, str]:
     found = _META_CHARSET.search(head) or _XML_ENCODING.search(head)
     for label in (declared, found.group(1).decode("ascii") if found else None):
         codec = codec_for(label)
-        if codec is not None and codec not in ("utf-16", "utf-32"):  # a page can't say that in ASCII
+        # A page cannot say UTF-16/32 in ASCII (the HTML standard reads such a declaration as UTF-8), and
+        # UTF-7 is not allowed for pages at all.
+        if codec is not None and not codec.startswith(
+            ("utf-16", "utf-32", "utf-7", "utf_16", "utf_32", "utf_7")
+        ):
             try:
                 return body.decode(codec, errors="replace"), codec
             except (LookupError, UnicodeError, ValueError):  # a codec that cannot decode this: try the next
