@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,13 @@ def research(home: Path) -> None:
 
         with Executor(registry, home=home, settings=Settings()) as executor:
             executor.warm_up()
+            # A long-lived executor (tether serve, a worker) has warmed its preload in the pauses between
+            # requests: measure that state, not the first seconds of a fresh one.
+            log, deadline = home / "logs" / "forkserver.log", time.monotonic() + 30
+            while time.monotonic() < deadline and not (
+                log.exists() and f"preloaded {registry.preload[-1]}" in log.read_text()
+            ):
+                time.sleep(0.1)
 
             def task() -> None:
                 result = executor.execute_sync("web.read_url", {"url": site.url}, caller="cli")
