@@ -140,9 +140,8 @@ def _save(ctx: TaskContext, built: list[Built], save_to: str, *, overwrite: bool
 
     roots = Roots.load(ctx.home)
     targets = save_targets(save_to, [item.format for item in built])
-    saved = []
-    for item in built:
-        ctx.check_stop()
-        located = roots.write_bytes(targets[item.format], item.path.read_bytes(), overwrite=overwrite)
-        saved.append(roots.display(located))
-    return saved
+    contents = [(targets[item.format], item.path.read_bytes()) for item in built]
+    # A stop is honoured before the first copy, not between them: the person's files are all replaced
+    # or none is (the copies are quick; a crash in between is the only way to get some of them).
+    ctx.check_stop()
+    return [roots.display(roots.write_bytes(target, data, overwrite=overwrite)) for target, data in contents]
