@@ -89,25 +89,3 @@ relocation causes.
 - https://example.org/a/very/long/path/that/keeps/going/without/any/spaces/so/it/must/break/between/characters
 """
 )
-
-
-def deck_markdown(slides: int, zh: bool) -> str:
-    """Markdown for about ``slides`` section slides, alternating layouts (for the bench)."""
-    parts = ["# 三十页演示" if zh else "# A thirty-slide deck", ""]
-    for i in range(slides):
-        parts.append(f"## 第 {i + 1} 节" if zh else f"## Section {i + 1}")
-        if i % 3 == 0:
-            parts += [f"- 要点 {j}：简短" if zh else f"- Point {j}: short" for j in range(8)]
-        elif i % 3 == 1:
-            parts.append(
-                ("这一节用一段较长的文字说明背景、方法与结论，" * 4)
-                if zh
-                else "This section explains the background, the method and the conclusion at length. " * 4
-            )
-            parts += ["- 第一点" if zh else "- First point", "- 第二点" if zh else "- Second point"]
-        else:
-            parts += [f"- 第 {j} 条较长的说明文字，混合 English words 与中文" if zh else
-                      f"- Item {j} is a longer explanation that wraps onto a second line of the slide"
-                      for j in range(5)]  # fmt: skip
-        parts.append("")
-    return "\n".join(parts)

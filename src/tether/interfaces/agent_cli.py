@@ -23,7 +23,7 @@ from rich.markup import escape
 
 from tether.errors import ConfigError
 from tether.events import BudgetReviewed, Event, ModelDecided, ToolFinished
-from tether.interfaces.render import STATUS_STYLE, err, out
+from tether.interfaces.render import STATUS_STYLE, err, human_size, out
 from tether.tasks.result import TaskStatus
 
 auth_app = typer.Typer(
@@ -525,19 +525,13 @@ def _print_turn(result: Any, *, as_json: bool, detach: bool, model: str) -> None
     for item in files:
         out.print(
             f"[green]file[/] {escape(str(item.get('name')))} · {item.get('format')} · "
-            f"{_size(item.get('size'))} · [dim]tether artifacts get (see tether artifacts)[/]"
+            f"{human_size(item.get('size'))} · [dim]copy it out: tether artifacts[/]"
         )
     if started and not detach:
         err.print(
             "[yellow]note:[/] background jobs started by this command stop when it exits; "
             "use --detach, or `tether chat`"
         )
-
-
-def _size(size: object) -> str:
-    if not isinstance(size, int):
-        return "?"
-    return f"{size / 1024:.1f} KiB" if size < 1024 * 1024 else f"{size / 1024 / 1024:.1f} MiB"
 
 
 def _thread_store(home: str | None) -> Any:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tether.interfaces.render import err, out
+from tether.interfaces.render import err, human_size, out
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
 artifacts_app = typer.Typer(help="Files the agent generated: list them, copy one out.", no_args_is_help=False)
@@ -20,10 +20,6 @@ def _guard(as_json: bool, body: Any) -> None:
     from tether.interfaces.cli import _guard as guard  # at run time: see web_cli._guard
 
     guard(as_json, body)
-
-
-def _size(size: int) -> str:
-    return f"{size / 1024:.1f} KiB" if size < 1024 * 1024 else f"{size / 1024 / 1024:.1f} MiB"
 
 
 def _copy(source: Path, target: Path, *, replace: bool) -> None:
@@ -71,7 +67,7 @@ def register(app: typer.Typer, state: Any) -> None:
                 out.print('no files yet: ask for one, e.g. tether run --format pdf "…"', markup=False)
             for a in items:
                 where = f"thread {a.thread_id}" if a.thread_id else (a.origin or f"job {a.execution_id}")
-                head = f"{a.artifact_id:>5}  {a.format:<4}  {_size(a.size):>10}"
+                head = f"{a.artifact_id:>5}  {a.format:<4}  {human_size(a.size):>10}"
                 out.print(f"{head}  {a.name}  ({where}, {a.created_at[:19]})", markup=False)
             if items:
                 err.print("copy one out: tether artifacts get ID [--out PATH]")
@@ -113,7 +109,7 @@ def register(app: typer.Typer, state: Any) -> None:
             if as_json:
                 print(json.dumps({"artifact_id": artifact_id, "file": str(target)}, ensure_ascii=False))
             else:
-                out.print(f"wrote {target} ({_size(artifact.size)})", markup=False)
+                out.print(f"wrote {target} ({human_size(artifact.size)})", markup=False)
             return 0
 
         _guard(as_json, body)

@@ -73,6 +73,15 @@ def human_duration(seconds: float | None) -> str:
     return f"{hours} h {minutes} min" if minutes else f"{hours} h"
 
 
+def human_size(size: object) -> str:
+    """812 B, 33.5 KiB, 1.2 MiB; "?" for what is not a size."""
+    if not isinstance(size, int) or size < 0:
+        return "?"
+    if size < 1024:
+        return f"{size} B"
+    return f"{size / 1024:.1f} KiB" if size < 1024 * 1024 else f"{size / 1024 / 1024:.1f} MiB"
+
+
 def human_time(value: object) -> str:
     """An ISO time or an epoch as local time: 14:03:12 today, 12-01 14:03 otherwise."""
     from datetime import datetime

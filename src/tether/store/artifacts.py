@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import delete, insert, select, update
 
@@ -30,6 +30,9 @@ from tether.store import schema
 from tether.store.database import Database
 from tether.store.events import append_event
 from tether.tasks.result import TaskResult
+
+if TYPE_CHECKING:  # store/jobs.py imports this module (it records artifacts with a job's end)
+    from tether.store.jobs import JobStore
 
 A = schema.artifacts
 log = logging.getLogger("tether.store")
@@ -232,7 +235,7 @@ def remove_files(home: Path, artifacts: Sequence[Artifact]) -> None:
             path.parent.rmdir()
 
 
-def sweep(home: Path, store: ArtifactStore, jobs: Any = None) -> int:
+def sweep(home: Path, store: ArtifactStore, jobs: JobStore | None = None) -> int:
     """Delete superseded files, then their records; with ``jobs`` (the job store) also the folders of
     executions that ended without completing (a generate stopped or killed mid-write: none of its files
     is on record). Returns how many records went."""
@@ -252,20 +255,18 @@ FOLDER_SWEEP_S = 30.0  # a listing looks at folders at most this often (each is 
 _FOLDERS_SWEPT: dict[str, float] = {}
 
 
-def _remove_unfinished_folders(home: Path, store: ArtifactStore, jobs: Any) -> None:
-    import shutil
-
-    root = home / ARTIFACTS_DIR
+def _remove_unfinished_folders(home: Path, store: ArtifactStore, jobs: JobStore) -> None:
     try:
-        names = sorted(entry.name for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False))
+        names = [e.name for e in os.scandir(home / ARTIFACTS_DIR) if e.is_dir(follow_symlinks=False)]
     except OSError:
         return
+    ended = []
     for name in sorted(names, reverse=True)[:SWEEP_FOLDERS]:  # the newest first: unfinished ones are recent
         record = jobs.get(name)
-        if record is None or not record.terminal or record.status.value == "completed":
-            continue  # unknown, still running, or completed (its files are on record or were superseded)
-        if not store.list(execution_id=name, include_superseded=True, limit=1):
-            shutil.rmtree(root / name, ignore_errors=True)
+        # Unknown, still running, or completed (its files are on record or were superseded): left alone.
+        if record is not None and record.terminal and record.status.value != "completed":
+            ended.append(name)
+    remove_unfinished(home, store, ended)
 
 
 def forget_thread(home: Path, store: ArtifactStore, thread_id: str) -> int:
