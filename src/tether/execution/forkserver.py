@@ -3,7 +3,9 @@
 Starting an interpreter and importing pydantic and a registry costs far more than the work of a short
 task. The fork server pays that once: it preloads the worker module and the registry, then forks one
 child per execution. Every task still gets a fresh process of its own, in its own session and process
-group, with stdio on its ``worker.log``; handlers are imported only in the child.
+group, with stdio on its ``worker.log``; handlers are imported only in the child, except the modules a
+registry names in ``preload``, which the server imports itself in its idle pauses once it is ready (see
+``_warm``): children forked afterwards start with them loaded.
 
 Protocol on stdin/stdout, one line each way: ``spawn <dir>`` → ``ok <pid>`` or ``error <why>``. The
 server reaps its children and writes each exit code to the child's ``exit.json``. It exits when its

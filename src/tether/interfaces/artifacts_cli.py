@@ -47,7 +47,7 @@ def register(app: typer.Typer, state: Any) -> None:
         limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 50,
         as_json: JsonFlag = False,
     ) -> None:
-        """The generated files, newest first (per thread and format only the newest is kept)."""
+        """The generated files, newest first (a thread keeps its newest per format)."""
         if ctx.invoked_subcommand is not None:
             return
 

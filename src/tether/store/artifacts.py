@@ -3,10 +3,11 @@
 A task that generates files (``documents.generate``) writes them under ``<home>/artifacts/<execution id>/``
 and names them in its result's ``data["artifacts"]``. They go on record in the same transaction that
 records the job as completed (``record_artifacts``), so a file is listed exactly once, whatever process
-saw the job end. Per origin and format only the newest is offered: the older one is marked superseded in
-that transaction, and ``sweep`` deletes superseded files afterwards (a file is never deleted inside a
-transaction that may roll back). A path on record is checked again before it is served: it must be a
-regular file inside ``<home>/artifacts``, reached without a symbolic link.
+saw the job end. Per conversation thread and format only the newest is offered (a run keeps every file
+it made): the older one is marked superseded in that transaction, and ``sweep`` deletes superseded files
+afterwards (a file is never deleted inside a transaction that may roll back). A path on record is checked
+again before it is served: it must be a regular file inside ``<home>/artifacts``, reached without a
+symbolic link.
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ class SqlArtifactStore:
         include_superseded: bool = False,
         limit: int = 100,
     ) -> list[Artifact]:
-        """Newest first; only the current file per origin and format unless ``include_superseded``."""
+        """Newest first; superseded files (a thread's older ones) only with ``include_superseded``."""
         query = select(A)
         if thread_id is not None:
             query = query.where(A.c.thread_id == thread_id)

@@ -766,7 +766,7 @@ def _artifact_routes(app: FastAPI, ctx: WebContext) -> None:
 
     @app.get("/api/artifacts", response_model=Artifacts)
     def list_artifacts(limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Artifacts:
-        """The files generated in this home, newest first (per thread and format only the newest)."""
+        """The files generated in this home, newest first (a thread offers its newest per format)."""
         return current(limit=limit)
 
     @app.get("/api/threads/{thread_id}/artifacts", response_model=Artifacts)
