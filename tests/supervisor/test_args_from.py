@@ -90,10 +90,10 @@ def test_a_plan_that_reads_a_parameter_twice_or_an_unknown_one_is_refused() -> N
         {"caller": "agent", "context": {"url": "https://x.example"}, "tasks": [
             {"id": "a", "call": {"task": "web.read_url", "args_from": {"link": "inputs.url"}}}]}
     )  # fmt: skip
-    assert [p.problem for p in problems(plan, registry)] == [
-        "args_from names 'link', which web.read_url does not take",
-        "calls web.read_url with arguments it refuses: web.read_url: url: Field required",
-    ] or any("link" in p.problem for p in problems(plan, registry))
+    found = [p.problem for p in problems(plan, registry)]
+    assert "args_from names 'link', which web.read_url does not take" in found
+    # url is neither given nor read from the context: the call is refused as it stands.
+    assert any(p.startswith("calls web.read_url with arguments it refuses") and "url" in p for p in found)
 
 
 def test_a_research_goal_becomes_search_read_summarize_generate(tmp_path: Path) -> None:

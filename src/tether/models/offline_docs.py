@@ -211,7 +211,7 @@ class DocsPlan:
     def respond(self, done: Sequence[Done], number: int) -> ModelResponse:
         failed = next((d for d in done if not d.ok), None)
         if failed is not None:
-            return self._say(self._failed(failed, done))
+            return self._say(self._failed(failed))
         step = self._next(done)
         if isinstance(step, str):
             return self._say(step)
@@ -406,7 +406,7 @@ class DocsPlan:
                 lines.append(f"已保存到：{shown}" if zh else f"Saved to: {shown}")
         return "\n".join(lines)
 
-    def _failed(self, failed: Done, done: Sequence[Done]) -> str:
+    def _failed(self, failed: Done) -> str:
         message = str(failed.result.get("message") or failed.result.get("status"))
         tool = failed.name.replace("__", ".")
         if self.zh:
