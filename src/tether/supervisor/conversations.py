@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 LIVE = ["PENDING", "ENQUEUED"]
 ATTEMPT_WORKFLOW = "tether.agent_attempt"
 SETTLE_TIMEOUT_S = 10.0
+FINISHING_S = 3.0  # how long a new turn waits for the previous turn's workflow to finish returning
 AGENT_THREAD = "run-"  # an agent task's thread in a goal run (run-<execution id>): the run's, not a person's
 
 
@@ -100,8 +101,14 @@ def submit(
         )
     if runtime.threads.deleted(thread_id):
         raise ThreadDeleted(f"thread {thread_id!r} was deleted; its id is not used again: start a new thread")
-    if running(runtime, thread_id) or live_turns(client, thread_id):
-        raise Busy(f"thread {thread_id!r} is in a turn already: wait for it to end, or stop it")
+    busy = f"thread {thread_id!r} is in a turn already: wait for it to end, or stop it"
+    deadline = time.monotonic() + FINISHING_S
+    while running(runtime, thread_id) or live_turns(client, thread_id):
+        # A turn that is on record as ended may still have its workflow returning for a moment (the
+        # queue releases the thread only then): a person who answers at once is not refused for that.
+        if running(runtime, thread_id) or time.monotonic() >= deadline:
+            raise Busy(busy)
+        time.sleep(0.02)
     request: dict[str, Any] = {"thread_id": thread_id, "source": source}
     if approve is None:
         if not (message or "").strip():
@@ -115,8 +122,17 @@ def submit(
             raise ConfigError(f"thread {thread_id!r} is not waiting for that confirmation")
         request.update(confirm=True, approve=approve, pending_id=waiting, message="")
     workflow_id = request_id()
-    durable.enqueue_turn(client, workflow_id, request)
-    return workflow_id
+    deadline = time.monotonic() + FINISHING_S
+    while True:
+        try:
+            durable.enqueue_turn(client, workflow_id, request)
+            return workflow_id
+        except Busy:
+            # The thread's last turn is on record as ended, but its workflow is still returning (the
+            # queue releases the thread when it has): a person who answers at once is not refused for it.
+            if running(runtime, thread_id) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
 
 
 async def delete_thread(
