@@ -7,8 +7,10 @@ read from a config file or a command-line argument, and never printed, logged or
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import sys
 from dataclasses import dataclass
 
 from tether.errors import CredentialError
@@ -50,13 +52,108 @@ def _keyring_get(provider: str) -> str | None:
 
 # Keys this process has read, so that anything it writes in a crash can have them taken out.
 _SEEN: set[str] = set()
+# Keys this process was handed (in its environment, or through KEYS_FD_ENV), taken out of the
+# environment at start-up by ``adopt_environment``: nothing it starts inherits them, and no task it
+# runs in process finds them in ``os.environ`` or ``/proc/self/environ``.
+_HANDED: dict[str, str] = {}
+KEY_ENV = "TETHER_API_KEY"
+# A pipe's read end, inherited, holding the keys a process was handed by the tether process that
+# started it (``handing_pipe``): a key passed this way never sits in an environment.
+KEYS_FD_ENV = "TETHER_KEYS_FD"
+KEYS_LIMIT = 60_000  # under a pipe's buffer: the writer never blocks on a child that does not read
+
+
+def _is_key_name(name: str) -> bool:
+    return name == KEY_ENV or name.startswith(KEY_ENV + "_")
+
+
+def _from_env(name: str) -> str | None:
+    return _HANDED.get(name) or os.environ.get(name) or None
+
+
+def adopt_environment() -> None:
+    """Move the keys in this process's environment (``TETHER_API_KEY``, ``TETHER_API_KEY_*``, and those
+    handed through ``KEYS_FD_ENV``) into this module, out of ``os.environ`` and out of the environment
+    block the process was started with. Called once by every command before it starts anything."""
+    fd = os.environ.pop(KEYS_FD_ENV, None)
+    if fd is not None and fd.isdigit():
+        _read_handed(int(fd))
+    names = [name for name in os.environ if _is_key_name(name)]
+    for name in names:
+        value = os.environ.pop(name)
+        if value:
+            _HANDED[name] = value
+    if names:
+        _wipe_initial_environment(names)
+
+
+def _read_handed(fd: int) -> None:
+    import json
+
+    try:
+        data = b""
+        while chunk := os.read(fd, 65536):
+            data += chunk
+            if len(data) > KEYS_LIMIT:
+                return
+        handed = json.loads(data or b"{}")
+    except (OSError, ValueError):
+        return
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    if isinstance(handed, dict):
+        _HANDED.update({str(k): str(v) for k, v in handed.items() if _is_key_name(str(k)) and v})
+
+
+def handing_pipe() -> int | None:
+    """The read end of a pipe that holds this process's handed keys, for one tether process it starts
+    (pass it with ``pass_fds`` and name it in ``KEYS_FD_ENV``); None when there is nothing to hand."""
+    import json
+
+    if not _HANDED:
+        return None
+    data = json.dumps(_HANDED).encode()
+    if len(data) > KEYS_LIMIT:
+        return None
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, data)
+    finally:
+        os.close(write_end)
+    return read_end
+
+
+def _wipe_initial_environment(names: list[str]) -> None:
+    """Overwrite the values of ``names`` in the environment block this process was started with, which
+    ``/proc/self/environ`` shows for the process's whole life (``os.environ`` and ``unsetenv`` never touch
+    it). Linux only; elsewhere the block is not readable by other processes of the user this way."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50 and 51)
+    except (OSError, IndexError, ValueError):
+        return
+    if not 0 < start < end or end - start > 16 * 1024 * 1024:
+        return
+    import ctypes
+
+    wanted = {os.fsencode(name) for name in names}
+    offset = start
+    for entry in ctypes.string_at(start, end - start).split(b"\0"):
+        name, sep, value = entry.partition(b"=")
+        if sep and name in wanted and value:
+            ctypes.memset(offset + len(name) + 1, 0, len(value))
+        offset += len(entry) + 1
 
 
 def get_key(provider: str) -> str | None:
     _check(provider)
     key = _keyring_get(provider)
     if not key:
-        key = next((os.environ[name] for name in env_names(provider) if os.environ.get(name)), None)
+        key = next((value for name in env_names(provider) if (value := _from_env(name))), None)
     if key and len(key) >= 8:
         _SEEN.add(key)
     return key or None
@@ -75,8 +172,9 @@ def key_info(provider: str) -> KeyInfo:
     if key:
         return KeyInfo(provider=provider, source="keyring", length=len(key))
     for name in env_names(provider):
-        if os.environ.get(name):
-            return KeyInfo(provider=provider, source=name, length=len(os.environ[name]))
+        value = _from_env(name)
+        if value:
+            return KeyInfo(provider=provider, source=name, length=len(value))
     return KeyInfo(provider=provider, source="none")
 
 

@@ -164,7 +164,7 @@ def test_settings_are_tunable(home: Path) -> None:
 
 
 def test_workers_never_inherit_the_api_key_fallback(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from tether.execution.spawner import worker_env
+    from tether.execution.environment import worker_env
 
     monkeypatch.setenv("TETHER_API_KEY", "sk-never-in-a-worker")
     monkeypatch.setenv("TETHER_API_KEY_DEEPSEEK", "sk-never-either")

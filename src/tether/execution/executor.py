@@ -52,6 +52,7 @@ from tether.errors import (
     ToolRejected,
 )
 from tether.execution import faults, lock, process
+from tether.execution.environment import worker_env
 from tether.execution.jobs import POLL_S, JobManager, Pruned
 from tether.execution.protocol import (
     KEYS_DIR,
@@ -74,7 +75,7 @@ from tether.execution.protocol import (
 from tether.execution.protocol import (
     Confirmation as RequestConfirmation,
 )
-from tether.execution.spawner import Spawner, default_spawner, worker_env
+from tether.execution.spawner import Spawner, default_spawner
 from tether.execution.wake import Wake
 from tether.execution.worker import WorkerContext, outcome
 from tether.runtime import Runtime

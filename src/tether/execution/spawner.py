@@ -12,42 +12,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Protocol
 
 from tether.errors import JobError
 from tether.execution import faults, process
+from tether.execution.environment import worker_env
 from tether.execution.process import ProcessRef
 from tether.execution.protocol import ExecutionPaths, write_exit
 
 FORKSERVER_START_TIMEOUT_S = 30.0
-
-# What a worker inherits from its starter: the basics a program needs to run, find its files, speak
-# the person's locale and reach their screen (desktop automation) — and nothing else. Keys, tokens and
-# the session bus (which leads to the OS keyring) stay behind. A registry names what its own tasks
-# need (``Registry(env=...)``), a home adds more with ``[execution].worker_env``.
-WORKER_ENV_ALLOWLIST = frozenset(
-    {
-        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "TMPDIR", "TEMP", "TMP",
-        "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_NUMERIC", "LC_TIME", "LC_COLLATE",
-        "LC_MONETARY",
-        "PYTHONPATH", "PYTHONHOME", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONDONTWRITEBYTECODE",
-        "PYTHONUNBUFFERED", "PYTHONSAFEPATH", "VIRTUAL_ENV",
-        "TETHER_HOME",
-        "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR", "XDG_SESSION_TYPE",
-        "SYSTEMROOT", "SYSTEMDRIVE", "WINDIR", "COMSPEC", "PATHEXT", "APPDATA", "LOCALAPPDATA",
-        "USERPROFILE", "PROGRAMDATA", "PROGRAMFILES", "NUMBER_OF_PROCESSORS", "PROCESSOR_ARCHITECTURE",
-    }
-)  # fmt: skip
-
-
-def worker_env(extra: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment a worker gets: the allowlist plus the ``extra`` names, where they are set."""
-    source = os.environ if environ is None else environ
-    allowed = WORKER_ENV_ALLOWLIST | set(extra)
-    return {name: value for name, value in source.items() if name in allowed}
-
 
 class Spawner(Protocol):
     def spawn(self, paths: ExecutionPaths) -> ProcessRef: ...

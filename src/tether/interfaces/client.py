@@ -126,6 +126,8 @@ def start_server(path: str) -> None:
         fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_TRUNC if big else 0), 0o600)
     except OSError:
         return
+    from tether.execution.environment import server_env
+
     with os.fdopen(fd, "ab") as out:
         server = subprocess.Popen(
             [sys.executable, "-c", BOOT, path, *sys.path],
@@ -134,6 +136,10 @@ def start_server(path: str) -> None:
             stderr=out,
             close_fds=True,
             start_new_session=True,
+            # Not this command's environment: every process the server forks carries the server's
+            # in /proc/PID/environ, and this command may have been handed a key. Commands get their
+            # client's environment with each request.
+            env=server_env(),
         )
     server.returncode = 0  # it lives on by design; nothing here waits for it
 

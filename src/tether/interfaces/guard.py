@@ -113,6 +113,11 @@ def _usage_error(exc: BaseException) -> bool:
 def run(app: Any, argv: list[str]) -> int:
     """Run the Typer ``app`` on ``argv`` and return its exit code; never raises, never prints a traceback."""
     as_json = "--json" in argv
+    from tether import credentials
+
+    # Keys handed to this command leave its environment before it starts anything (a worker, a
+    # browser, a background executor): they stay in this process's memory, for its model client.
+    credentials.adopt_environment()
     # A command started with SIGINT ignored (``cmd &`` in a script) still ends cleanly on Ctrl-C,
     # SIGTERM and SIGHUP: they all take the KeyboardInterrupt path.
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tether import credentials
 from tether.runtime import Runtime
 from tether.store.runs import RunRecord
 from tether.supervisor import durable
@@ -151,15 +152,26 @@ def spawn_worker(home: Path, registry_ref: str | None) -> int:
     command += ["worker", "--until-idle"]
     logs = home / "logs"
     logs.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with open(logs / "worker.log", "ab") as log:
-        child = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            env={**os.environ, "TETHER_CLI_SERVER": "0"},
-        )
+    env = {**os.environ, "TETHER_CLI_SERVER": "0"}
+    # The executor asks the model, so it gets this command's keys — through a pipe it reads once at
+    # start, never in its environment (which every process it starts would otherwise carry).
+    keys = credentials.handing_pipe()
+    if keys is not None:
+        env[credentials.KEYS_FD_ENV] = str(keys)
+    try:
+        with open(logs / "worker.log", "ab") as log:
+            child = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                env=env,
+                pass_fds=() if keys is None else (keys,),
+            )
+    finally:
+        if keys is not None:
+            os.close(keys)
     return child.pid
 
 
