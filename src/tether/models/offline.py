@@ -16,7 +16,10 @@ you do?" with a summary of the tools, and speaks the person's language with loca
 
 from __future__ import annotations
 
+import asyncio
+import bisect
 import difflib
+import functools
 import itertools
 import json
 import re
@@ -125,6 +128,13 @@ class Part:
 # -- words -------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
+def _weight(word: str) -> int:
+    """How much of a request ``word`` explains: its folded characters, spaces aside (cached: the same
+    tool words and values are weighed for every part of every request)."""
+    return len(fold(word).replace(" ", ""))
+
+
 def _tool_words(tool: ToolDef) -> list[str]:
     return [*tool.aliases, tool.name.split("__")[-1].replace("_", " ")]
 
@@ -136,6 +146,13 @@ class Reading:
         self.text = text
         self.tokens = tokens(text)
         self.used = [False] * len(self.tokens)
+        self.starts = [token.start for token in self.tokens]
+        # Where each stem occurs: a word is looked for only where its first stem is, so reading a
+        # request against every tool word and catalog value costs the words plus the matches, not
+        # words × tokens (a long message was seconds of CPU).
+        self.at: dict[str, list[int]] = {}
+        for index, token in enumerate(self.tokens):
+            self.at.setdefault(token.stem, []).append(index)
 
     def find(self, word: str) -> list[tuple[int, int]]:
         """Token ranges where ``word`` occurs among the tokens not used yet."""
@@ -144,15 +161,16 @@ class Reading:
         if not n:
             return []
         found = []
-        for i in range(len(self.tokens) - n + 1):
-            if any(self.used[i : i + n]):
+        last = len(self.tokens) - n
+        for i in self.at.get(want[0], ()):
+            if i > last or any(self.used[i : i + n]):
                 continue
-            if all(self.tokens[i + k].stem == want[k] for k in range(n)):
+            if all(self.tokens[i + k].stem == want[k] for k in range(1, n)):
                 found.append((i, i + n))
         return found
 
     def score(self, word: str) -> int:
-        return len(fold(word).replace(" ", "")) if self.find(word) else 0
+        return _weight(word) if self.find(word) else 0
 
     def take(self, word: str) -> bool:
         spans = self.find(word)
@@ -162,9 +180,11 @@ class Reading:
         return bool(spans)
 
     def take_chars(self, start: int, end: int) -> None:
-        for k, t in enumerate(self.tokens):
-            if t.start >= start and t.end <= end:
+        k = bisect.bisect_left(self.starts, start)  # tokens are in text order
+        while k < len(self.tokens) and self.tokens[k].start < end:
+            if self.tokens[k].end <= end:
                 self.used[k] = True
+            k += 1
 
     def left(self) -> list[Token]:
         return [t for t, used in zip(self.tokens, self.used, strict=True) if not used]
@@ -197,7 +217,7 @@ def _matches(reading: Reading, words: Mapping[str, tuple[str, ...]]) -> list[tup
         for word in (canonical, *aliases):
             spans = reading.find(word)
             if spans:
-                best = max(best, (len(fold(word).replace(" ", "")), -spans[0][0]))
+                best = max(best, (_weight(word), -spans[0][0]))
         if best[0]:
             out.append((canonical, best[0], -best[1]))
     return out
@@ -222,6 +242,21 @@ def _status_tool(tools: Sequence[ToolDef]) -> ToolDef | None:
 # -- what it says ------------------------------------------------------------------------------
 
 
+# The longest request the offline planner reads (the page's own limit): its work grows linearly with the
+# request, so this bounds its time too (well under a second).
+MAX_REQUEST_CHARS = 20_000
+# The most parts ("start the game, then farm gold, …") one request is planned in: more is not a request
+# a person makes, and values carried from part to part would make the work grow with their square.
+MAX_PARTS = 40
+QUOTE_CHARS = 60  # of the person's own words quoted back: enough to recognise them, never a page
+QUOTE_WORDS = 6
+
+
+def _quote(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1].rstrip() + "…"
+
+
 class Texts:
     def __init__(self, zh: bool) -> None:
         self.zh = zh
@@ -232,12 +267,16 @@ class Texts:
         return f"Which {label}? Allowed: {', '.join(allowed)}. I have not run anything yet."
 
     def cannot(self, part: str, tools: Sequence[ToolDef]) -> str:
+        part = _quote(part)
         if self.zh:
             return f"我做不到“{part}”：没有对应的工具，所以什么都没有执行。{self.abilities(tools)}"
         return f"I can't do “{part}”: none of my tools does that, so I ran nothing. {self.abilities(tools)}"
 
     def unsure(self, words: Sequence[str], part: str) -> str:
-        shown = "”“".join(words)
+        part = _quote(part)
+        shown = "”“".join(_quote(word) for word in words[:QUOTE_WORDS])
+        if len(words) > QUOTE_WORDS:
+            shown += "”…“" + _quote(words[-1])
         if self.zh:
             return f"我没看懂“{part}”里的“{shown}”，为了不做错，什么都没有执行。请换个说法。"
         return (
@@ -246,6 +285,7 @@ class Texts:
         )
 
     def did_you_mean(self, guess: str) -> str:
+        guess = _quote(guess)
         if self.zh:
             return f"你是说“{guess}”吗？我还什么都没有执行。"
         return f"Did you mean “{guess}”? I have not run anything yet."
@@ -353,6 +393,28 @@ class Texts:
     def nothing(self) -> str:
         return "请告诉我要做什么。" if self.zh else "Tell me what to do."
 
+    def too_many(self, parts: int) -> str:
+        if self.zh:
+            return (
+                f"这条消息分成了 {parts} 段，离线规划器一次最多安排 {MAX_PARTS} 件事，所以我什么都没有执行。"
+                "请分几次说。"
+            )
+        return (
+            f"This message has {parts} parts and the offline planner takes at most {MAX_PARTS} at a time, "
+            "so I ran nothing. Please ask in a few messages."
+        )
+
+    def too_long(self, size: int) -> str:
+        if self.zh:
+            return (
+                f"这条消息有 {size} 个字符，离线规划器最多读 {MAX_REQUEST_CHARS} 个，所以我什么都没有执行。"
+                "请把要做的事说得短一些。"
+            )
+        return (
+            f"This message is {size} characters long and the offline planner reads at most "
+            f"{MAX_REQUEST_CHARS}, so I ran nothing. Please say what to do in fewer words."
+        )
+
 
 # -- the model ---------------------------------------------------------------------------------
 
@@ -367,7 +429,13 @@ class OfflineModel:
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolDef], *, context: TurnContext | None = None
     ) -> ModelResponse:
-        context = context or TurnContext()
+        # Reading a long request is real CPU work: off the event loop, which may be serving a page.
+        return await asyncio.to_thread(self.decide, messages, tools, context or TurnContext())
+
+    def decide(
+        self, messages: Sequence[Message], tools: Sequence[ToolDef], context: TurnContext
+    ) -> ModelResponse:
+        """``complete``'s answer, computed on the calling thread."""
         users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
         anchor = users[-1] if users else -1
         request = str(messages[anchor].get("content") or "") if anchor >= 0 else ""
@@ -388,6 +456,8 @@ class OfflineModel:
             return ModelResponse(text=Texts(self._zh(request)).nothing_pending(), model=self.name)
         else:
             request = _with_clarifications(messages, users, request)
+        if len(request) > MAX_REQUEST_CHARS:  # what it reads is bounded, so its time is too
+            return ModelResponse(text=Texts(self._zh(request)).too_long(len(request)), model=self.name)
         researched = offline_docs.respond(request, messages, anchor, tools, context, self._zh(request))
         if researched is not None:  # research and documents: planned from the results so far
             return researched
@@ -476,6 +546,8 @@ class OfflineModel:
         parts: list[Part] = []
         carried: Part | None = None
         raws = [piece for raw in _split(text) for piece in _by_tools(raw, tools)]
+        if len(raws) > MAX_PARTS:
+            return [Step(say=texts.too_many(len(raws)))]
         for index, raw in enumerate(raws):
             part = self._read(raw, tools)
             if part is None:
@@ -590,12 +662,12 @@ class OfflineModel:
                     for word in (canonical, *aliases):
                         owners.setdefault(word, []).append((name, parent_value, canonical))
         found: list[tuple[int, str, str | None, str, int]] = []
-        for word in sorted(owners, key=lambda w: len(fold(w).replace(" ", "")), reverse=True):
+        for word in sorted(owners, key=lambda w: _weight(w), reverse=True):
             spans = reading.find(word)
             if not spans:
                 continue
             reading.take(word)
-            length = len(fold(word).replace(" ", ""))
+            length = _weight(word)
             for name, parent, canonical in dict.fromkeys(owners[word]):
                 found.append((spans[0][0], name, parent, canonical, length))
         for _, name, parent, canonical, length in sorted(found):
@@ -818,9 +890,11 @@ def _by_tools(text: str, tools: Sequence[ToolDef]) -> list[str]:
     reading = Reading(text)
     found: list[tuple[int, int, int, ToolDef]] = []
     words = [(w, t) for t in tools if t.kind == "business" for w in _tool_words(t)]
-    for word, tool in sorted(words, key=lambda wt: len(fold(wt[0]).replace(" ", "")), reverse=True):
+    taken = bytearray(len(reading.tokens))  # tokens a longer word already claimed: overlap checks stay linear
+    for word, tool in sorted(words, key=lambda wt: _weight(wt[0]), reverse=True):
         for i, j in reading.find(word):
-            if not any(a < j and i < b for a, b, _, _ in found):
+            if not any(taken[i:j]):
+                taken[i:j] = b"\1" * (j - i)
                 found.append((i, j, len(fold(word)), tool))
     found.sort(key=lambda f: f[0])
     if any(t.kind == "control" and reading.find(w) for t in tools for w in _tool_words(t)):

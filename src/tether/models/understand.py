@@ -8,6 +8,7 @@ and the small words that carry no request of their own ("帮我…吧", "please"
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -98,7 +99,10 @@ def tokens(text: str) -> list[Token]:
     return [Token(m.start(), m.end(), m.group(0), stem(m.group(0))) for m in TOKEN.finditer(text)]
 
 
+@functools.lru_cache(maxsize=4096)
 def stems(word: str) -> tuple[str, ...]:
+    """The stems of ``word``'s tokens (cached: the same tool words and catalog values are looked up
+    for every part of every request)."""
     return tuple(t.stem for t in tokens(fold(word)))
 
 
@@ -160,14 +164,16 @@ TIMES = re.compile(r"(?:[次遍轮回把趟局场盘]|times?|rounds?|runs?|passe
 def counts(text: str) -> list[Count]:
     """Every count in folded ``text``, in order; overlapping readings keep the first, longest one."""
     found: list[Count] = []
+    taken = bytearray(len(text))  # the characters a count already covers: overlap checks stay linear
     for index, pattern in enumerate(COUNT_PATTERNS):
         for m in pattern.finditer(text):
             raw = m.group(1)
             value = int(raw) if index < 2 else zh_number(raw) if index == 2 else EN_NUMBERS.get(raw.lower())
             if value is None:
                 continue
-            if any(c.start < m.end() and m.start() < c.end for c in found):
+            if any(taken[m.start() : m.end()]):
                 continue
+            taken[m.start() : m.end()] = b"\1" * (m.end() - m.start())
             before = text[max(0, m.start() - 2) : m.start()]
             if index == 1 and re.search(r"(?:^|[^a-z0-9])[-−]$|负$", before):
                 value = -value  # "-3 times", "负三": said as negative, refused as such by the task
