@@ -98,3 +98,19 @@ def _children_of(pid: int) -> list[int]:
             if int(stat[1]) == pid:
                 found.append(int(entry.name))
     return found
+
+
+def test_any_home_path_works_and_answers_never_mismatch(tmp_path: Path) -> None:
+    """A newline in the home's path broke every worker start ("it was not our child"): the fork server's
+    protocol was one line each way. Any path works now, and each answer names the request it answers."""
+    from tests.support.helpers import FAST
+    from tests.support.registry import registry
+
+    for name in ("with\nnewline", "spawn x\nspawn y", "tab\there", "space at end ", "名字 ✓"):
+        home = tmp_path / name
+        home.mkdir()
+        with Executor(registry, home=home, settings=FAST) as executor:
+            assert isinstance(executor.spawner, ForkServerSpawner)
+            for _ in range(2):
+                result = executor.execute_sync("t.quick", caller="agent")
+                assert result.status is TaskStatus.COMPLETED, (name, result.message)

@@ -7,9 +7,11 @@ group, with stdio on its ``worker.log``; handlers are imported only in the child
 registry names in ``preload``, which the server imports itself in its idle pauses once it is ready (see
 ``_warm``): children forked afterwards start with them loaded.
 
-Protocol on stdin/stdout, one line each way: ``spawn <dir>`` → ``ok <pid>`` or ``error <why>``. The
-server reaps its children and writes each exit code to the child's ``exit.json``. It exits when its
-stdin closes (its parent is gone); running workers go on and watch their starter themselves.
+Protocol on stdin/stdout, one JSON document per line each way (so any path, newlines included, fits
+in one line): ``{"id": n, "spawn": dir}`` → ``{"id": n, "pid": pid}`` or ``{"id": n, "error": why}``.
+The id is echoed, so an answer is never taken for another request's. The server reaps its children
+and writes each exit code to the child's ``exit.json``. It exits when its stdin closes (its parent is
+gone); running workers go on and watch their starter themselves.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import json
 import os
 import select
 import signal
@@ -24,6 +27,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from tether.execution import process, worker
 from tether.execution.protocol import ExecutionPaths, write_exit
@@ -130,26 +134,29 @@ def serve(registry_ref: str) -> int:
                 warm.clear()
             continue
         quiet_since = time.monotonic()
-        line = stdin.readline().decode()
+        line = stdin.readline()
         if not line:
             return 0
-        verb, _, argument = line.strip().partition(" ")
-        if verb != "spawn" or not argument:
-            out.write(f"error unknown request {line.strip()!r}\n")
-            out.flush()
+        try:
+            request = json.loads(line)
+            ident, exec_dir = request["id"], Path(request["spawn"])
+        except (ValueError, KeyError, TypeError):
+            _answer(out, None, error=f"unknown request {line[:200]!r}")
             continue
-        exec_dir = Path(argument)
         try:
             pid = os.fork()
         except OSError as exc:
-            out.write(f"error fork failed: {exc}\n")
-            out.flush()
+            _answer(out, ident, error=f"fork failed: {exc}")
             continue
         if pid == 0:
             _child(exec_dir, keep_closed)
         children[pid] = exec_dir
-        out.write(f"ok {pid}\n")
-        out.flush()
+        _answer(out, ident, pid=pid)
+
+
+def _answer(out: Any, ident: object, **answer: object) -> None:
+    out.write(json.dumps({"id": ident, **answer}) + "\n")
+    out.flush()
 
 
 def _reap(children: dict[int, Path]) -> None:

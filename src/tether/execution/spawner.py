@@ -7,6 +7,7 @@ record each worker's exit code in ``exit.json`` when they reap it (``reap()``).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from tether.execution.process import ProcessRef
 from tether.execution.protocol import ExecutionPaths, write_exit
 
 FORKSERVER_START_TIMEOUT_S = 30.0
+
 
 class Spawner(Protocol):
     def spawn(self, paths: ExecutionPaths) -> ProcessRef: ...
@@ -93,6 +95,7 @@ class ForkServerSpawner:
         self._lock = threading.Lock()
         self._server: subprocess.Popen[bytes] | None = None
         self._ready = False
+        self._sent = 0  # requests sent so far: each one's id
 
     def start(self) -> None:
         """Start the server without waiting for it (the first ``spawn`` waits)."""
@@ -131,6 +134,23 @@ class ForkServerSpawner:
             if readable:
                 return stream.readline().decode().strip()
 
+    def _answer_to(self, stream: IO[bytes], ident: int) -> dict[str, object]:
+        """The server's answer to request ``ident``; an answer to an earlier request (one whose wait
+        timed out) is skipped, never taken for this one."""
+        deadline = time.monotonic() + FORKSERVER_START_TIMEOUT_S
+        while True:
+            line = self._readline(stream, max(0.0, deadline - time.monotonic()))
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                raise JobError(f"the fork server answered {line[:200]!r}; see {self.log_path}") from None
+            if not isinstance(answer, dict):
+                raise JobError(f"the fork server answered {line[:200]!r}; see {self.log_path}")
+            if answer.get("id") == ident:
+                return answer
+            if answer.get("id") is None:
+                raise JobError(f"the fork server could not read a request: {answer.get('error')!r}")
+
     def spawn(self, paths: ExecutionPaths) -> ProcessRef:
         faults.point("spawner.before_spawn")
         with self._lock:
@@ -144,18 +164,21 @@ class ForkServerSpawner:
                         if line != "ready":
                             raise JobError(f"the fork server failed to start ({line!r}); see {self.log_path}")
                         self._ready = True
-                    server.stdin.write(f"spawn {paths.dir}\n".encode())
+                    self._sent += 1
+                    request = {"id": self._sent, "spawn": str(paths.dir)}
+                    server.stdin.write(json.dumps(request).encode() + b"\n")
                     server.stdin.flush()
-                    answer = self._readline(server.stdout, FORKSERVER_START_TIMEOUT_S)
+                    answer = self._answer_to(server.stdout, self._sent)
                 except (BrokenPipeError, OSError, JobError):
                     self._kill_server()
                     if attempt == 2:
                         raise
                     continue
-                verb, _, value = answer.partition(" ")
-                if verb != "ok":
-                    raise JobError(f"the fork server could not start a worker: {value or answer!r}")
-                return _identity(int(value))
+                if "pid" not in answer:
+                    raise JobError(
+                        f"the fork server could not start a worker: {answer.get('error', answer)!r}"
+                    )
+                return _identity(int(answer["pid"]))
         raise AssertionError("unreachable")
 
     def reap(self) -> None:
