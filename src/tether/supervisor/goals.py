@@ -11,7 +11,7 @@ from pathlib import Path
 from tether.agent.surface import ToolSurface
 from tether.errors import PlanError
 from tether.models import offline_docs
-from tether.models.offline import OfflineModel
+from tether.models.offline import OfflineModel, Texts
 from tether.models.understand import has_cjk
 from tether.supervisor.plan import Call, Plan, Task
 from tether.supervisor.validate import check
@@ -41,6 +41,8 @@ def plan_offline(
         return check(research_plan(goal, intent, surface, caller), registry)
     steps = OfflineModel(language).plan(goal, surface.tools, (), open_jobs=())
     said = next((step.say for step in steps if step.say), None)
+    if said is None and not steps:  # nothing in the goal names a task ("a", "的"): a plan needs a task
+        said = Texts(zh).cannot(goal, surface.tools)
     if said is not None:
         raise PlanError(said, problems=[{"task": None, "problem": said}])
     tasks: list[Task] = []

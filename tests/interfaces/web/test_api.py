@@ -311,6 +311,17 @@ def test_bad_identifiers_and_bodies_get_clear_errors_never_a_traceback(served: S
     assert served.http.post("/api/runs", json={"goal": "   "}).status_code == 400
 
 
+@pytest.mark.parametrize(("goal", "words"), [("a", "can't do"), ("的", "做不到"), ("ok ?", "can't do")])
+def test_a_goal_with_nothing_to_do_is_a_clear_400_not_a_server_error(
+    served: Served, goal: str, words: str
+) -> None:
+    before = len(served.get("/api/runs", params={"limit": 200})["items"])
+    refused = served.http.post("/api/runs", json={"goal": goal})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["detail"]["code"] == "invalid" and words in refused.json()["detail"]["message"]
+    assert len(served.get("/api/runs", params={"limit": 200})["items"]) == before  # no run was made
+
+
 def test_the_cli_does_what_the_page_does(served: Served) -> None:
     """CLI parity for what is new with the page: pending approvals, a job's log, the event log."""
     say(served, new_thread(served), "启动游戏")
