@@ -1,12 +1,18 @@
 """The OpenAPI document matches reality: schemathesis drives every operation of a live ``tether serve``
 with generated input, valid and deliberately broken, and finds no server error and no response outside
-the document. The event stream is left out (it never ends); ``test_api`` covers it."""
+the document; its command line runs every check it has (methods a path does not take, ``Allow``
+headers, valid data accepted, invalid data refused) over its examples, coverage and fuzzing phases.
+The event stream is left out (it never ends); ``test_api`` covers it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, cast
 
+import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -63,3 +69,65 @@ def test_the_api_matches_its_openapi_document(served: Served, mode: GenerationMo
             continue
         exercised += 1
     assert exercised >= 20 if mode is GenerationMode.POSITIVE else exercised >= 15
+
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+# A 400 is this API's answer to a well-formed request that cannot be done as asked (a goal no task
+# matches, a `before` that is no page's `next`): the document says so, and the message says why.
+SCHEMATHESIS_TOML = """
+[checks.positive_data_acceptance]
+expected-statuses = ["2XX", "400", "401", "404", "409"]
+"""
+
+
+def _concrete(path: str) -> str:
+    """A path of the document with each parameter filled in (the route matches; the thing need not exist)."""
+    filled = {"thread_id": "th-none", "pending_id": "q-1", "execution_id": "nojob1234", "run_id": "run-none",
+              "task_id": "t-1", "artifact_id": "1"}  # fmt: skip
+    for name, value in filled.items():
+        path = path.replace("{" + name + "}", value)
+    assert "{" not in path, path
+    return path
+
+
+def test_a_method_a_path_does_not_take_is_405_with_every_method_it_does_take(served: Served) -> None:
+    document = served.get("/api/openapi.json")
+    checked = 0
+    for path, operations in document["paths"].items():
+        documented = {method.upper() for method in operations}
+        for method in METHODS:
+            if method in documented:
+                continue
+            answer = served.http.request(method, _concrete(path))
+            assert answer.status_code == 405, (method, path, answer.status_code, answer.text)
+            allowed = {part.strip() for part in answer.headers.get("allow", "").split(",") if part.strip()}
+            assert allowed == documented, (method, path, answer.headers.get("allow"))
+            assert answer.json()["detail"]["code"] == "method_not_allowed"
+            checked += 1
+    assert checked >= 60
+    # The page itself, and its own files (which answer HEAD too).
+    for path, allow in (("/", "GET"), ("/static/app.css", "GET, HEAD")):
+        answer = served.http.post(path, json={})
+        assert answer.status_code == 405 and answer.headers["allow"] == allow, (path, answer.headers)
+
+
+@pytest.mark.timeout(300)
+def test_schemathesis_runs_every_check_over_its_examples_coverage_and_fuzzing(
+    served: Served, tmp_path: Path
+) -> None:
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(SCHEMATHESIS_TOML, encoding="utf-8")
+    auth = [f"--header=Authorization: Bearer {served.token}"] if served.token else []
+    command = [
+        str(Path(sys.executable).with_name("schemathesis")), "--config-file", str(config), "run",
+        f"http://127.0.0.1:{served.port}/api/openapi.json", "--checks", "all", "--phases",
+        "examples,coverage,fuzzing", "--exclude-path", "/api/events", "--max-examples", "10",
+        "--generation-deterministic", "--continue-on-failure", "--workers", "1", "--no-color",
+        "--request-timeout", "30", *auth,
+    ]  # fmt: skip
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=280, cwd=tmp_path)
+    report = ran.stdout[-12_000:] + ran.stderr[-2_000:]
+    assert ran.returncode == 0, report
+    assert "Tested: 2" in report  # it reached the operations (27 today), not just the document
+    with httpx.Client() as client:  # and it ran against this server, which is still well
+        assert client.get(f"{served.base}/static/app.css").status_code == 200

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -31,6 +31,7 @@ from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 
 from tether.agent.session import THREAD_ID_RE
 from tether.errors import TetherError
@@ -388,11 +389,14 @@ def create_app(ctx: WebContext) -> Any:
         return JSONResponse({"detail": errors}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         """Starlette's own refusals (unknown path, wrong method, an unreadable body) in our shape."""
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid")
         body = {"detail": {"code": code, "message": str(exc.detail)}}
-        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = _allow(app, request.scope) or headers.get("Allow", "")
+        return JSONResponse(body, status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(conversations.Busy)
     async def busy(_: Request, exc: conversations.Busy) -> JSONResponse:
@@ -409,6 +413,20 @@ def create_app(ctx: WebContext) -> Any:
     _artifact_routes(app, ctx)
     _event_routes(app, ctx, hub)
     return security.Guard(app, ctx.policy)
+
+
+METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def _allow(app: FastAPI, scope: MutableMapping[str, Any]) -> str:
+    """Every method the request's path takes, for a 405's ``Allow``. Starlette names only the methods of
+    the first route whose path matched (``Allow: GET`` on a path that also takes POST): a path's methods
+    are spread over one route per operation."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        if isinstance(route, Route) and route.matches(scope)[0] is not Match.NONE:
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods, key=lambda m: (*METHOD_ORDER, m).index(m)))
 
 
 def _page_routes(app: FastAPI, ctx: WebContext) -> None:
