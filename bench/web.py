@@ -33,6 +33,7 @@ from bench.paired import Pair, paired, row
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = 50
 EVENTS = 1000
+AUTH: dict[str, str] = {}  # tether serve's token, as a bearer (the plain app ignores it)
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run",
@@ -60,9 +61,11 @@ class Server:
     def _announced(self) -> int:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+            found = re.search(r"http://127\.0\.0\.1:(\d+)/(?:\?token=(\S+))?", line)
             if found:
                 threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # keep the pipe drained
+                if found.group(2):  # tether serve asks for its token on loopback too
+                    AUTH["Authorization"] = f"Bearer {found.group(2)}"
                 return int(found.group(1))
         raise RuntimeError("the server did not start")
 
@@ -142,7 +145,7 @@ def _first_paint(ours: Server, floor: Server) -> None:
 
             def paint(url: str) -> Callable[[], float]:
                 def load() -> float:
-                    page = browser.new_page()
+                    page = browser.new_page(extra_http_headers=AUTH)
                     try:
                         page.goto(url, wait_until="load")
                         fcp = page.evaluate(
@@ -164,7 +167,7 @@ def _first_paint(ours: Server, floor: Server) -> None:
 
 
 async def _subscribe(url: str, count: int, ready: asyncio.Event, wanted: int, got: list[int]) -> None:
-    async with httpx.AsyncClient(timeout=None) as client:
+    async with httpx.AsyncClient(timeout=None, headers=AUTH) as client:
 
         async def one(index: int) -> None:
             async with client.stream("GET", url) as response:
@@ -245,7 +248,7 @@ def _progress_latency(ours: Server, home: Path) -> None:
         with Executor(registry, home=home) as executor:
             job = await executor.execute("b.ticker", caller="cli", detach=True)
             try:
-                async with httpx.AsyncClient(timeout=None) as client:
+                async with httpx.AsyncClient(timeout=None, headers=AUTH) as client:
                     params = {"topic": f"job:{job.execution_id}"}
                     async with client.stream("GET", f"{ours.base}/api/events", params=params) as response:
                         async for line in response.aiter_lines():
@@ -271,7 +274,7 @@ def _progress_latency(ours: Server, home: Path) -> None:
 
 def _turns_with_pages(ours: Server) -> None:
     """A turn's time with 50 pages following every event vs none, in alternating rounds."""
-    client = httpx.Client(base_url=ours.base, timeout=60)
+    client = httpx.Client(base_url=ours.base, timeout=60, headers=AUTH)
     thread = client.post("/api/threads", json={}).json()["thread_id"]
 
     def turn() -> float:

@@ -23,11 +23,13 @@ URL_RE = re.compile(r"tether serve: (http://\S+)")
 
 
 class Served:
-    """A running ``tether serve``: its URL (without the token), its token (if any) and an httpx client."""
+    """A running ``tether serve``: the URL it printed (``login``: it holds the token, and opening it
+    logs a browser in), its base URL without the token, its token and an httpx client that sends it."""
 
     def __init__(self, proc: subprocess.Popen[str], url: str, home: Path) -> None:
         self.proc = proc
         self.home = home
+        self.login = url
         base, _, token = url.partition("?token=")
         self.base = base.rstrip("/")
         self.token = token or None

@@ -35,7 +35,7 @@ def register(app: typer.Typer, job_app: typer.Typer, state: Any) -> None:
     @app.command("serve")
     def serve_command(
         host: Annotated[
-            str, typer.Option("--host", help="Address to listen on; anything but loopback needs the token")
+            str, typer.Option("--host", help="Address to listen on (the page and the API need the token)")
         ] = "127.0.0.1",
         port: Annotated[int, typer.Option("--port", min=0, max=65535, help="0: any free port")] = 8765,
         open_page: Annotated[bool, typer.Option("--open", help="Open the page in your browser")] = False,
@@ -56,12 +56,15 @@ def register(app: typer.Typer, job_app: typer.Typer, state: Any) -> None:
                 out.print(f"tether serve: {url}", markup=False, soft_wrap=True)
                 if facts.get("settled_turns"):
                     err.print(f"{facts['settled_turns']} turn(s) left running by a crash are now interrupted")
-                if "?token=" in url:
-                    err.print("open that URL once: it keeps the token in a cookie (keep the URL private)")
+                err.print("open that URL once: it keeps the token in a cookie (keep the URL private)")
                 if open_page:
                     import webbrowser
 
-                    webbrowser.open(url)
+                    from tether.interfaces.web.security import open_page_file
+
+                    # The browser gets an owner-only file that goes on to the URL: a URL with the token
+                    # on the browser's command line would be readable by every local user.
+                    webbrowser.open(open_page_file(runtime.home, url).as_uri())
 
             with Runtime.open(state.home) as runtime:
                 try:

@@ -57,8 +57,9 @@ def page(browser: Any, served: Served) -> Iterator[Any]:
     opened.on("pageerror", lambda exc: errors.append(str(exc)))
     opened.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     opened.set_default_timeout(WAIT_MS)
-    opened.goto(served.base + "/")
-    opened.get_by_test_id("live").wait_for()
+    opened.goto(served.login)  # sets the token's cookie, then shows the page without it in the URL
+    assert opened.url == served.base + "/"
+    opened.locator("[data-testid=live][data-state=live]").wait_for()
     yield opened
     context.close()
     assert not errors, errors
@@ -171,8 +172,9 @@ def test_a_reload_in_the_middle_of_a_turn_loses_nothing_and_shows_nothing_twice(
     send(page, "启动游戏，然后每日实训")
     page.get_by_test_id("tab-trace").click()
     page.locator("[data-testid=trace-card][data-kind=action]").filter(has_text="daily").first.wait_for()
-    page.reload()
-    page.get_by_test_id("live").wait_for()
+    page.reload()  # the cookie keeps it working: the URL no longer holds the token
+    assert "token" not in page.url
+    page.locator("[data-testid=live][data-state=live]").wait_for()
     page.get_by_test_id("tab-trace").click()
     page.get_by_test_id("msg-user").filter(has_text="每日实训").wait_for()
     page.locator("[data-testid=trace-card][data-kind=result]").first.wait_for(timeout=60_000)
@@ -207,8 +209,8 @@ def test_the_language_switches_and_the_page_fits_a_phone_in_the_dark(browser: An
         locale="zh-CN", viewport={"width": 390, "height": 844}, color_scheme="dark", is_mobile=True
     )
     page = context.new_page()
-    page.goto(served.base + "/")
-    page.get_by_test_id("live").wait_for()
+    page.goto(served.login)
+    page.locator("[data-testid=live][data-state=live]").wait_for()
     assert page.evaluate("document.documentElement.lang").startswith("zh")
     page.get_by_test_id("nav-threads").click()
     zh = page.get_by_test_id("new-thread").inner_text()
@@ -267,3 +269,22 @@ def test_a_researched_handout_is_approved_over_old_files_and_downloaded_from_the
     assert download.suggested_filename.endswith(".pptx")
     data = Path(download.path()).read_bytes()
     assert data.startswith(b"PK") and data == (handouts / "sun.pptx").read_bytes()
+
+
+@pytest.mark.parametrize(("locale", "words"), [("en-US", "open the link"), ("zh-CN", "打开")])
+def test_a_page_opened_without_the_token_says_how_to_get_in(
+    browser: Any, served: Served, locale: str, words: str
+) -> None:
+    context = browser.new_context(locale=locale)
+    page = context.new_page()
+    page.goto(served.base + "/")  # a bookmark, or another local user: no cookie, no token
+    page.locator("[data-testid=live][data-state=unauthorized]").wait_for(timeout=WAIT_MS)
+    error = page.get_by_test_id("error")
+    error.wait_for(timeout=WAIT_MS)
+    assert words in error.inner_text().lower() and "tether serve" in error.inner_text()
+    shot(page, f"11-no-token-{locale}")
+    # Opening the printed URL (in another tab of the same browser) lets this page in, by itself.
+    other = context.new_page()
+    other.goto(served.login)
+    page.locator("[data-testid=live][data-state=live]").wait_for(timeout=WAIT_MS)
+    context.close()

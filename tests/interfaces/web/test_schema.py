@@ -44,7 +44,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_the_api_matches_its_openapi_document(served: Served, mode: GenerationMode) -> None:
     base = f"http://127.0.0.1:{served.port}"
-    schema = schemathesis.openapi.from_url(f"{base}/api/openapi.json")
+    auth = {"Authorization": f"Bearer {served.token}"}
+    schema = schemathesis.openapi.from_url(f"{base}/api/openapi.json", headers=auth)
     operations = [cast(Any, result).ok() for result in schema.get_all_operations()]
     assert len(operations) >= 20
     exercised = 0
@@ -60,7 +61,7 @@ def test_the_api_matches_its_openapi_document(served: Served, mode: GenerationMo
             derandomize=True,
         )
         def exercise(case: schemathesis.Case) -> None:
-            case.call_and_validate(base_url=base, checks=CHECKS, timeout=30)
+            case.call_and_validate(base_url=base, checks=CHECKS, timeout=30, headers=auth)
 
         try:
             exercise()

@@ -3,8 +3,12 @@ and stream bounds, security headers; no secret in the page, the API or the event
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -31,8 +35,81 @@ def anonymous(served: Served, **kwargs: object) -> httpx.Client:
     return httpx.Client(base_url=f"http://127.0.0.1:{served.port}", timeout=30.0, **kwargs)  # type: ignore[arg-type]
 
 
+def bearer(served: Served) -> dict[str, str]:
+    assert served.token
+    return {"Authorization": f"Bearer {served.token}"}
+
+
+OTHER_USER = "tether-other"
+# What another local user's process tries: read the token, then ask the server without it (and with a
+# guess). Plain urllib: the other user cannot read this repository's virtualenv.
+OTHER_USER_TRIES = r"""
+import json, sys, urllib.error, urllib.request
+port, token_file, thread, pending = sys.argv[1:5]
+tried = {}
+try:
+    open(token_file).read()
+    tried["token_file"] = "read"
+except OSError as exc:
+    tried["token_file"] = type(exc).__name__
+def ask(method, path, headers=None):
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method, headers=headers or {},
+                                     data=b"{}" if method == "POST" else None)
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+tried["info"] = ask("GET", "/api/info")
+tried["confirmations"] = ask("GET", "/api/confirmations")
+tried["approve"] = ask("POST", f"/api/threads/{thread}/confirmations/{pending}/approve")
+tried["guessed"] = ask("POST", f"/api/threads/{thread}/confirmations/{pending}/approve",
+                       {"Authorization": "Bearer " + "A" * 43, "Cookie": "tether_token=" + "A" * 43})
+print(json.dumps(tried))
+"""
+
+
+def other_user() -> str:
+    if os.geteuid() != 0 or shutil.which("useradd") is None:
+        pytest.skip("needs root and useradd to create a second local user")
+    if subprocess.run(["id", "-u", OTHER_USER], capture_output=True).returncode != 0:
+        add = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER]
+        subprocess.run(add, check=True, capture_output=True)
+    return OTHER_USER
+
+
+def test_on_loopback_another_local_user_cannot_approve_a_destructive_call(local: Served) -> None:
+    """Any local process of any local user reaches 127.0.0.1: without the token (which only the home's
+    owner can read) it gets nothing, and above all cannot approve a destructive call."""
+    user = other_user()
+    thread = local.post("/api/threads", {"title": "guarded"}, expect=201)["thread_id"]
+    for text in ("启动游戏", "分解四星遗器"):
+        turns = local.get(f"/api/threads/{thread}")["turns"]
+        local.post(f"/api/threads/{thread}/messages", {"text": text}, expect=202)
+        wait_for(lambda turns=turns: (t := local.get(f"/api/threads/{thread}"))["turns"] > turns
+                 and not t["running"], 60, f"the turn {text!r}")  # fmt: skip
+    pending = local.get(f"/api/threads/{thread}")["pending"]
+    assert pending is not None and pending["tool"] == "demo.salvage_relics"
+    args = [str(local.port), str(token_path(local.home)), thread, pending["pending_id"]]
+    command = ["/usr/bin/python3", "-I", "-c", OTHER_USER_TRIES, *args]
+    ran = subprocess.run(command, user=user, group=user, extra_groups=[], env={"PATH": "/usr/bin:/bin"},
+                         cwd="/", capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    tried = json.loads(ran.stdout)
+    assert tried == {"token_file": "PermissionError", "info": 401, "confirmations": 401, "approve": 401,
+                     "guessed": 401}, tried  # fmt: skip
+    after = local.get(f"/api/threads/{thread}")
+    assert after["pending"] == pending and after["turns"] == 2  # nothing was approved, no turn ran
+    ran = [j for j in local.get("/api/jobs")["items"] if j["task_id"] == "demo.salvage_relics"]
+    assert all(j["status"] == "rejected" and j["data"].get("needs_confirmation") for j in ran), ran
+    # The same requests with the token (as the home's owner has it) are answered.
+    assert local.http.get("/api/confirmations").status_code == 200
+    local.post(f"/api/threads/{thread}/confirmations/{pending['pending_id']}/deny", expect=202)
+
+
 def test_on_loopback_a_request_must_name_a_loopback_host(local: Served) -> None:
-    with anonymous(local) as client:
+    with anonymous(local, headers=bearer(local)) as client:
         assert client.get("/api/info").status_code == 200
         assert client.get("/api/info", headers={"Host": f"localhost:{local.port}"}).status_code == 200
         assert client.get("/api/info", headers={"Host": f"[::1]:{local.port}"}).status_code == 200
@@ -43,6 +120,25 @@ def test_on_loopback_a_request_must_name_a_loopback_host(local: Served) -> None:
             assert refused.status_code == 421, host
             assert refused.json()["detail"]["code"] == "wrong_host"
         assert client.get("/", headers={"Host": "evil.example"}).status_code == 421
+
+
+def test_on_loopback_too_the_api_needs_the_token_and_the_printed_url_logs_in(local: Served) -> None:
+    assert local.token and len(local.token) >= 32  # the URL `tether serve` printed holds it
+    assert any("open that URL once" in line for line in local.output)
+    with anonymous(local) as client:
+        for path in ("/api/info", "/api/threads", "/api/events", "/api/openapi.json", "/api/confirmations"):
+            refused = client.get(path)
+            assert refused.status_code == 401 and refused.json()["detail"]["code"] == "unauthorized", path
+        assert client.post("/api/threads", json={}).status_code == 401
+        assert client.get("/").status_code == 200 and client.get("/static/app.js").status_code == 200
+        login = client.get("/", params={"token": local.token}, follow_redirects=False)
+        assert login.status_code == 303 and "set-cookie" in login.headers
+        assert client.get("/api/info").status_code == 200  # the cookie stands for the token now
+    document = local.get("/api/openapi.json")  # the document says how to authenticate
+    schemes = document["components"]["securitySchemes"]
+    assert {s["type"] for s in schemes.values()} == {"http", "apiKey"}
+    assert all(op.get("security") or document.get("security") for ops in document["paths"].values()
+               for op in ops.values())  # fmt: skip
 
 
 def test_state_changes_from_another_site_are_refused(local: Served) -> None:
@@ -62,7 +158,9 @@ def test_state_changes_from_another_site_are_refused(local: Served) -> None:
             assert refused.json()["detail"]["code"] == "cross_site"
             assert client.delete("/api/threads/x", headers=headers).status_code == 403
         assert len(local.get("/api/threads", params={"limit": 200})["items"]) == before  # nothing made
-        made = client.post("/api/threads", json={}, headers={"Origin": own, "Sec-Fetch-Site": "same-origin"})
+        same = {"Origin": own, "Sec-Fetch-Site": "same-origin"}
+        assert client.post("/api/threads", json={}, headers=same).status_code == 401  # and the token
+        made = client.post("/api/threads", json={}, headers={**same, **bearer(local)})
         assert made.status_code == 201
         # A cross-site GET may read nothing either: no CORS header is ever sent, preflights fail.
         read = client.get("/api/threads", headers={"Origin": "http://evil.example"})
@@ -86,7 +184,7 @@ def test_every_response_carries_the_security_headers(local: Served) -> None:
 
 def test_request_bodies_are_bounded_with_or_without_a_length(local: Served) -> None:
     big = b'{"title": "' + b"x" * (300 * 1024) + b'"}'
-    with anonymous(local) as client:
+    with anonymous(local, headers=bearer(local)) as client:
         told = client.post("/api/threads", content=big, headers={"content-type": "application/json"})
         assert told.status_code == 413 and told.json()["detail"]["code"] == "too_large"
 
@@ -112,14 +210,14 @@ def test_request_bodies_are_bounded_with_or_without_a_length(local: Served) -> N
 
 
 def test_the_number_of_pages_following_events_is_bounded(local: Served) -> None:
-    with ExitStack() as stack, anonymous(local) as client:
+    with ExitStack() as stack, anonymous(local, headers=bearer(local)) as client:
         for _ in range(2):
             opened = stack.enter_context(client.stream("GET", "/api/events"))
             assert opened.status_code == 200
         refused = client.get("/api/events")
         assert refused.status_code == 503 and refused.json()["detail"]["code"] == "busy"
     # Once a page leaves, another may follow.
-    with anonymous(local) as client:
+    with anonymous(local, headers=bearer(local)) as client:
 
         def admitted() -> bool:
             with client.stream("GET", "/api/events") as response:
@@ -149,14 +247,20 @@ def test_off_loopback_a_token_is_needed_and_the_page_keeps_it_in_an_http_only_co
             assert login.status_code == 303 and login.headers["location"] == "/"
             cookie = login.headers["set-cookie"].lower()
             assert "httponly" in cookie and "samesite=strict" in cookie and "path=/" in cookie
+            assert "max-age=" in cookie  # the page keeps working after the browser restarts
+            name = login.headers["set-cookie"].split("=", 1)[0]
+            assert name.startswith("tether_token_") and token[:8] not in name
             # The cookie now stands for the token; the URL the page shows no longer holds it.
             info = client.get("/api/info")
             assert info.status_code == 200
             # Another local app's odd cookie next to ours does not hide it.
-            for others in ('x={"a":1}', "x=a b", "tether_token=wrong"):
+            for others in ('x={"a":1}', "x=a b", f"{name}=wrong"):
                 mixed = httpx.get(f"http://127.0.0.1:{served.port}/api/info",
-                                  headers={"Cookie": f"{others}; tether_token={token}"})  # fmt: skip
+                                  headers={"Cookie": f"{others}; {name}={token}"})  # fmt: skip
                 assert mixed.status_code == 200, others
+            # Another server's cookie (cookies ignore the port) is not this one's.
+            elsewhere = {"Cookie": f"tether_token_000000000000={token}"}
+            assert httpx.get(f"http://127.0.0.1:{served.port}/api/info", headers=elsewhere).status_code == 401
             page = client.get("/")
             for text in (info.text, page.text, client.get("/api/openapi.json").text):
                 assert token not in text and secret not in text
@@ -166,3 +270,23 @@ def test_off_loopback_a_token_is_needed_and_the_page_keeps_it_in_an_http_only_co
         assert all(token not in str(e) and secret not in str(e) for e in events)
     with serving(home, "--host", "0.0.0.0") as again:
         assert again.token == token  # kept, not regenerated
+
+
+def test_open_hands_the_browser_an_owner_only_file_never_the_token_on_its_command_line(
+    home: Path, tmp_path: Path
+) -> None:
+    seen = tmp_path / "browser-argv.json"
+    browser = tmp_path / "browser"
+    browser.write_text(
+        f"#!{sys.executable}\nimport json, sys\nopen({str(seen)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+    )
+    browser.chmod(0o700)
+    with serving(home, "--open", BROWSER=f"{browser} %s") as served:
+        argv = wait_for(lambda: seen.exists() and json.loads(seen.read_text() or "null"), 30, "the browser")
+        assert served.token and all(served.token not in arg for arg in argv), argv
+        opened = Path(argv[0].removeprefix("file://"))
+        assert opened.is_file() and stat.S_IMODE(opened.stat().st_mode) == 0o600
+        assert served.login in opened.read_text(encoding="utf-8").replace("&amp;", "&")
+        # What the file leads to logs a browser in.
+        with anonymous(served) as client:
+            assert client.get(served.login, follow_redirects=False).status_code == 303

@@ -406,6 +406,7 @@ def create_app(ctx: WebContext) -> Any:
     async def refused(_: Request, exc: TetherError) -> JSONResponse:
         return JSONResponse({"detail": {"code": "invalid", "message": exc.message}}, status_code=400)
 
+    _document_security(app, ctx.policy)
     _page_routes(app, ctx)
     _thread_routes(app, ctx)
     _job_routes(app, ctx)
@@ -413,6 +414,25 @@ def create_app(ctx: WebContext) -> Any:
     _artifact_routes(app, ctx)
     _event_routes(app, ctx, hub)
     return security.Guard(app, ctx.policy)
+
+
+def _document_security(app: FastAPI, policy: security.Policy) -> None:
+    """The OpenAPI document says what ``security.Guard`` asks of every API request: the token, as a
+    bearer or in the page's cookie."""
+    build = app.openapi
+
+    def document() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            schema.setdefault("components", {})["securitySchemes"] = {
+                "token": {"type": "http", "scheme": "bearer", "description": "the token in <home>/web/token"},
+                "pageCookie": {"type": "apiKey", "in": "cookie", "name": policy.cookie,
+                               "description": "set by opening the URL `tether serve` printed"},
+            }  # fmt: skip
+            schema["security"] = [{"token": []}, {"pageCookie": []}]
+        return app.openapi_schema or {}
+
+    app.openapi = document  # type: ignore[method-assign]
 
 
 METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
@@ -441,7 +461,14 @@ def _page_routes(app: FastAPI, ctx: WebContext) -> None:
                     status_code=401,
                 )
             page = RedirectResponse("/", status_code=303)
-            page.set_cookie(security.COOKIE, token, httponly=True, samesite="strict", path="/")
+            page.set_cookie(
+                ctx.policy.cookie,
+                token,
+                max_age=security.COOKIE_MAX_AGE_S,
+                httponly=True,
+                samesite="strict",
+                path="/",
+            )
             return page
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
 

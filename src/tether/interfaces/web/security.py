@@ -3,10 +3,13 @@
 - **Where it listens.** 127.0.0.1 by default. Bound to a loopback address, requests must name a
   loopback host (``Host: 127.0.0.1:…``, ``localhost``, ``[::1]``): a web page on another site that
   rebinds its own name to 127.0.0.1 (DNS rebinding) is refused.
-- **The token.** Anywhere else a token is required on every API request: generated on first use and
-  kept owner-only in ``<home>/web/token``, sent as ``Authorization: Bearer …``. The page gets it once,
-  through the URL ``tether serve`` prints (``/?token=…``), which sets it as an http-only, same-site
-  cookie and redirects to a URL without it. The token never appears in a page or an event.
+- **The token.** Every API request needs it, on loopback too (as Jupyter does): any local process of
+  any local user can reach 127.0.0.1, and one that could approve a destructive call without it would be
+  acting for the person. Generated on first use and kept owner-only in ``<home>/web/token``, sent as
+  ``Authorization: Bearer …``. The page gets it once, through the URL ``tether serve`` prints
+  (``/?token=…``), which sets it as an http-only, same-site cookie and redirects to a URL without it.
+  The cookie's name is derived from the token, so two servers on one host (cookies ignore the port)
+  do not overwrite each other's. The token never appears in a page or an event.
 - **Cross-site requests.** A request that changes state (anything but GET, HEAD, OPTIONS) coming from a
   browser must come from this server's own origin (``Origin``, or ``Sec-Fetch-Site``); CORS stays closed
   (no ``Access-Control-Allow-*`` header is ever sent).
@@ -17,6 +20,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import html
 import ipaddress
 import json
 import os
@@ -27,8 +32,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-COOKIE = "tether_token"
+COOKIE_PREFIX = "tether_token_"
+COOKIE_MAX_AGE_S = 30 * 24 * 3600  # the page keeps working across browser restarts for a month
 TOKEN_FILE = "web/token"
+OPEN_FILE = "web/open.html"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 CSP = (
@@ -79,24 +86,43 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def open_page_file(home: Path, url: str) -> Path:
+    """An owner-only page that sends the browser on to ``url`` (which holds the token): what
+    ``tether serve --open`` hands the browser, so the token is never on a command line that every local
+    user can read (``ps``), as Jupyter does."""
+    path = home / OPEN_FILE
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target = html.escape(url, quote=True)
+    page = (
+        '<!doctype html><meta charset="utf-8"><title>tether</title>'
+        f'<meta http-equiv="refresh" content="0; url={target}">'
+        f'<p><a href="{target}">Open tether</a></p>\n'
+    )
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(page)
+    os.chmod(path, 0o600)
+    return path
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
-    token: str | None  # None: no token asked (loopback)
+    token: str
     loopback: bool  # bound to a loopback address: Host must be one too
     max_body: int = 256 * 1024
 
+    @property
+    def cookie(self) -> str:
+        """The cookie's name: this server's own (see the module's docstring), and no clue to the token."""
+        return COOKIE_PREFIX + hashlib.sha256(self.token.encode()).hexdigest()[:12]
+
     def authorized(self, headers: dict[str, str]) -> bool:
-        if self.token is None:
-            return True
         bearer = _bearer(headers.get("authorization", ""))
-        candidates = [bearer] if bearer is not None else _cookies(headers.get("cookie", ""))
+        candidates = [bearer] if bearer is not None else _cookies(headers.get("cookie", ""), self.cookie)
         return any(self.valid_token(given) for given in candidates)
 
     def valid_token(self, given: str) -> bool:
-        expected = self.token
-        if expected is None:
-            return False
-        return secrets.compare_digest(given.encode("utf-8", "replace"), expected.encode())
+        return secrets.compare_digest(given.encode("utf-8", "replace"), self.token.encode())
 
 
 def _bearer(value: str) -> str | None:
@@ -104,13 +130,13 @@ def _bearer(value: str) -> str | None:
     return credential.strip() or None if scheme.lower() == "bearer" else None
 
 
-def _cookies(value: str) -> list[str]:
-    """Every value of our cookie in a Cookie header. Split by hand: ``http.cookies`` drops whatever
-    follows a cookie it dislikes, so another local app's cookie could hide ours."""
+def _cookies(value: str, cookie: str) -> list[str]:
+    """Every value of cookie ``cookie`` in a Cookie header. Split by hand: ``http.cookies`` drops
+    whatever follows a cookie it dislikes, so another local app's cookie could hide ours."""
     found = []
     for part in value.split(";"):
         name, eq, given = part.strip().partition("=")
-        if eq and name == COOKIE:
+        if eq and name == cookie:
             found.append(given.strip().strip('"'))
     return found
 

@@ -37,11 +37,12 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def page_url(host: str, port: int, token: str | None) -> str:
+def page_url(host: str, port: int, token: str) -> str:
+    """The URL that logs a browser in (it sets the token's cookie, then drops the token from the URL)."""
     shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
     if ":" in shown:
         shown = f"[{shown}]"
-    return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+    return f"http://{shown}:{port}/?token={token}"
 
 
 async def serve(
@@ -64,7 +65,7 @@ async def serve(
     from tether.supervisor.runner import models_of
 
     loopback = security.is_loopback(host.strip("[]"))
-    token = None if loopback else security.load_or_create_token(runtime.home)
+    token = security.load_or_create_token(runtime.home)  # on loopback too: see security.py
     policy = security.Policy(token=token, loopback=loopback)
     choice = resolve(runtime.home, runtime.model_settings)
     sock = bind(host, port)

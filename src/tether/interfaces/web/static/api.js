@@ -44,7 +44,9 @@ function messageOf(detail) {
 function errorFrom(response, data) {
   const detail = data && typeof data === 'object' ? data.detail : undefined;
   const code = detail && typeof detail === 'object' && !Array.isArray(detail) ? detail.code : undefined;
-  const message = messageOf(detail) || t('error.http', { status: response.status });
+  // No token (a bookmark, a browser without the cookie): say how to get in, in the page's language.
+  const message =
+    response.status === 401 ? t('error.unauthorized') : messageOf(detail) || t('error.http', { status: response.status });
   return new ApiError(message, { status: response.status, code: code || `http_${response.status}` });
 }
 

@@ -207,12 +207,13 @@ function renderInto(parent, nodes) {
 let errorTimer;
 let noticeTimer;
 
-function showError(err) {
+/** Show an error; a `sticky` one (why the page cannot work at all) stays until it is dismissed. */
+function showError(err, { sticky = false } = {}) {
   const message = err && err.message ? err.message : String(err);
   $('error-text').textContent = message;
   $('error').hidden = false;
   clearTimeout(errorTimer);
-  errorTimer = setTimeout(hideError, 15000);
+  if (!sticky && !(err && err.status === 401)) errorTimer = setTimeout(hideError, 15000);
 }
 
 function hideError() {
@@ -1829,16 +1830,21 @@ async function loadInfo() {
     renderInfo();
     return true;
   } catch (err) {
-    showError(err);
+    const locked = err && err.status === 401;
+    if (locked) setLive('unauthorized');
+    showError(err, { sticky: locked });
     return false;
   }
 }
 
 /** The event stream starts from /api/info's last_event_id, never from 0 (that would replay all). */
 async function startLive() {
-  if (await loadInfo()) connectEvents();
-  else {
-    setLive('reconnecting');
+  if (await loadInfo()) {
+    hideError();
+    streamBroken = true; // what failed to load meanwhile is loaded again once the stream is open
+    connectEvents();
+  } else {
+    if ($('live').dataset.state !== 'unauthorized') setLive('reconnecting');
     setTimeout(startLive, 5000);
   }
 }
