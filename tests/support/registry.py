@@ -264,3 +264,15 @@ registry.add(
         task_id="t.ids_inline", handler=H + "ids", exposed_to=EVERY, resources=(), isolation=Isolation.INLINE
     )
 )
+
+
+def waits_for_go(ctx: TaskContext) -> str:
+    """Says it waits (a mark), then waits until ``<home>/go`` exists or a stop comes."""
+    (ctx.home / "waiting").touch()
+    while not (ctx.home / "go").exists():
+        if not ctx.sleep(0.02):
+            ctx.check_stop()
+    return "went"
+
+
+registry.add(TaskSpec(task_id="t.waits_for_go", handler=H + "waits_for_go", exposed_to=EVERY, resources=()))

@@ -8,6 +8,7 @@ On Linux identity is read from /proc (psutil costs ~50 ms to import, which a wor
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -218,9 +219,17 @@ def run_as_forked_child(body: Callable[[], int | None], *, code: int = 70) -> No
 
         traceback.print_exc()
     finally:
+        # The body has ended and said so: a signal now must neither interrupt the flush below (its
+        # exception would escape into the server's code this process was forked from) nor change
+        # how the process ends.
+        with contextlib.suppress(Exception):
+            signal.pthread_sigmask(signal.SIG_BLOCK, _CATCHABLE)
         try:
             sys.stdout.flush()
             sys.stderr.flush()
         except Exception:
             pass
         os._exit(code)
+
+
+_CATCHABLE = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}

@@ -532,7 +532,9 @@ def main(argv: list[str] | None = None) -> None:
     """The console entry point: every way a command can end leaves one line, or one JSON document."""
     from tether.interfaces import guard
 
-    sys.exit(guard.run(app, sys.argv[1:] if argv is None else argv))
+    code = guard.run(app, sys.argv[1:] if argv is None else argv)
+    guard.settle(code)
+    sys.exit(code)
 
 
 from tether.interfaces import agent_cli  # noqa: E402 - registers run, chat, threads, trace, auth

@@ -42,6 +42,15 @@ RETRY_AFTER_FAILURE_S = 30.0
 LAST_RESORT = "/tmp"  # after $XDG_RUNTIME_DIR and $TMPDIR
 _LIFELINE: list[int] = []
 FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT)
+# What ends a command the way Ctrl-C does. From this module's first line until the command's own
+# handlers are in place (``guard.run``), these are held, never acted on: a SIGTERM during start-up
+# then ends the command like one that comes later (one JSON document under --json, exit 130).
+HELD = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
+_PENDING: list[int] = []
+# Signals this process was started with ignored (``nohup`` ignores SIGHUP): they stay ignored here and
+# in the command, as for any Unix program. SIGINT is the exception: a command started by ``cmd &``
+# still stops on Ctrl-C (``guard.run``).
+IGNORED: list[int] = []
 
 BOOT = (
     "import sys\n"
@@ -49,6 +58,26 @@ BOOT = (
     "from tether.interfaces.zygote import main\n"
     "sys.exit(main(sys.argv[1], sys.path))\n"
 )
+
+
+def hold(signum: int, frame: object) -> None:
+    _PENDING.append(signum)
+
+
+def hold_signals() -> None:
+    """Hold the signals that end a command until it can act on them (see ``HELD``)."""
+    for sig in HELD:
+        if sig != _signal.SIGINT and _signal.getsignal(sig) == _signal.SIG_IGN:
+            IGNORED.append(sig)
+        else:
+            _signal.signal(sig, hold)
+
+
+def pending_signals() -> list[int]:
+    """The signals held so far (and forgotten: each is acted on once)."""
+    held = list(_PENDING)
+    _PENDING.clear()
+    return held
 
 
 def command_words(argv: list[str]) -> tuple[str, ...]:
@@ -155,6 +184,7 @@ def ask_server(path: str, argv: list[str]) -> dict[str, Any] | None:
             "cwd": os.getcwd(),
             "umask": _umask(),
             "identity": identity(),
+            "ignored": list(IGNORED),
         }
         try:
             conn.connect(path)
@@ -167,7 +197,10 @@ def ask_server(path: str, argv: list[str]) -> dict[str, Any] | None:
             return None  # stale (it is retiring) or refused: run here
         child = int(first["pid"])
         for sig in FORWARDED:
-            _signal.signal(sig, lambda signum, frame: _forward(child, signum))
+            if sig not in IGNORED:
+                _signal.signal(sig, lambda signum, frame: _forward(child, signum))
+        for signum in pending_signals():  # what came while the command was being handed over
+            _forward(child, signum)
         try:
             outcome = _read(conn)
         except (OSError, ValueError, EOFError):
@@ -246,6 +279,7 @@ def _umask() -> int:
 
 
 def main() -> None:
+    hold_signals()
     argv = sys.argv[1:]
     path = server_socket()
     words = command_words(argv)
@@ -262,6 +296,7 @@ def main() -> None:
         os.kill(os.getpid(), signum)  # end as the command ended, so a shell reports the same
         sys.exit(128 + signum)
     if "exit" in outcome:
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, HELD)  # the command has ended: end as it did
         sys.exit(int(outcome["exit"]))
     sys.stderr.write("error: the command's process ended without saying how (the tether server went away)\n")
     sys.exit(1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import signal
 import sys
@@ -80,10 +81,28 @@ def _crash_log(exc: BaseException) -> str:
     return "nowhere (no writable place was found)"
 
 
+def _interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is the interrupt, or what code it landed in made of it (an import that was
+    interrupted raises RuntimeError from the KeyboardInterrupt)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt) or type(current).__name__ == "Abort":
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+_SAID: set[str] = set()  # what this command has said already ("interrupted": said once)
+
+
 def fail_for(exc: BaseException, as_json: bool) -> int:
     """Say what ``exc`` means in one line (or one JSON document) and return the exit code for it."""
-    if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Abort":
-        print_error("interrupted", as_json=as_json, code="interrupted")
+    if _interrupted(exc):
+        if "interrupted" not in _SAID:
+            _SAID.add("interrupted")
+            print_error("interrupted", as_json=as_json, code="interrupted")
         return INTERRUPTED
     if isinstance(exc, TetherError):
         print_error(exc.message, as_json=as_json, code=exc.code)
@@ -110,28 +129,85 @@ def _usage_error(exc: BaseException) -> bool:
     return hasattr(exc, "exit_code") and hasattr(exc, "format_message") and hasattr(exc, "show")
 
 
+class _OneLine(logging.Handler):
+    """What a library logs reaches the person as one line, never a traceback; and nothing at all for
+    the interrupt in progress (``run`` reports it once)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            return
+        try:
+            text = record.getMessage()
+        except Exception:
+            text = str(record.msg)
+        if exc is not None:
+            text += f" ({type(exc).__name__})"
+        from tether.credentials import scrub
+
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"{record.levelname.lower()}: {scrub(text)}\n")
+
+
+def _unraisable(unraisable: Any) -> None:
+    """An error in a finalizer (often the interrupt landing there) is one line at most."""
+    if isinstance(unraisable.exc_value, (KeyboardInterrupt, SystemExit)):
+        return
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"warning: ignored {type(unraisable.exc_value).__name__} in a finalizer\n")
+
+
+def _quiet_libraries() -> None:
+    root = logging.getLogger()
+    if not any(isinstance(h, _OneLine) for h in root.handlers):
+        root.addHandler(_OneLine(logging.WARNING))
+    sys.unraisablehook = _unraisable
+
+
+def _install_handlers() -> None:
+    # A command started with SIGINT ignored (``cmd &`` in a script) still ends cleanly on Ctrl-C,
+    # SIGTERM and SIGHUP: they all take the KeyboardInterrupt path. A SIGTERM or SIGHUP the command was
+    # started with ignored (``nohup``) stays ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _interrupt_instead)
+
+
+def settle(code: int) -> None:
+    """The command has ended and said how: from now on a signal (during the interpreter's own
+    shutdown) ends the process at once with ``code``, instead of killing it with another status or
+    printing a traceback from the cleanup it interrupted."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    for sig in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, lambda signum, frame: os._exit(code))
+
+
 def run(app: Any, argv: list[str]) -> int:
     """Run the Typer ``app`` on ``argv`` and return its exit code; never raises, never prints a traceback."""
     as_json = "--json" in argv
-    from tether import credentials
-
-    # Keys handed to this command leave its environment before it starts anything (a worker, a
-    # browser, a background executor): they stay in this process's memory, for its model client.
-    credentials.adopt_environment()
-    # A command started with SIGINT ignored (``cmd &`` in a script) still ends cleanly on Ctrl-C,
-    # SIGTERM and SIGHUP: they all take the KeyboardInterrupt path.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(AttributeError, ValueError):
-            stream.reconfigure(errors="replace")  # type: ignore[union-attr]
-    for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
-        if sig is not None:
-            signal.signal(sig, _interrupt_instead)
-    bad = not_utf8(argv)
-    if bad is not None:
-        print_error(bad, as_json=as_json, code="usage")
-        return USAGE
     try:
+        from tether import credentials
+        from tether.interfaces import client
+
+        _SAID.clear()
+        _install_handlers()
+        _quiet_libraries()
+        # Keys handed to this command leave its environment before it starts anything (a worker, a
+        # browser, a background executor): they stay in this process's memory, for its model client.
+        credentials.adopt_environment()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(AttributeError, ValueError):
+                stream.reconfigure(errors="replace")  # type: ignore[union-attr]
+        if client.pending_signals():  # a signal came while the command was starting
+            raise KeyboardInterrupt
+        bad = not_utf8(argv)
+        if bad is not None:
+            print_error(bad, as_json=as_json, code="usage")
+            return USAGE
         code = app(args=argv, prog_name="tether", standalone_mode=False)
     except BaseException as exc:
         if isinstance(exc, SystemExit):
@@ -143,4 +219,8 @@ def run(app: Any, argv: list[str]) -> int:
                 exc.show()  # type: ignore[attr-defined]
             return int(exc.exit_code)  # type: ignore[attr-defined]
         return fail_for(exc, as_json)
+    if code == INTERRUPTED and "interrupted" not in _SAID:
+        # Typer turns an interrupt that lands in its own code (parsing, building the command) into
+        # a silent exit 130: say it, as for one that lands anywhere else.
+        return fail_for(KeyboardInterrupt(), as_json)
     return code if isinstance(code, int) else 0

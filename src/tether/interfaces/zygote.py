@@ -376,6 +376,12 @@ def _send_to_spare(spare: Spare, message: dict[str, Any], fds: list[int]) -> Non
 
 def _spare(channel: socket.socket, inherited: list[int], socket_path: Path) -> None:
     """Runs in a forked spare: warm up, wait for one request, become that command; never returns."""
+    from tether.interfaces import client
+
+    # The client learns this process's pid, and forwards its signals here, as soon as the request is
+    # handed over — maybe while this spare still warms up. Blocked, they wait in the kernel until the
+    # command can act on them (``_command``), instead of ending a half-made command (-15) or the spare.
+    signal.pthread_sigmask(signal.SIG_BLOCK, client.HELD)
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -432,10 +438,13 @@ def _command(
     """Runs in the forked child: become the client's command, run it, never return."""
 
     def run() -> int:
+        from tether.interfaces import client
+
         os.setsid()
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        ignored = {int(s) for s in message.get("ignored") or ()}
+        for sig in client.HELD:  # as the client's own: held until guard.run acts on them, or ignored
+            signal.signal(sig, signal.SIG_IGN if sig in ignored else client.hold)
         signal.set_wakeup_fd(-1)
         for fd in inherited:
             with contextlib.suppress(OSError):
@@ -458,6 +467,7 @@ def _command(
         from tether.interfaces import guard
         from tether.interfaces.cli import app
 
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, client.HELD)  # what came meanwhile is held now
         return guard.run(app, argv)
 
     process.run_as_forked_child(run)
