@@ -190,3 +190,21 @@ def test_doctor_reaches_the_model_with_one_cheap_request(tmp_path: Path, fake_op
     run = tether(home, "doctor", "--json")
     model = next(c for c in json.loads(run.stdout) if c["check"] == "model")
     assert model["status"] == "fail" and "start the server" in model["fix"]
+
+
+def test_doctor_finds_a_store_damaged_past_its_first_pages(tmp_path: Path) -> None:
+    """Every other command failed on such a file while doctor opened it, read one row and said ok."""
+    home = tmp_path / "home"
+    for _ in range(3):
+        assert tether(home, "task", "run", "demo.status", "--json").returncode == 0
+    database = home / "tether.db"
+    assert tether(home, "job", "list", "--json").returncode == 0
+    size = database.stat().st_size
+    assert size > 8 * 4096
+    with database.open("r+b") as handle:  # the header and the first pages stay intact
+        handle.seek(size // 2)
+        handle.write(b"\xde\xad\xbe\xef" * 1024)
+    run = tether(home, "doctor", "--json")
+    store = next(c for c in json.loads(run.stdout) if c["check"] == "store")
+    assert run.returncode == 1 and store["status"] == "fail", store
+    assert "damaged" in store["detail"] and "move it away" in store["fix"], store

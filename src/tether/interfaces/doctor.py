@@ -77,11 +77,38 @@ def check_store(home: Path) -> Check:
         try:
             runtime.jobs.list(limit=1)
             url = f"{runtime.db.dialect} {runtime.db.where}"
+            problems = _integrity(runtime.db)
         finally:
             runtime.close()
     except TetherError as exc:
         return Check(name="store", status=FAIL, detail=exc.message, fix="see `[store].database_url`")
+    if problems:
+        return Check(
+            name="store",
+            status=FAIL,
+            detail=f"the store {url} is damaged: {'; '.join(problems)}",
+            fix="move it away to start afresh (tether creates a new one), or put back a copy you kept",
+        )
     return Check(name="store", status=OK, detail=url)
+
+
+INTEGRITY_PROBLEMS_SHOWN = 3
+
+
+def _integrity(db: Any) -> list[str]:
+    """What SQLite's integrity check finds wrong with every page of the file (reading one row, as
+    the other checks do, passes a file damaged past its first pages); PostgreSQL checks its own."""
+    if not db.is_sqlite:
+        return []
+    from sqlalchemy.exc import DBAPIError
+
+    try:
+        with db.engine.connect() as conn:
+            rows = conn.exec_driver_sql(f"PRAGMA integrity_check({INTEGRITY_PROBLEMS_SHOWN})").fetchall()
+    except DBAPIError as exc:
+        return [str(exc.orig or exc).splitlines()[0][:200]]
+    found = [str(row[0])[:200] for row in rows]
+    return [] if found == ["ok"] else found
 
 
 def check_registry(ref: str) -> Check:
