@@ -642,12 +642,19 @@ class ConversationSession:
         zh = self._zh(turn)
         shown = json.dumps(args, ensure_ascii=False)
         destructive = refusal.data.get("danger") == "destructive"
+        # What the call would touch (files, bytes), measured now, as the person is asked.
+        spec = self.executor.registry.get(task_id, self.caller)
+        impact = None
+        if spec is not None and spec.impact is not None and isinstance(args, dict):
+            impact = await asyncio.to_thread(spec.impact_of, self.executor.home, args, "zh" if zh else "en")
         if zh:
             kind = "破坏性操作" if destructive else "需要谨慎的操作"
-            question = f"{task_id} 是{kind}（参数 {shown}）。确认执行吗？请回答“是”或“否”。"
+            said = f"：{impact}" if impact else ""
+            question = f"{task_id} 是{kind}（参数 {shown}）{said}。确认执行吗？请回答“是”或“否”。"
         else:
             kind = "destructive" if destructive else "a caution task"
-            question = f"{task_id} is {kind} (arguments {shown}). Do you confirm? Answer yes or no."
+            said = f": {impact}" if impact else ""
+            question = f"{task_id} is {kind} (arguments {shown}){said}. Do you confirm? Answer yes or no."
         payload = {
             "status": ToolOutcome.NEEDS_CONFIRMATION.value,
             "message": "waiting for the person's confirmation; nothing ran",

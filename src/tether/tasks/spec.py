@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import importlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +87,10 @@ class TaskSpec:
     # in this home (no search provider configured, no command allow-listed); None when it can. An
     # unavailable task is left off the model's tool surface and refused by the executor with that reason.
     available: str | None = None
+    # ``"package.module:function"``: ``function(home, params, language) -> str`` says, in the person's
+    # language ("zh" or "en"), what one call would touch (how many files and bytes a delete removes). The
+    # confirmation question is built with it when it is asked; it must only look, never change anything.
+    impact: str | None = None
 
     def __post_init__(self) -> None:
         # Accept lists and sets from callers, store immutable, ordered values.
@@ -117,6 +121,8 @@ class TaskSpec:
             raise RegistryError(
                 f"{where}: available must be 'package.module:function', got {self.available!r}"
             )
+        if self.impact is not None and not OBJECT_PATH_RE.match(self.impact):
+            raise RegistryError(f"{where}: impact must be 'package.module:function', got {self.impact!r}")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise RegistryError(f"{where}: timeout_s must be positive")
         if self.isolation is Isolation.INLINE and (
@@ -136,6 +142,19 @@ class TaskSpec:
             if any(params.get(name) is True for name in self.destructive_if):
                 return Danger.DESTRUCTIVE
         return self.danger
+
+    def impact_of(self, home: Path, params: Mapping[str, Any], language: str) -> str | None:
+        """What this call would touch, for the person's confirmation question (its ``impact``), or
+        None without one. A broken check says so instead of hiding the question."""
+        if self.impact is None:
+            return None
+        try:
+            describe: Callable[[Path, Mapping[str, Any], str], str | None] = load_object(self.impact)
+            return describe(home, params, language)
+        except Exception as exc:
+            if language == "zh":
+                return f"无法得知它会影响什么（{type(exc).__name__}: {exc}）"
+            return f"what it would touch cannot be told ({type(exc).__name__}: {exc})"
 
     def unavailable(self, home: Path) -> str | None:
         """Why this task cannot be used in ``home`` (its ``available`` check), else None."""

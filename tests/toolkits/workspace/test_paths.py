@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tether.config import WorkspaceSettings
 from tether.errors import ConfigError
-from tether.toolkits.workspace.paths import PathRefused, Root, Roots, check_path_text
+from tether.toolkits.workspace.paths import PathRefused, Root, Roots, Tally, check_path_text
 
 SECRET = b"TOP-SECRET-OUTSIDE"
 
@@ -322,3 +322,96 @@ def test_roots_come_from_settings_toml_with_tilde_expanded(
     (home / "settings.toml").write_text("[workspace]\nroots = [1]\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"roots\.0"):
         Roots.load(home)
+
+
+def home_below_a_root(base: Path) -> tuple[Roots, Path, Path]:
+    """``<user>/.config/tether`` with the root ``<user>``: the layout of ``~/.config/tether`` and ``~``."""
+    user = base / "user"
+    home = user / ".config" / "tether"
+    (home / "keys").mkdir(parents=True)
+    (home / "settings.toml").write_text("[workspace]\n")
+    (home / "keys" / "k").write_bytes(b"KEY")
+    (user / "proj" / "deep").mkdir(parents=True)
+    (user / "proj" / "a.txt").write_text("a")
+    return Roots((Root("user", Path(os.path.realpath(user))),), home=home), user, home
+
+
+def test_the_home_its_folders_above_and_the_root_are_never_moved_or_deleted(tmp_path: Path) -> None:
+    roots, user, home = home_below_a_root(tmp_path)
+    for text in (
+        ".config",
+        ".config/",
+        "./.config",
+        str(user / ".config"),
+        ".config/tether",
+        ".config/tether/",
+    ):
+        with pytest.raises(PathRefused, match="tether home"):
+            roots.delete(text, recursive=True)
+        with pytest.raises(PathRefused, match="tether home"):
+            roots.move(text, "elsewhere")
+        with pytest.raises(PathRefused, match="tether home"):
+            roots.tally(text)
+    for text in (".", "/", str(user), str(user) + "/"):
+        with pytest.raises(PathRefused):
+            roots.delete(text, recursive=True)
+    roots.write_bytes("x.txt", b"x")
+    with pytest.raises(PathRefused, match="tether home"):
+        roots.move("x.txt", ".config/tether/settings.toml", overwrite=True)
+    with pytest.raises(PathRefused, match="tether home"):
+        roots.write_bytes(".config/tether/keys/k", b"", overwrite=True)
+    assert (home / "settings.toml").read_text() == "[workspace]\n"
+    assert (home / "keys" / "k").read_bytes() == b"KEY"
+
+
+def test_a_home_moved_under_a_checked_path_is_still_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    roots, user, home = home_below_a_root(tmp_path)
+    checked = roots.locate("proj/deep/new.txt", for_write=True)
+    # The race: after the check, the home takes the place of a folder on the checked path.
+    (user / "proj" / "deep").rmdir()
+    os.rename(home, user / "proj" / "deep")
+    monkeypatch.setattr(roots, "locate", lambda *args, **kwargs: checked)
+    with pytest.raises(PathRefused, match="tether home"):
+        roots.write_bytes("proj/deep/new.txt", b"into the home?")
+    assert not (user / "proj" / "deep" / "new.txt").exists()
+    # A delete of the folder that now holds it walks the folder first and removes nothing.
+    monkeypatch.undo()
+    with pytest.raises(PathRefused, match="tether home"):
+        roots.delete("proj", recursive=True)
+    assert (user / "proj" / "deep" / "keys" / "k").read_bytes() == b"KEY"
+    assert (user / "proj" / "a.txt").exists()
+
+
+def test_a_tally_counts_without_following_links_and_stops_at_its_limit(tmp_path: Path) -> None:
+    roots, user, _home = home_below_a_root(tmp_path)
+    (user / "proj" / "deep" / "b.bin").write_bytes(b"0" * 2048)
+    os.symlink("/etc", user / "proj" / "etc-link")
+    _, tally = roots.tally("proj")
+    assert tally == Tally(kind="folder", files=3, folders=2, bytes=2049)
+    _, partial = roots.tally("proj", limit=2)
+    assert not partial.complete and partial.files + partial.folders <= 2
+    _, link = roots.tally("proj/etc-link")
+    assert (link.kind, link.files, link.bytes) == ("link", 1, 0)
+
+
+def test_a_root_inside_the_home_is_refused_by_identity(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "keys").mkdir(parents=True)
+    os.symlink(home, tmp_path / "alias")
+    for root in (home, home / "keys", tmp_path / "alias", tmp_path / "alias" / "keys", str(home) + "/"):
+        with pytest.raises(ConfigError, match="inside the tether home"):
+            Roots.load(home, WorkspaceSettings(roots=(str(root),)))
+    (home / "workspace").mkdir()
+    default = Roots.load(home, WorkspaceSettings(roots=(str(home / "workspace"),)))
+    assert default.roots[0].path == Path(os.path.realpath(home / "workspace"))
+
+
+def test_touches_home_tells_a_path_a_program_could_change_the_home_through(tmp_path: Path) -> None:
+    roots, user, home = home_below_a_root(tmp_path)
+    os.symlink(".config/tether/keys", user / "keys-alias")
+    for path in (home, home / "keys" / "k", home / "new", user / ".config", user, user / "keys-alias"):
+        assert roots.touches_home(path), path
+    for path in (user / "proj", user / "proj" / "a.txt", user / "missing", tmp_path / "elsewhere"):
+        assert roots.touches_home(path) is None, path

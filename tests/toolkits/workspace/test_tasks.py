@@ -76,7 +76,9 @@ def test_overwrite_needs_the_persons_confirmation(ws: Executor, home: Path) -> N
 
 def test_move_and_delete(ws: Executor, home: Path) -> None:
     run(ws, "workspace.write", path="draft.md", content="x")
-    moved = run(ws, "workspace.move", src="draft.md", dst="final/报告.md")
+    unconfirmed = run(ws, "workspace.move", src="draft.md", dst="final/报告.md")
+    assert unconfirmed.status is TaskStatus.REJECTED and unconfirmed.data["danger"] == "caution"
+    moved = run(ws, "workspace.move", src="draft.md", dst="final/报告.md", confirm=True)
     assert moved.status is TaskStatus.COMPLETED and moved.data == {"src": "draft.md", "dst": "final/报告.md"}
     refused = run(ws, "workspace.delete", path="final", recursive=True)
     assert refused.status is TaskStatus.REJECTED and refused.data["danger"] == "destructive"

@@ -16,7 +16,7 @@ from typing import Any
 from tether.config import WorkspaceSettings
 from tether.errors import ConfigError, TaskFailed
 from tether.tasks.context import TaskContext
-from tether.toolkits.workspace import readers
+from tether.toolkits.workspace import impact, readers
 from tether.toolkits.workspace.paths import Located, Roots
 
 MAX_WALK_ENTRIES = 200_000  # entries visited by one find or grep before it gives up, saying so
@@ -137,9 +137,16 @@ def move_file(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
 
 def delete_file(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
     params, _settings, roots = _setup(ctx)
-    located, kind = roots.delete(params.path, recursive=params.recursive)
+    located, gone = roots.delete(params.path, recursive=params.recursive)
     shown = roots.display(located)
-    return f"deleted the {kind} {shown}", {"path": shown, "kind": kind}
+    amount = impact.amount(gone, "en")
+    return f"deleted the {gone.kind} {shown} ({amount})", {
+        "path": shown,
+        "kind": gone.kind,
+        "files": gone.files,
+        "folders": gone.folders,
+        "bytes": gone.bytes,
+    }
 
 
 def _walk(ctx: TaskContext, roots: Roots, start: Located) -> Iterator[tuple[Located, os.stat_result, int]]:

@@ -17,8 +17,14 @@ What is refused, and why:
   ``\\``, NUL and other control characters, Windows device names (``CON``, ``nul.txt``, ``COM1`` …),
   names ending in a dot or space (Windows would silently strip them), names over 255 bytes, paths over
   4096 characters, a leading ``~`` (nothing is expanded here).
-- The tether home itself (settings, credentials, job records) when a root contains it: compared by
-  device and inode, so no spelling (case on a case-insensitive file system, aliases) reaches it.
+- The tether home (settings, database, keys, job records) when a root contains it: nothing inside it
+  is read, listed, searched or written, and the home, every folder above it, every link tether finds it
+  through (``$TETHER_HOME``, the default home) and every root and the folders above a root are never
+  moved, deleted or replaced — confirmed or not. All compared by device and inode, so no spelling (case
+  on a case-insensitive file system, Unicode forms, trailing ``/``, links, bind mounts) reaches them;
+  checked when the path is resolved, again on every folder the descriptor walk opens, and again on the
+  name itself just before an ``unlink``/``rename``, and a recursive delete first walks the whole folder
+  (without following links) and refuses if anything protected is inside.
 - Hard links: a regular file with more than one link is never *read* (its other name may be outside
   the roots). Writes never modify an existing file in place: an overwrite writes a new file and renames
   it over the name, so a hard-linked inode outside is left untouched; moving or deleting a link only
@@ -47,7 +53,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tether.config import WorkspaceSettings, private_dir
+from tether.config import HOME_ENV, WorkspaceSettings, default_home, private_dir
 from tether.errors import ConfigError, TaskFailed
 
 MAX_PATH_CHARS = 4096
@@ -115,6 +121,66 @@ def check_path_text(text: object) -> str:
     return text
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tally:
+    """What a delete or a move touches: ``files`` counts every entry that is not a folder (a link is
+    one entry, never followed), ``folders`` includes the top one, ``bytes`` sums the regular files.
+    ``complete`` is False when counting stopped at its limit (then these are lower bounds)."""
+
+    kind: str  # file, link, folder, other
+    files: int = 0
+    folders: int = 0
+    bytes: int = 0
+    complete: bool = True
+
+
+_FileId = tuple[int, int]
+_HOME = "home"
+_ROOT = "root"
+
+
+def _id(st: os.stat_result) -> _FileId:
+    return (st.st_dev, st.st_ino)
+
+
+def _home_spellings(home: Path) -> list[Path]:
+    """The absolute, unresolved paths tether finds ``home`` by: ``$TETHER_HOME`` and the default home,
+    where they lead to it. A link on such a path is as much the home as the folder it points to."""
+    found: list[Path] = []
+    candidates = [os.environ.get(HOME_ENV)]
+    with contextlib.suppress(RuntimeError, KeyError, OSError):
+        candidates.append(str(default_home()))
+    for raw in candidates:
+        if not raw or "\x00" in raw:
+            continue
+        spelled = Path(os.path.abspath(os.path.expanduser(raw)))
+        with contextlib.suppress(OSError, ValueError):
+            if Path(os.path.realpath(spelled)) == home:
+                found.append(spelled)
+    return found
+
+
+def _protected(home: Path, roots: tuple[Root, ...]) -> dict[_FileId, str]:
+    """What no task may move, delete or replace, by device and inode: the home, the folders above it
+    and the links on the paths tether finds it by (losing any of them makes the next start create a
+    fresh, empty home), and each root with the folders above it."""
+    ids: dict[_FileId, str] = {}
+
+    def add(path: Path, why: str, *, follow: bool) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            ids.setdefault(_id(os.stat(path) if follow else os.lstat(path)), why)
+
+    for folder in (home, *home.parents):
+        add(folder, _HOME, follow=True)
+    for spelled in _home_spellings(home):
+        for prefix in (spelled, *spelled.parents):
+            add(prefix, _HOME, follow=False)
+    for root in roots:
+        for folder in (root.path, *root.path.parents):
+            add(folder, _ROOT, follow=True)
+    return ids
+
+
 @dataclass(frozen=True, slots=True)
 class Root:
     name: str
@@ -141,8 +207,8 @@ class Roots:
             raise ConfigError("[workspace] needs at least one root")
         self.roots = roots
         self.home = home
-        st = os.stat(home)
-        self._home_id = (st.st_dev, st.st_ino)
+        self._home_id = _id(os.stat(home))
+        self._protected = _protected(Path(os.path.realpath(home)), roots)
 
     @classmethod
     def load(cls, home: Path, settings: WorkspaceSettings | None = None) -> Roots:
@@ -154,6 +220,7 @@ class Roots:
                 (Root(DEFAULT_ROOT, Path(os.path.realpath(private_dir(home / DEFAULT_ROOT)))),), home=home
             )
         roots: list[Root] = []
+        home_id = _id(os.stat(home))
         for raw in settings.roots:
             configured = Path(os.path.expanduser(raw))
             where = f"[workspace] roots: {raw!r}"
@@ -163,8 +230,11 @@ class Roots:
                 raise ConfigError(f"{where} is not an existing folder")
             real = Path(os.path.realpath(configured))
             name = configured.name or real.name
-            if real == home or (home in real.parents and real != home / DEFAULT_ROOT):
-                raise ConfigError(f"{where} lies inside the tether home, which the workspace may not touch")
+            if _within(real, home_id) and not _same(real, home / DEFAULT_ROOT):
+                raise ConfigError(
+                    f"{where} is or lies inside the tether home: the home (settings, database, keys) is "
+                    "tether's, never the workspace's; only <home>/workspace may be a root there"
+                )
             for other in roots:
                 if other.name == name:
                     raise ConfigError(
@@ -267,9 +337,9 @@ class Roots:
         raise self._refuse(text, f"{parts[0]!r} is not a root{hint}", "no_root")
 
     def _guard_home(self, user_path: str, located: Located) -> None:
-        """The tether home is never reachable, by any spelling: compared by device and inode."""
+        """Nothing inside the tether home is reachable, by any spelling: compared by device and inode."""
         if located.root.path == self.home or self.home in located.root.path.parents:
-            return  # the default root lives inside the home; it is not the home's state
+            return  # the default root lives inside the home; nothing below it is the home's state
         current = located.root.path
         for part in located.parts:
             current = current / part
@@ -277,8 +347,50 @@ class Roots:
                 st = os.lstat(current)
             except OSError:
                 return
-            if (st.st_dev, st.st_ino) == self._home_id:
-                raise self._refuse(user_path, "it is inside the tether home (settings and records)", "home")
+            if _id(st) == self._home_id:
+                raise self._inside_home(user_path)
+
+    def _inside_home(self, user_path: str) -> PathRefused:
+        return self._refuse(
+            user_path,
+            "it is inside the tether home (its settings, database and keys), which is tether's, not the "
+            "workspace's",
+            "home",
+        )
+
+    def _guard_protected(self, user_path: str, st: os.stat_result) -> None:
+        """Refuse to move, delete or replace what ``st`` (an ``lstat``) names when it is the home, a
+        folder above it, a link tether finds it through, a root or a folder above a root."""
+        why = self._protected.get(_id(st))
+        if why == _HOME:
+            raise self._refuse(
+                user_path,
+                "it is or holds the tether home (its settings, database and keys): no task may move, "
+                "delete or replace it, confirmed or not",
+                "home",
+            )
+        if why == _ROOT:
+            raise self._refuse(
+                user_path,
+                "it is or holds a workspace root, which no task may move, delete or replace",
+                "root",
+            )
+
+    def touches_home(self, path: Path) -> str | None:
+        """Why a program handed ``path`` could change the tether home — it is the home, lies inside it,
+        or holds it (a folder above it, a link tether finds it through) — else None. For toolkits that
+        pass paths on to programs (a command's argument resolved against its folder): links followed,
+        and the name itself."""
+        with contextlib.suppress(OSError, ValueError):
+            if self._protected.get(_id(os.lstat(path))) == _HOME:
+                return "it is or holds the tether home (its settings, database and keys)"
+        with contextlib.suppress(OSError, ValueError):
+            real = Path(os.path.realpath(path))
+            if _within(real, self._home_id):
+                return "it is inside the tether home (its settings, database and keys)"
+            if self._protected.get(_id(os.stat(real))) == _HOME:
+                return "it is or holds the tether home (its settings, database and keys)"
+        return None
 
     def is_home(self, st: os.stat_result) -> bool:
         return (st.st_dev, st.st_ino) == self._home_id
@@ -305,6 +417,8 @@ class Roots:
                     raise self._walk_error(located, name, exc, fd) from None
                 os.close(fd)
                 fd = child
+                if _id(os.fstat(fd)) == self._home_id:  # the home was moved here after the check
+                    raise self._inside_home(self.display(located))
             yield fd
         finally:
             os.close(fd)
@@ -376,6 +490,7 @@ class Roots:
             try:
                 with contextlib.suppress(FileNotFoundError):
                     old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                    self._guard_protected(user_path, old)
                     if stat.S_ISDIR(old.st_mode):
                         raise self._refuse(user_path, "it is a folder", "is_folder")
                     if stat.S_ISREG(old.st_mode):
@@ -407,10 +522,17 @@ class Roots:
             raise self._refuse(dst, "a root folder cannot be replaced", "root")
         if target.path == source.path or source.path in target.path.parents:
             raise self._refuse(dst, "a file or folder cannot be moved onto or into itself", "into_itself")
+        with contextlib.suppress(OSError):
+            self._guard_protected(dst, os.lstat(target.path))
         with self.dir_fd(source, parent=True) as sfd, self.dir_fd(target, parent=True, create=True) as tfd:
             old, new = source.parts[-1], target.parts[-1]
             try:
                 kind = os.stat(old, dir_fd=sfd, follow_symlinks=False)
+                # Checked again on the names themselves, just before the rename: a swap since the
+                # check above cannot bring the home (or a root) under either name.
+                self._guard_protected(src, kind)
+                with contextlib.suppress(FileNotFoundError):
+                    self._guard_protected(dst, os.stat(new, dir_fd=tfd, follow_symlinks=False))
                 if overwrite:
                     os.replace(old, new, src_dir_fd=sfd, dst_dir_fd=tfd)
                 elif stat.S_ISDIR(kind.st_mode):
@@ -435,21 +557,24 @@ class Roots:
                 raise self._refuse(dst, f"the move failed ({why})", "os_error") from None
         return source, target
 
-    def delete(self, user_path: str, *, recursive: bool = False) -> tuple[Located, str]:
-        """Remove a file, a link (never its target) or a folder (non-empty only with ``recursive``)."""
+    def delete(self, user_path: str, *, recursive: bool = False) -> tuple[Located, Tally]:
+        """Remove a file, a link (never its target) or a folder (non-empty only with ``recursive``);
+        says what went. A folder holding the home or a root is refused before anything is removed."""
         located = self.locate_unfollowed(user_path)
         with self.dir_fd(located, parent=True) as dfd:
             name = located.parts[-1]
             try:
                 info = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                self._guard_protected(user_path, info)
                 if not stat.S_ISDIR(info.st_mode):
                     os.unlink(name, dir_fd=dfd)
-                    return located, "link" if stat.S_ISLNK(info.st_mode) else "file"
-                if recursive:
-                    shutil.rmtree(name, dir_fd=dfd)  # the fd-based walk: links inside are not followed
-                else:
+                    return located, _single(info)
+                if not recursive:
                     os.rmdir(name, dir_fd=dfd)
-                return located, "folder"
+                    return located, Tally(kind="folder", folders=1)
+                gone = self._tally(user_path, name, dfd, limit=None)  # refuses what holds the home
+                shutil.rmtree(name, dir_fd=dfd)  # the fd-based walk: links inside are not followed
+                return located, gone
             except FileNotFoundError:
                 raise self._refuse(user_path, "no such file or folder", "missing") from None
             except OSError as exc:
@@ -465,6 +590,40 @@ class Roots:
                     user_path, f"it cannot be deleted ({exc.strerror or exc})", "os_error"
                 ) from None
 
+    def tally(self, user_path: str, *, limit: int | None = None) -> tuple[Located, Tally]:
+        """What deleting or moving ``user_path`` (the name itself: a link is not followed) touches,
+        counting at most ``limit`` entries. Refused like a delete when it is or holds the home."""
+        located = self.locate_unfollowed(user_path)
+        with self.dir_fd(located, parent=True) as dfd:
+            return located, self._tally(user_path, located.parts[-1], dfd, limit=limit)
+
+    def _tally(self, user_path: str, name: str, dfd: int, *, limit: int | None) -> Tally:
+        try:
+            info = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            raise self._refuse(user_path, "no such file or folder", "missing") from None
+        self._guard_protected(user_path, info)
+        if not stat.S_ISDIR(info.st_mode):
+            return _single(info)
+        files = folders = size = 0
+        # fwalk opens every folder relative to its parent's descriptor and never follows a link.
+        for _path, dirs, names, fd in os.fwalk(name, dir_fd=dfd):
+            folders += 1
+            self._guard_protected(user_path, os.fstat(fd))  # a bind mount of the home, say
+            for entry in (*dirs, *names):
+                if limit is not None and files + folders >= limit:
+                    return Tally(kind="folder", files=files, folders=folders, bytes=size, complete=False)
+                try:
+                    st = os.stat(entry, dir_fd=fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    continue  # counted when it is walked
+                files += 1
+                if stat.S_ISREG(st.st_mode):
+                    size += st.st_size
+        return Tally(kind="folder", files=files, folders=folders, bytes=size)
+
     def locate_unfollowed(self, user_path: str) -> Located:
         """Like ``locate`` for the *name itself*: a final symbolic link is the thing meant (deleting a
         link deletes the link), while its folder must still resolve inside a root."""
@@ -476,10 +635,36 @@ class Roots:
             raise self._refuse(user_path, "an absolute path outside the workspace roots", "outside")
         folder = self.locate(head or ".", must_exist=True)
         located = Located(folder.root, (*folder.parts, last))
-        if not os.path.lexists(located.path):
-            raise self._refuse(user_path, "no such file or folder", "missing")
+        try:
+            info = os.lstat(located.path)
+        except OSError:
+            raise self._refuse(user_path, "no such file or folder", "missing") from None
         self._guard_home(user_path, located)
+        self._guard_protected(user_path, info)
         return located
+
+
+def _single(info: os.stat_result) -> Tally:
+    mode = info.st_mode
+    kind = "link" if stat.S_ISLNK(mode) else "file" if stat.S_ISREG(mode) else "other"
+    return Tally(kind=kind, files=1, bytes=info.st_size if stat.S_ISREG(mode) else 0)
+
+
+def _within(path: Path, folder_id: _FileId) -> bool:
+    """Whether ``path`` is the folder ``folder_id`` or lies below it, by device and inode (a path's
+    spelling, its case on a case-insensitive file system or a bind mount cannot hide it)."""
+    for current in (path, *path.parents):
+        with contextlib.suppress(OSError):
+            if _id(os.stat(current)) == folder_id:
+                return True
+    return False
+
+
+def _same(path: Path, other: Path) -> bool:
+    try:
+        return os.path.samefile(path, other)
+    except OSError:
+        return False
 
 
 def _exists(name: str, dfd: int) -> bool:

@@ -4,6 +4,12 @@ Light on purpose: the parameter models and specs only. Paths are checked for syn
 (NUL, ``\\``, drives, UNC, device names …), so the executor rejects them before any worker starts; the
 handler then confines them to the roots (``paths.Roots``).
 
+Consent: a delete is destructive; a write that replaces a file or a move that replaces one at its
+destination is destructive for that call (``overwrite``); every other move is ``caution`` — the agent
+asks the person before it moves anything (a folder move can carry a whole tree away from where the
+person and their programs look for it), while a person typing the command is consenting to it. The
+question says what the call touches (``impact``: files, folders and bytes, counted when it is asked).
+
 Resources: reads claim none (they never wait for a lock and may run side by side). Writes, moves and
 deletes claim ``workspace``: two changes to the person's files (an agent and a supervisor run in
 parallel, say) are applied one after the other, and the supervisor never schedules two of them at
@@ -23,6 +29,7 @@ from tether.toolkits.workspace.paths import check_path_text
 
 PUBLIC = frozenset({AGENT, CLI, MCP})
 H = "tether.toolkits.workspace.handlers:"
+IMPACT = "tether.toolkits.workspace.impact:"
 WRITES = ("workspace",)
 MAX_PATTERN_CHARS = 200
 MAX_GREP_CHARS = 500
@@ -166,6 +173,7 @@ def _specs() -> list[TaskSpec]:
             resources=WRITES,
             danger=Danger.SAFE,
             destructive_if=("overwrite",),
+            impact=IMPACT + "write",
             description="Write a new text file in the workspace (folders are created). An existing file is "
             "never replaced unless overwrite=true, which the person must confirm.",
             aliases=(
@@ -184,10 +192,11 @@ def _specs() -> list[TaskSpec]:
             params=MoveParams,
             exposed_to=PUBLIC,
             resources=WRITES,
-            danger=Danger.SAFE,
+            danger=Danger.CAUTION,
             destructive_if=("overwrite",),
-            description="Move or rename a file or folder inside the workspace. An existing file at the "
-            "destination is never replaced unless overwrite=true, which the person must confirm.",
+            impact=IMPACT + "move",
+            description="Move or rename a file or folder inside the workspace; the person confirms each "
+            "move. An existing file at the destination is never replaced unless overwrite=true.",
             aliases=("移动文件", "重命名", "改名", "move the file", "rename the file", "rename"),
         ),
         TaskSpec(
@@ -197,6 +206,7 @@ def _specs() -> list[TaskSpec]:
             exposed_to=PUBLIC,
             resources=WRITES,
             danger=Danger.DESTRUCTIVE,
+            impact=IMPACT + "delete",
             description="Delete a file, a link, or a folder (a non-empty folder only with recursive=true). "
             "Destructive: the person confirms.",
             aliases=("删除文件", "删掉文件", "删除文件夹", "delete the file", "remove the file", "delete"),
