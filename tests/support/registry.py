@@ -276,3 +276,16 @@ def waits_for_go(ctx: TaskContext) -> str:
 
 
 registry.add(TaskSpec(task_id="t.waits_for_go", handler=H + "waits_for_go", exposed_to=EVERY, resources=()))
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x9b31m\u202eevil\r"
+
+
+def hostile_text(ctx: TaskContext) -> tuple[str, dict[str, object]]:
+    """Outside text as a task may bring it back: terminal control sequences everywhere."""
+    ctx.log.info("log line %s", HOSTILE)
+    ctx.progress(0.5, f"progress {HOSTILE}")
+    return f"message {HOSTILE}", {"field": HOSTILE, HOSTILE: "key"}
+
+
+registry.add(TaskSpec(task_id="t.hostile_text", handler=H + "hostile_text", exposed_to=EVERY, resources=()))

@@ -5,12 +5,52 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.segment import Segment
 
 from tether.tasks.result import TaskResult, TaskStatus
+
+# What text from outside (a task's output, a file, a model, a log) may not send to a terminal: C0 controls
+# but tab and newline, DEL, C1 controls (8-bit CSI and OSC among them) and the bidirectional overrides
+# and isolates that reorder the text around them.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _picture(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Unicode control pictures: ␛ ␇ ␍ …
+    if code == 0x7F:
+        return "␡"
+    return f"<U+{code:04X}>"
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character it carries shown, not acted on by the terminal."""
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(_picture, text.replace("\r\n", "\n"))
+
+
+class _SafeConsole(Console):
+    """A Rich console that shows the control characters of what it prints instead of sending them:
+    strings are cleaned before layout (so widths stay right), and every segment of text once more
+    before it is written (Text objects built elsewhere). Rich's own control segments (cursor moves
+    of a progress bar) and styles pass untouched."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:
+        return super().render_str(visible(text), **kwargs)
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            segment if segment.control or not segment.text else segment._replace(text=visible(segment.text))
+            for segment in buffer
+        )
 
 
 class _Console:
@@ -23,7 +63,7 @@ class _Console:
 
     def _console(self) -> Console:
         if self._made is None or self._made[0] != os.getpid():
-            self._made = (os.getpid(), Console(stderr=self._stderr, highlight=False))
+            self._made = (os.getpid(), _SafeConsole(stderr=self._stderr, highlight=False))
         return self._made[1]
 
     def reset(self) -> None:

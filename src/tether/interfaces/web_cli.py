@@ -131,7 +131,9 @@ def register(app: typer.Typer, job_app: typer.Typer, state: Any) -> None:
             if as_json:
                 print(json.dumps({"execution_id": result.execution_id, "text": text}, ensure_ascii=False))
             else:
-                print(text)
+                from tether.interfaces.render import visible
+
+                print(visible(text))  # a worker's log is outside text
             return 0
 
         _guard(as_json, body)
