@@ -4,6 +4,8 @@ executor, and a broken or hostile skill is left out with the reason, never loade
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -125,3 +127,90 @@ def test_a_description_reaches_the_prompt_as_one_plain_line_and_the_listing_is_b
     assert "\u202e" not in line and "\x1b" not in line and "\n" not in line
     listing = library.listing()
     assert len(listing) <= MAX_LISTING_CHARS and "more, by name:" in listing
+
+
+def planted(tmp_path: Path, name: str, secret: str = "SECRET-OUTSIDE") -> Path:
+    """A valid skill folder outside the home, with a resource, that a link may point to."""
+    folder = tmp_path / "outside" / name
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(skill_text(name, "Planted.", secret), encoding="utf-8")
+    (folder / "template.md").write_text(secret, encoding="utf-8")
+    return folder
+
+
+def test_a_skill_folder_that_links_outside_the_home_is_never_loaded(
+    make_executor: Callable[..., Executor], home: Path, tmp_path: Path
+) -> None:
+    (home / "skills").mkdir()
+    (home / "skills" / "evil").symlink_to(planted(tmp_path, "evil"), target_is_directory=True)
+    executor = make_executor(registry=standard)
+    assert "evil" not in ConversationSession(executor, ScriptedModel([]))._prompt
+    result = asyncio.run(executor.execute("skills.read", {"name": "evil"}, caller="agent"))
+    assert result.status is TaskStatus.FAILED and "no skill 'evil'" in result.message, result
+    assert "SECRET" not in str(result.data)
+    problems = SkillLibrary(home).problems
+    assert any("link" in why for why in problems.values()), problems
+
+
+def test_a_skills_folder_that_is_a_link_loads_nothing(home: Path, tmp_path: Path) -> None:
+    planted(tmp_path, "evil")
+    (home / "skills").symlink_to(tmp_path / "outside", target_is_directory=True)
+    library = SkillLibrary(home)
+    assert library.get("evil") is None and set(library.names()) == set(SHIPPED)
+    assert any("link" in why for why in library.problems.values()), library.problems
+
+
+def test_a_linked_or_hard_linked_skill_file_is_left_out_with_the_reason(home: Path, tmp_path: Path) -> None:
+    outside = planted(tmp_path, "linked")
+    folder = home / "skills" / "linked"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").symlink_to(outside / "SKILL.md")
+    hard = home / "skills" / "hard"
+    hard.mkdir()
+    other = planted(tmp_path, "hard")
+    os.link(other / "SKILL.md", hard / "SKILL.md")
+    library = SkillLibrary(home)
+    assert library.get("linked") is None and library.get("hard") is None
+    problems = " ".join(library.problems.values())
+    assert "link" in problems and "hard-linked" in problems, library.problems
+
+
+def test_a_hard_linked_resource_is_never_read(
+    make_executor: Callable[..., Executor], home: Path, tmp_path: Path
+) -> None:
+    outside = planted(tmp_path, "other")
+    folder = write_skill(home, "notes", skill_text("notes"))
+    os.link(outside / "template.md", folder / "leak.md")
+    (folder / "ok.md").write_text("fine", encoding="utf-8")
+    executor = make_executor(registry=standard)
+    leak = asyncio.run(
+        executor.execute("skills.read", {"name": "notes", "resource": "leak.md"}, caller="agent")
+    )
+    assert leak.status is TaskStatus.FAILED and "SECRET" not in str(leak.data), leak
+    ok = asyncio.run(executor.execute("skills.read", {"name": "notes", "resource": "ok.md"}, caller="agent"))
+    assert ok.status is TaskStatus.COMPLETED and ok.data["text"] == "fine"
+    assert ok.data["resources"] == ["ok.md"]
+
+
+def test_a_skill_folder_swapped_for_a_link_after_the_scan_is_not_followed(home: Path, tmp_path: Path) -> None:
+    outside = planted(tmp_path, "notes")
+    folder = write_skill(home, "notes", skill_text("notes"))
+    (folder / "template.md").write_text("# Template", encoding="utf-8")
+    library = SkillLibrary(home)
+    assert library.read("notes", "template.md") == "# Template"
+    # The race: between the scan and the read, the folder becomes a link to the outside.
+    shutil.rmtree(folder)
+    folder.symlink_to(outside, target_is_directory=True)
+    with pytest.raises(KeyError, match="link"):
+        library.read("notes", "template.md")
+
+
+def test_a_resource_swapped_for_a_link_after_the_scan_is_not_followed(home: Path, tmp_path: Path) -> None:
+    outside = planted(tmp_path, "other")
+    folder = write_skill(home, "notes", skill_text("notes"))
+    (folder / "template.md").write_text("# Template", encoding="utf-8")
+    library = SkillLibrary(home)
+    (folder / "template.md").unlink()
+    (folder / "template.md").symlink_to(outside / "template.md")
+    with pytest.raises(KeyError, match="link"):
+        library.read("notes", "template.md")

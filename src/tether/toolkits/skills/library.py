@@ -1,10 +1,24 @@
-"""Finding, validating and reading skills (see the package docstring)."""
+"""Finding, validating and reading skills (see the package docstring).
+
+Skills are read only from real folders: ``<home>/skills`` and each skill folder in it are opened with
+``O_NOFOLLOW`` from the home's descriptor, and ``SKILL.md`` and each resource from their folder's
+descriptor the same way, so a link anywhere (a skill folder pointing outside the home, a linked
+``SKILL.md`` or resource, a folder swapped for a link after the scan) fails the open instead of being
+followed; a file must be a regular file with one link (a hard link's other name may be anywhere — a key,
+another user's file) and is read through the descriptor it was checked on. Every refusal is kept in
+``problems`` with the reason. (Windows has no ``dir_fd``: there the same checks are made on paths.)
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
+import os
 import re
+import stat
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -26,6 +40,16 @@ MAX_SKILLS = 500
 MAX_LISTING_CHARS = 12_000  # the skills' part of the system prompt, however many are installed
 RESOURCE_SUFFIXES = (".md", ".txt", ".json", ".yaml", ".yml", ".csv")
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)(.*)\Z", re.S)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_FD_WALK = os.open in os.supports_dir_fd and os.stat in os.supports_dir_fd
+_REAL_ONLY = "skills are read only from real folders inside the home"
+
+
+class Unsafe(Exception):
+    """A skill file or folder that is not read: a link, a hard link, not a regular file, too large."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,7 +68,7 @@ class Skill:
         return f"- {self.name}: {self.description}{when}"
 
 
-def parse(text: str, folder: Path, source: str) -> Skill:
+def parse(text: str, folder: Path, source: str, resources: tuple[str, ...] = ()) -> Skill:
     """A skill from the text of its SKILL.md; ``ConfigError`` says what is wrong with it."""
     where = f"{folder / SKILL_FILE}"
     match = FRONT_MATTER.match(text.replace("\r\n", "\n"))
@@ -78,16 +102,6 @@ def parse(text: str, folder: Path, source: str) -> Skill:
     body = match.group(2).strip()
     if not body:
         raise ConfigError(f"{where}: the body (the instructions) is empty")
-    extras = tuple(
-        sorted(
-            p.name
-            for p in folder.iterdir()
-            if p.name != SKILL_FILE
-            and p.suffix.lower() in RESOURCE_SUFFIXES
-            and p.is_file()
-            and not p.is_symlink()
-        )
-    )
     return Skill(
         name=name,
         description=_one_line(description),
@@ -95,7 +109,7 @@ def parse(text: str, folder: Path, source: str) -> Skill:
         body=body,
         folder=folder,
         source=source,
-        resources=extras,
+        resources=tuple(sorted(resources)),
     )
 
 
@@ -117,32 +131,53 @@ class SkillLibrary:
         self.skills: dict[str, Skill] = {}
         self.problems: dict[str, str] = {}
         if shipped:
-            self._scan(Path(str(resources.files("tether") / "skills")), "tether")
+            self._scan(_shipped_root(), "tether")
         if home is not None:
             self._scan(home / HOME_SKILLS, "home")
 
     def _scan(self, root: Path, source: str) -> None:
         try:
-            folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-        except OSError:
+            with _skills_dir(root, source) as dfd:
+                names = sorted(n for n in os.listdir(dfd if _FD_WALK else root) if not n.startswith("."))
+                for name in names:
+                    if len(self.skills) >= MAX_SKILLS:
+                        self.problems[str(root)] = f"more than {MAX_SKILLS} skills; the rest are left out"
+                        return
+                    self._load(root, dfd, name, source)
+        except FileNotFoundError:
             return
-        for folder in folders:
-            if len(self.skills) >= MAX_SKILLS:
-                self.problems[str(root)] = f"more than {MAX_SKILLS} skills; the rest are left out"
-                return
-            path = folder / SKILL_FILE
-            try:
-                if path.is_symlink() or not path.is_file():
-                    continue
-                if path.stat().st_size > MAX_SKILL_BYTES:
-                    raise ConfigError(f"{path}: larger than {MAX_SKILL_BYTES // 1024} KiB")
-                skill = parse(path.read_text(encoding="utf-8"), folder, source)
-            except (ConfigError, OSError, UnicodeDecodeError) as exc:
-                reason = exc.message if isinstance(exc, ConfigError) else f"{path}: {exc}"
-                self.problems[str(path)] = reason
-                log.warning("skill left out: %s", reason)
-                continue
-            self.skills[skill.name] = skill
+        except Unsafe as exc:
+            self._problem(str(root), f"{root}: {exc}")
+        except OSError as exc:
+            self._problem(str(root), f"{root}: cannot be read ({exc.strerror or exc})")
+
+    def _load(self, root: Path, dfd: int, name: str, source: str) -> None:
+        folder = root / name
+        shipped = source == "tether"
+        try:
+            info = _lstat(root, dfd, name)
+            if stat.S_ISLNK(info.st_mode):
+                raise Unsafe(f"a link: {_REAL_ONLY}")
+            if not stat.S_ISDIR(info.st_mode):
+                return  # a stray file beside the skills
+            with _open_dir(root, dfd, name) as fd:
+                try:
+                    text = _read(folder, fd, SKILL_FILE, MAX_SKILL_BYTES, shipped=shipped)
+                except FileNotFoundError:
+                    return  # a folder without SKILL.md is not a skill
+                skill = parse(text, folder, source, _resources(folder, fd, shipped))
+        except Unsafe as exc:
+            self._problem(str(folder), f"{folder}: {exc}")
+            return
+        except (ConfigError, OSError, UnicodeDecodeError) as exc:
+            reason = exc.message if isinstance(exc, ConfigError) else f"{folder / SKILL_FILE}: {exc}"
+            self._problem(str(folder / SKILL_FILE), reason)
+            return
+        self.skills[skill.name] = skill
+
+    def _problem(self, where: str, reason: str) -> None:
+        self.problems[where] = reason
+        log.warning("skill left out: %s", reason)
 
     def names(self) -> list[str]:
         return sorted(self.skills)
@@ -175,7 +210,125 @@ class SkillLibrary:
             raise KeyError(
                 f"skill {name!r} has no resource {resource!r}; it has: {', '.join(skill.resources) or 'none'}"
             )
-        path = skill.folder / resource
-        if path.is_symlink() or path.stat().st_size > MAX_RESOURCE_BYTES:
-            raise KeyError(f"resource {resource!r} of skill {name!r} cannot be read (a link, or over 64 KiB)")
-        return path.read_text(encoding="utf-8", errors="replace")
+        root = skill.folder.parent
+        try:
+            with _skills_dir(root, skill.source) as dfd, _open_dir(root, dfd, skill.folder.name) as fd:
+                return _read(
+                    skill.folder,
+                    fd,
+                    resource,
+                    MAX_RESOURCE_BYTES,
+                    shipped=skill.source == "tether",
+                    errors="replace",
+                )
+        except (Unsafe, OSError) as exc:
+            why = str(exc) if isinstance(exc, Unsafe) else _why(exc)
+            raise KeyError(f"resource {resource!r} of skill {name!r} cannot be read: {why}") from None
+
+
+def _shipped_root() -> Path:
+    return Path(str(resources.files("tether") / "skills"))
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
+        return "it, or its folder, became a link (skills are read only from real folders)"
+    return exc.strerror or str(exc)
+
+
+@contextlib.contextmanager
+def _skills_dir(root: Path, source: str) -> Iterator[int]:
+    """A descriptor of a skills folder: the shipped one as installed, ``<home>/skills`` only when it
+    is a real folder (not a link to somewhere else)."""
+    if not _FD_WALK:
+        if source != "tether" and root.is_symlink():
+            raise Unsafe(f"a link: {_REAL_ONLY}")
+        yield -1
+        return
+    if source == "tether":
+        fd = os.open(root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+    else:
+        home = os.open(root.parent, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+        try:
+            with _open_dir(root.parent, home, root.name) as fd:
+                yield fd
+                return
+        finally:
+            os.close(home)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _lstat(root: Path, dfd: int, name: str) -> os.stat_result:
+    if not _FD_WALK:
+        return os.lstat(root / name)
+    return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+
+
+@contextlib.contextmanager
+def _open_dir(root: Path, dfd: int, name: str) -> Iterator[int]:
+    """``name`` in ``dfd``, opened only if it is a real folder (``O_NOFOLLOW``: a link fails)."""
+    if not _FD_WALK:
+        if (root / name).is_symlink():
+            raise Unsafe(f"a link: {_REAL_ONLY}")
+        yield -1
+        return
+    try:
+        fd = os.open(name, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
+            raise Unsafe(f"not a real folder (a link, or a file): {_REAL_ONLY}") from None
+        raise
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _read(
+    folder: Path, fd: int, name: str, limit: int, *, shipped: bool = False, errors: str = "strict"
+) -> str:
+    """The text of ``name`` in the folder ``fd``: a regular file with one link, at most ``limit``
+    bytes, opened without following a link and checked on the descriptor it is read from. (Shipped
+    files may have several links: package installers hard-link them from their cache.)"""
+    if _FD_WALK:
+        try:
+            handle = os.open(name, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EMLINK):
+                raise Unsafe(f"{name} is a link: skill files are read only as real files") from None
+            raise
+    else:
+        if (folder / name).is_symlink():
+            raise Unsafe(f"{name} is a link: skill files are read only as real files")
+        handle = os.open(folder / name, os.O_RDONLY)
+    with os.fdopen(handle, "rb") as stream:
+        info = os.fstat(stream.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise Unsafe(f"{name} is not a regular file")
+        if info.st_nlink > 1 and not shipped:
+            raise Unsafe(f"{name} is hard-linked (its other name may be anywhere): copy it instead")
+        if info.st_size > limit:
+            raise Unsafe(f"{name} is larger than {limit // 1024} KiB")
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise Unsafe(f"{name} is larger than {limit // 1024} KiB")
+    return data.decode("utf-8", errors=errors)
+
+
+def _resources(folder: Path, fd: int, shipped: bool) -> tuple[str, ...]:
+    """The names of the folder's resources: text files of the allowed kinds, real files with one link
+    (links and hard links are left out; reading checks again)."""
+    found: list[str] = []
+    for name in os.listdir(fd if _FD_WALK else folder):
+        if name == SKILL_FILE or Path(name).suffix.lower() not in RESOURCE_SUFFIXES:
+            continue
+        try:
+            info = _lstat(folder, fd, name)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and (info.st_nlink == 1 or shipped):
+            found.append(name)
+    return tuple(found)
