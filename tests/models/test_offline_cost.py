@@ -27,6 +27,9 @@ TOOLS = [tool_for(spec) for spec in registry if "agent" in spec.exposed_to]
 SMALL, LARGE = 1_250, 10_000
 LINEAR_BOUND = 16  # 8x the message: linear work is ~8x the calls; quadratic would be ~64x
 REPLY_LIMIT = 2_000
+# The costliest shape measured (many parts, each read against every tool word) makes ~80 calls per
+# character; quadratic work at this length would make thousands.
+CALLS_PER_CHAR = 150
 
 SHAPES = {
     "zh, tools without punctuation": [
@@ -94,9 +97,11 @@ def test_the_planners_work_grows_linearly_with_the_message(shape: str) -> None:
         unique=True,
     )
 )
-def test_any_mix_of_words_stays_linear(pieces: list[str]) -> None:
-    small, large = _calls(_message(pieces, SMALL)), _calls(_message(pieces, LARGE))
-    assert large <= LINEAR_BOUND * max(small, 1), (pieces, small, large)
+def test_any_mix_of_words_stays_within_a_linear_budget(pieces: list[str]) -> None:
+    """A mix may take another path at another length (a question at one, too many parts at the
+    next), so each is held to a budget per character instead of to its own shorter self."""
+    calls = _calls(_message(pieces, LARGE))
+    assert calls <= CALLS_PER_CHAR * LARGE, (pieces, calls)
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
