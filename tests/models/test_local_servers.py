@@ -15,7 +15,6 @@ from tests.support.llama import llama_chunk, llama_completion
 from tether.errors import ModelConnectionError, ModelOutputError
 from tether.models.base import ModelResponse, ToolCall, ToolDef
 from tether.models.openai_compat import LOCAL_TIMEOUT_S, OpenAICompatModel, default_timeout
-from tether.models.textcalls import calls_in_text
 from tether.resilience import ResilienceRegistry, RetryPolicy
 from tether.testing import Cassette
 
@@ -179,38 +178,6 @@ def test_an_empty_answer_is_not_a_success() -> None:
 # -- tool calls written as text ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        '<tool_call>\n{"name": "demo__farm_instance", "arguments": {"instance_name": "藏珍之蕾"}}\n'
-        "</tool_call>",
-        '{"name": "demo__farm_instance", "parameters": {"instance_name": "藏珍之蕾"}}',
-        '```json\n{"name": "demo__farm_instance", "arguments": {"instance_name": "藏珍之蕾"}}\n```',
-        '{"function": {"name": "demo__farm_instance", "arguments": "{\\"instance_name\\": \\"藏珍之蕾\\"}"}}',
-        '[{"name": "demo__farm_instance", "arguments": {"instance_name": "藏珍之蕾"}}]',
-    ],
-)
-def test_a_tool_call_written_as_text_is_a_call(text: str) -> None:
-    calls = calls_in_text(text, [START, FARM])
-    assert [(c.name, c.arguments) for c in calls] == [("demo__farm_instance", {"instance_name": "藏珍之蕾"})]
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        'I would call {"name": "demo__farm_instance", "arguments": {"instance_name": "x"}} next.',
-        '{"name": "rm_rf", "arguments": {}}',  # not a tool that was offered
-        '{"name": "demo__farm_instance", "arguments": {}}',  # a required argument is missing
-        '{"name": "demo__farm_instance", "arguments": {"instance_name": "x", "sudo": true}}',  # unknown key
-        '<tool_call>{"name": "demo__start_game", "arguments": {}}</tool_call> and then I will farm',
-        "The game is running.",
-        "{not json}",
-    ],
-)
-def test_text_that_is_not_entirely_a_valid_call_stays_text(text: str) -> None:
-    assert calls_in_text(text, [START, FARM]) == ()
-
-
 def test_replay_llama_server_text_tool_call_in_a_stream_without_done() -> None:
     model, cassette = replaying("llama_server_text_tool_call", stream=True)
     response = asyncio.run(model.complete(MESSAGES, [START]))
@@ -244,3 +211,53 @@ def test_cassettes_hold_no_key_and_pin_the_wire_format() -> None:
             if body.get("tools"):
                 assert body["tool_choice"] == "auto", path.name
         assert "authorization" not in path.read_text(encoding="utf-8").lower()
+
+
+# -- a call written as text that cannot be taken ---------------------------------------------------
+
+
+def test_a_call_attempt_gets_one_repair_request_and_is_never_the_answer() -> None:
+    fake = FakeOpenAI()
+    try:
+        # A near miss is taken at once: no repair needed.
+        fake.reply(completion('{"name": "start_game", "arguments": {}}'))
+        response = asyncio.run(client(fake.url).complete(MESSAGES, [START, FARM]))
+        assert [c.name for c in response.tool_calls] == ["demo__start_game"] and len(fake.requests) == 1
+
+        # An attempt that cannot be taken: the model is told why, once, and its second answer counts.
+        fake.reply(completion('{"name": "farm_instance", "arguments": {}}'))
+        fake.reply(
+            completion(
+                '<tool_call>{"name": "farm_instance", "arguments": {"instance_name": "x"}}</tool_call>'
+            )
+        )
+        response = asyncio.run(client(fake.url).complete(MESSAGES, [START, FARM]))
+        assert [(c.name, c.arguments) for c in response.tool_calls] == [
+            ("demo__farm_instance", {"instance_name": "x"})
+        ]
+        repair = fake.requests[-1]["messages"][-1]["content"]
+        assert "needs instance_name" in repair and "<tool_call>" in repair
+
+        # Twice unusable: an error, never a completed answer made of a call.
+        fake.reply(completion("<tool_call>start it</tool_call>"))
+        fake.reply(completion('I would call {"name": "demo__start_game", "arguments": {}} now.'))
+        with pytest.raises(ModelOutputError, match="even after one repair request"):
+            asyncio.run(client(fake.url).complete(MESSAGES, [START, FARM]))
+
+        # Repaired into plain words: that is the answer.
+        fake.reply(completion("start_game()"))
+        fake.reply(completion("The game is not running yet."))
+        response = asyncio.run(client(fake.url).complete(MESSAGES, [START, FARM]))
+        assert response.text == "The game is not running yet." and not response.tool_calls
+    finally:
+        fake.close()
+
+
+def test_a_native_call_by_a_near_miss_name_reaches_the_offered_tool() -> None:
+    fake = FakeOpenAI()
+    try:
+        fake.reply(completion(None, tool_calls=[("call_1", "start_game", "{}")]))
+        response = asyncio.run(client(fake.url).complete(MESSAGES, [START, FARM]))
+        assert [c.name for c in response.tool_calls] == ["demo__start_game"]
+    finally:
+        fake.close()

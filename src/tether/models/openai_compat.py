@@ -9,7 +9,8 @@ tool-call deltas, except for reasoning models (o1/o3/o4, gpt-5, deepseek-reasone
 connection, a server error after HTTP 200) is a connection error, retried like one, never a complete
 answer; an answer with neither text nor a call is an error too. Calls a small model writes as text
 (``<tool_call>…</tool_call>`` or a bare JSON call) are taken as calls when they name an offered tool with
-fitting arguments (``textcalls``). The ``openai`` package is imported on first use, never at import time.
+fitting arguments, near misses included (``textcalls``); an attempt that cannot be taken gets one
+repair request and is never the answer. The ``openai`` package is imported on first use, never at import time.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from tether.errors import ModelConnectionError, ModelError, ModelHTTPError, ModelOutputError, ModelRefused
+from tether.models import textcalls
 from tether.models.base import (
     Message,
     ModelResponse,
@@ -32,7 +34,6 @@ from tether.models.base import (
     check_request_allowed,
 )
 from tether.models.refusals import is_refusal
-from tether.models.textcalls import calls_in_text
 from tether.resilience import ResilienceRegistry
 
 STREAM_ENV = "TETHER_MODEL_STREAM"
@@ -157,11 +158,39 @@ class OpenAICompatModel:
             kwargs["tool_choice"] = "auto"
             kwargs["parallel_tool_calls"] = False
         response = await self._resilience.call(lambda: self._attempt(kwargs))
-        if tools and not response.tool_calls and response.text:
-            found = calls_in_text(response.text, tools)
-            if found:
-                response = replace(response, text="", tool_calls=found)
-        return response
+        if not tools:
+            return response
+        if response.tool_calls:
+            return _named(response, tools)
+        reading = textcalls.read(response.text, tools)
+        if reading.calls:
+            return replace(response, text=reading.prose, tool_calls=reading.calls)
+        if not reading.attempt:
+            return response
+        # A call the model wrote but that cannot be taken: it is asked once to write it again, and
+        # never shown to the person as the answer.
+        repair = {
+            **kwargs,
+            "messages": [
+                *kwargs["messages"],
+                {"role": "assistant", "content": response.text},
+                {"role": "user", "content": textcalls.repair_request(reading.why)},
+            ],
+        }
+        second = await self._resilience.call(lambda: self._attempt(repair))
+        usage = response.usage + second.usage
+        if second.tool_calls:
+            return replace(_named(second, tools), usage=usage)
+        again = textcalls.read(second.text, tools)
+        if again.calls:
+            return replace(second, text=again.prose, tool_calls=again.calls, usage=usage)
+        if again.attempt:
+            raise ModelOutputError(
+                "the model wrote a tool call that cannot be used, even after one repair request: "
+                f"{again.why}",
+                answer=second.text[:500],
+            )
+        return replace(second, usage=usage)
 
     async def _attempt(self, kwargs: dict[str, Any]) -> ModelResponse:
         try:
@@ -248,6 +277,20 @@ class OpenAICompatModel:
             provider_code=code,
             retry_after=retry_after,
         )
+
+
+def _named(response: ModelResponse, tools: Sequence[ToolDef]) -> ModelResponse:
+    """Native calls with a near-miss name (``start_game`` for ``demo__start_game``) renamed to the one
+    offered tool they name; any other name is left for the executor to answer ``not_found``."""
+    offered = {tool.name for tool in tools}
+    calls = []
+    for call in response.tool_calls:
+        if call.name not in offered:
+            name, _ = textcalls.resolve_name(call.name, tools)
+            if name is not None:
+                call = replace(call, name=name)
+        calls.append(call)
+    return replace(response, tool_calls=tuple(calls))
 
 
 async def _chunks(stream: Any) -> AsyncIterator[dict[str, Any]]:
