@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tether import credentials
+from tether.credentials import KEYS_FD_ENV, handing_pipe
 from tether.runtime import Runtime
 from tether.store.runs import RunRecord
 from tether.supervisor import durable
@@ -155,9 +155,9 @@ def spawn_worker(home: Path, registry_ref: str | None) -> int:
     env = {**os.environ, "TETHER_CLI_SERVER": "0"}
     # The executor asks the model, so it gets this command's keys — through a pipe it reads once at
     # start, never in its environment (which every process it starts would otherwise carry).
-    keys = credentials.handing_pipe()
+    keys = handing_pipe()
     if keys is not None:
-        env[credentials.KEYS_FD_ENV] = str(keys)
+        env[KEYS_FD_ENV] = str(keys)
     try:
         with open(logs / "worker.log", "ab") as log:
             child = subprocess.Popen(
