@@ -213,7 +213,8 @@ ALLOWED: dict[str, set[str]] = {
     },
 }
 # The supervisor stands on the agent: it may use everything the agent may, and the agent itself.
-ALLOWED["tether.supervisor"] = {*ALLOWED["tether.agent"], "tether.supervisor"}
+# The supervisor starts background executors, and hands them the keys it was given (credentials).
+ALLOWED["tether.supervisor"] = {*ALLOWED["tether.agent"], "tether.supervisor", "tether.credentials"}
 ANYTHING = ("tether.interfaces", "tether.__init__")
 
 
