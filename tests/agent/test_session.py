@@ -66,7 +66,7 @@ def test_no_business_call_after_a_rejection_only_control_tools(running_game: Exe
     result = session(running_game, model).send_sync("t", "salvage 5-star relics")
     model.assert_consumed()
     assert tool_steps(result) == [("demo.salvage_relics", "rejected"), ("demo.daily_training", "skipped")]
-    assert result.status == "completed" and "rejected" in result.final
+    assert result.status == "failed" and "rejected" in result.final  # the work was not done
     assert game.load_state(home)["daily_training_total"] == 0
 
 
@@ -385,13 +385,56 @@ def test_the_person_is_asked_only_about_a_call_that_would_otherwise_run(executor
 
     chat = session(executor, OfflineModel())
     result = chat.send_sync("q1", "分解四星遗器")  # the game is not running
-    assert result.status == "completed" and chat.pending("q1") is None
+    assert result.status == "failed" and chat.pending("q1") is None
     assert tool_results(result)[0]["status"] == "rejected" and "start it first" in result.final
     executor.execute_sync("demo.start_game", caller="cli")
     loop = executor.execute_sync("demo.loop_farm", caller="cli")  # holds the game's lock
     result = chat.send_sync("q2", "分解四星遗器")
-    assert result.status == "completed" and chat.pending("q2") is None
+    assert result.status == "failed" and chat.pending("q2") is None
     assert loop.execution_id in result.final and "占用" in result.final
     asyncio.run(executor.control(loop.execution_id, "stop", caller="cli"))
     result = chat.send_sync("q3", "分解四星遗器")  # now only the person's word is missing
     assert result.status == "needs_confirmation" and chat.pending("q3") is not None
+
+
+# -- the truth about a turn, and a model stuck in a loop -------------------------------------------
+
+
+def test_a_turn_whose_work_was_refused_says_it_failed(running_game: Executor, home: Path) -> None:
+    """The model's prose after a refusal is not the work done: the turn's status says what happened."""
+    model = ScriptedModel([
+        calls(call("demo__farm_instance", {**GOLD, "instance_name": "金币"})),  # rejected: an alias
+        say("I farmed 金币 for you."),  # a small model's claim
+    ])  # fmt: skip
+    result = session(running_game, model).send_sync("t", "farm gold")
+    model.assert_consumed()
+    assert result.status == "failed", result
+    assert game.load_state(home)["farm_attempts_total"] == 0
+
+
+def test_the_same_refused_call_twice_ends_the_turn_with_a_clear_answer(running_game: Executor) -> None:
+    """A real small model called get_task_status("") 18 times in one turn, each rejected."""
+    model = ScriptedModel([calls(call("get_task_status", {"execution_id": ""})) for _ in range(2)])
+    result = session(running_game, model, max_steps=12).send_sync("t", "how is it going?")
+    model.assert_consumed()  # no third request: the repetition ended the turn
+    assert result.status == "failed"
+    assert "get_task_status" in result.final and "twice" in result.final
+    assert tool_steps(result) == [("get_task_status", "rejected")] * 2
+
+
+def test_the_same_refused_call_twice_is_said_in_the_persons_language(running_game: Executor) -> None:
+    model = ScriptedModel([calls(call("get_task_status", {"execution_id": ""})) for _ in range(2)])
+    result = session(running_game, model).send_sync("t", "进度怎么样？")
+    assert result.status == "failed" and "两次" in result.final
+
+
+def test_rejections_count_as_failures_in_the_budget_review(running_game: Executor) -> None:
+    model = ScriptedModel([
+        calls(call("get_task_status", {"execution_id": "nope-1"})),
+        calls(call("get_task_status", {"execution_id": "nope-2"})),
+    ])  # fmt: skip
+    manager = ScriptedModel([say('{"stop": "it keeps failing"}')])
+    s = ConversationSession(running_game, model, manager=manager, settings=AgentSettings(max_steps=2))
+    result = s.send_sync("t", "status of my jobs")
+    review = next(step for step in result.steps if step.kind == "budget")
+    assert review.args["failed_steps"] == 2 and review.args["completed_steps"] == 0

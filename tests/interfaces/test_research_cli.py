@@ -77,7 +77,7 @@ def test_without_the_word_to_overwrite_an_existing_file_is_left_alone_and_the_an
             "run", "--json", "read " + site.base + "/solar and summarize it, save it as notes.md", home=home,
             timeout=120,
         )  # fmt: skip
-    assert code == 0, (out, err)
+    assert code == 1, (out, err)  # what was asked (save it as notes.md) was not done: the exit says so
     final = json.loads(out)["final"]
     assert "notes.md exists" in final and "overwrite" in final
     assert (workspace / "notes.md").read_text(encoding="utf-8") == "mine"

@@ -417,6 +417,7 @@ class ConversationSession:
         limit = int(turn.limits["max_steps"])
         used = 0
         completed = failed = 0
+        refused: set[str] = set()  # calls that did not complete this turn, by name and arguments
         while True:
             if used >= limit:
                 extra = await self._review(turn, used, completed, failed, limit)
@@ -442,7 +443,9 @@ class ConversationSession:
                 ),
             )  # fmt: skip
             if not response.tool_calls:
-                return await turn.done(TurnStatus.COMPLETED, response.text)
+                # After a business call that did not complete, the model's words are not the work done.
+                status = TurnStatus.FAILED if blocked is not None else TurnStatus.COMPLETED
+                return await turn.done(status, response.text)
             cut = False
             violated = False
             for position, call in enumerate(response.tool_calls):
@@ -472,12 +475,17 @@ class ConversationSession:
                     return await turn.done(TurnStatus.NEEDS_CONFIRMATION, question)
                 if result.status in OK:
                     completed += 1
-                elif not control:
-                    failed += 1
+                    continue
+                failed += 1  # a refused control call is a failure too, for the budget review
+                key = _call_key(call)
+                if key in refused:  # the model is stuck: the same answer would come again
+                    return await turn.done(TurnStatus.FAILED, self._repeated_text(call, result, turn))
+                refused.add(key)
+                if not control:
                     blocked = result
                     cut = True
             if violated and blocked is not None:
-                return await turn.done(TurnStatus.COMPLETED, self._failure_text(blocked, turn))
+                return await turn.done(TurnStatus.FAILED, self._failure_text(blocked, turn))
 
     async def _settle_formats(self, turn: Turn, call: ToolCall) -> tuple[ToolCall, TaskResult | None]:
         """The formats a generate call runs with: the person's ticked ones, else the model's, else one
@@ -746,6 +754,16 @@ class ConversationSession:
             return f"已用完本轮的 {used} 步预算，我先停在这里。"
         return f"I used this turn's budget of {used} steps and stopped here."
 
+    def _repeated_text(self, call: ToolCall, result: TaskResult, turn: Turn) -> str:
+        why = result.message or result.status.value
+        if self._zh(turn):
+            status = result.status.value
+            return f"模型两次发出同一个调用 {call.name}，两次都是 {status}（{why}），所以我停下了这一轮。"
+        return (
+            f"The model made the same call to {call.name} twice and it was {result.status.value} both times "
+            f"({why}), so I stopped this turn."
+        )
+
     def _failure_text(self, result: TaskResult, turn: Turn) -> str:
         if self._zh(turn):
             return f"{result.task_id} {result.status.value}：{result.message}。本轮不再继续执行其他任务。"
@@ -818,6 +836,15 @@ class ConversationSession:
         if state is None:
             return 0
         return memory.chars(self._messages(state, self._turn_context(state, None)))
+
+
+def _call_key(call: ToolCall) -> str:
+    """One call's identity within a turn: its tool and canonical arguments."""
+    try:
+        arguments = json.dumps(call.arguments, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        arguments = repr(call.arguments)
+    return f"{call.name}\0{arguments}\0{call.error or ''}"
 
 
 def _tool_message(call: ToolCall, payload: dict[str, Any]) -> Message:
