@@ -149,8 +149,10 @@ def test_a_connection_dropped_mid_stream_is_a_connection_error() -> None:
     fake = FakeOpenAI()
     try:
         fake.stream([chunk({"role": "assistant", "content": "Hel"})], cut=True)
-        with pytest.raises(ModelConnectionError):
+        with pytest.raises(ModelConnectionError) as caught:
             asyncio.run(client(fake.url, stream=True, attempts=1).complete(MESSAGES, []))
+        # The service was reached and had begun to answer: not "cannot reach".
+        assert "cut mid-answer" in caught.value.message and "cannot reach" not in caught.value.message
     finally:
         fake.close()
 

@@ -208,7 +208,15 @@ class OpenAICompatModel:
                 stream = await client.chat.completions.create(
                     **kwargs, stream=True, stream_options={"include_usage": True}
                 )
-                response = await assemble_stream(_chunks(stream), model=self.name)
+                try:
+                    response = await assemble_stream(_chunks(stream), model=self.name)
+                except (openai.APIConnectionError, httpx.TransportError) as exc:
+                    # The service answered HTTP 200 and began: it was reached, then the answer stopped.
+                    raise ModelConnectionError(
+                        f"the connection to the model service at {self.base_url} was cut mid-answer "
+                        f"({type(exc).__name__})",
+                        truncated=True,
+                    ) from None
             else:
                 completion = await client.chat.completions.create(**kwargs)
                 response = from_completion(completion.model_dump())
