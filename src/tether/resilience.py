@@ -10,12 +10,17 @@ A circuit breaker per base URL: CLOSED → (``failure_threshold`` consecutive fa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
+import hashlib
+import json
+import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, TypeVar
 
 from tether.errors import CircuitOpen, ModelConnectionError, ModelError, ModelHTTPError
 
@@ -50,21 +55,75 @@ class BreakerState(enum.StrEnum):
 
 
 class CircuitBreaker:
-    """Thread-safe; ``clock`` is injectable so tests move time instead of waiting for it."""
+    """Thread-safe; ``clock`` is injectable so tests move time instead of waiting for it.
 
-    def __init__(self, policy: BreakerPolicy, *, name: str = "", clock: Callable[[], float] = time.monotonic):
+    With a ``path`` the breaker's state lives in that file, shared by every process of the home (a
+    command that finds a server dead leaves the breaker open for the next one): each decision reads
+    the file under an exclusive lock and writes it back. ``clock`` is then wall-clock time, which all
+    processes share. A file that cannot be read is a closed breaker, never an error."""
+
+    def __init__(
+        self,
+        policy: BreakerPolicy,
+        *,
+        name: str = "",
+        clock: Callable[[], float] = time.monotonic,
+        path: Path | None = None,
+    ):
         self.policy = policy
         self.name = name
         self._clock = clock
+        self._path = path
         self._lock = threading.Lock()
         self._state = BreakerState.CLOSED
         self._failures = 0
         self._opened_at = 0.0
         self._probes = 0
 
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
+        """This process's lock, and the home's state around one decision."""
+        with self._lock:
+            if self._path is None:
+                yield
+                return
+            handle = _open_state(self._path)
+            if handle is None:  # the state cannot be kept here: this process decides alone
+                yield
+                return
+            with handle:
+                _flock(handle)
+                self._read(handle)
+                before = self._snapshot()
+                yield
+                if self._snapshot() != before:
+                    self._write(handle)
+
+    def _snapshot(self) -> tuple[str, int, float, int]:
+        return (self._state.value, self._failures, self._opened_at, self._probes)
+
+    def _read(self, handle: IO[str]) -> None:
+        handle.seek(0)
+        try:
+            data = json.loads(handle.read() or "{}")
+            state = BreakerState(data.get("state", "closed"))
+            failures, opened_at, probes = int(data["failures"]), float(data["opened_at"]), int(data["probes"])
+        except (ValueError, KeyError, TypeError):
+            state, failures, opened_at, probes = BreakerState.CLOSED, 0, 0.0, 0
+        self._state, self._failures, self._opened_at, self._probes = state, failures, opened_at, probes
+
+    def _write(self, handle: IO[str]) -> None:
+        handle.seek(0)
+        handle.truncate()
+        state, failures, opened_at, probes = self._snapshot()
+        handle.write(
+            json.dumps({"state": state, "failures": failures, "opened_at": opened_at, "probes": probes})
+        )
+        handle.flush()
+
     @property
     def state(self) -> BreakerState:
-        with self._lock:
+        with self._held():
             self._advance()
             return self._state
 
@@ -75,7 +134,7 @@ class CircuitBreaker:
 
     def before(self) -> None:
         """Admit a call or raise ``CircuitOpen``."""
-        with self._lock:
+        with self._held():
             self._advance()
             if self._state is BreakerState.OPEN:
                 wait = self.policy.recovery_s - (self._clock() - self._opened_at)
@@ -89,16 +148,38 @@ class CircuitBreaker:
                 self._probes += 1
 
     def success(self) -> None:
-        with self._lock:
+        with self._held():
             self._state = BreakerState.CLOSED
             self._failures = 0
 
     def failure(self) -> None:
-        with self._lock:
+        with self._held():
             self._failures += 1
             if self._state is BreakerState.HALF_OPEN or self._failures >= self.policy.failure_threshold:
                 self._state = BreakerState.OPEN
                 self._opened_at = self._clock()
+
+
+def breakers_dir(home: Path) -> Path:
+    """Where a home's circuit breakers keep their state, shared by its processes."""
+    return home / "state" / "breakers"
+
+
+def _open_state(path: Path) -> IO[str] | None:
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return None
+    return os.fdopen(fd, "r+", encoding="utf-8")
+
+
+def _flock(handle: IO[str]) -> None:
+    try:
+        import fcntl
+    except ImportError:  # Windows: decisions of concurrent processes may interleave (a lost count)
+        return
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released when the file closes
 
 
 def retryable(exc: BaseException) -> bool:
@@ -167,12 +248,16 @@ class ResilienceRegistry:
         retry: RetryPolicy | None = None,
         breaker: BreakerPolicy | None = None,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        state_dir: Path | None = None,
     ) -> None:
+        """``state_dir``: where breakers keep their state for every process of a home (the runtime
+        passes ``<home>/state/breakers``); without it each process has its own."""
         self.retry = retry or RetryPolicy()
         self.breaker = breaker or BreakerPolicy()
-        self._clock = clock
+        self._clock = clock or (time.time if state_dir is not None else time.monotonic)
+        self._state_dir = state_dir
         self._sleep = sleep
         self._by_url: dict[str, Resilience] = {}
         self._lock = threading.Lock()
@@ -182,9 +267,12 @@ class ResilienceRegistry:
         with self._lock:
             found = self._by_url.get(key)
             if found is None:
+                path = None
+                if self._state_dir is not None:
+                    path = self._state_dir / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
                 found = Resilience(
                     retry=self.retry,
-                    breaker=CircuitBreaker(self.breaker, name=key, clock=self._clock),
+                    breaker=CircuitBreaker(self.breaker, name=key, clock=self._clock, path=path),
                     sleep=self._sleep,
                 )
                 self._by_url[key] = found

@@ -27,7 +27,7 @@ from tether.config import (
 )
 from tether.errors import ConfigError
 from tether.events import EventBus
-from tether.resilience import ResilienceRegistry
+from tether.resilience import ResilienceRegistry, breakers_dir
 from tether.store.artifacts import SqlArtifactStore
 from tether.store.database import Database, default_url
 from tether.store.events import EventLog
@@ -88,7 +88,11 @@ class Runtime:
         self.runs = SqlRunStore(db)
         self.artifacts = SqlArtifactStore(db)
         self.bus = EventBus()
-        self.resilience = ResilienceRegistry(model_settings.retry_policy(), model_settings.breaker_policy())
+        # Breakers keep their state in the home: a service one command found dead stays skipped by the
+        # next command until its recovery time, instead of being retried from scratch by each.
+        self.resilience = ResilienceRegistry(
+            model_settings.retry_policy(), model_settings.breaker_policy(), state_dir=breakers_dir(home)
+        )
 
     @classmethod
     def open(

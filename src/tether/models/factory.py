@@ -15,7 +15,7 @@ from tether.errors import ConfigError, CredentialError
 from tether.models.base import Model
 from tether.models.offline import OfflineModel
 from tether.models.presets import known, preset
-from tether.resilience import ResilienceRegistry
+from tether.resilience import ResilienceRegistry, breakers_dir
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,11 +77,17 @@ def model_from_settings(
             f"[model] uses {settings.provider} but there is no key for it: run `tether auth set "
             f"{settings.provider}` or set {env_names(settings.provider)[0]}"
         )
+    if resilience is None:
+        policies = (settings.retry_policy(), settings.breaker_policy())
+        resilience = ResilienceRegistry(*policies, state_dir=breakers_dir(home))
     model: Model = OpenAICompatModel(
         model=settings.model,
         base_url=choice.base_url,
         api_key=key,
-        resilience=resilience or ResilienceRegistry(settings.retry_policy(), settings.breaker_policy()),
+        resilience=resilience
+        or ResilienceRegistry(
+            settings.retry_policy(), settings.breaker_policy(), state_dir=breakers_dir(home)
+        ),
         timeout_s=settings.timeout_s,
         supports_tools=not settings.json_decisions,
     )
