@@ -164,6 +164,9 @@ class ModelSettings(_Section):
     # Empty: the provider's preset. A provider with no preset must give one.
     base_url: Annotated[str, Field(pattern=r"^(https?://\S+)?$", max_length=2000)] = ""
     json_decisions: bool = False  # for models without native tool calls
+    # Sampling temperature: low, for choosing tools and arguments (not sent to reasoning models,
+    # which refuse it).
+    temperature: Annotated[float, Field(ge=0, le=2)] = 0.2
     # None: 120 s for a hosted service, 600 s for a server on this machine or the local network.
     timeout_s: PositiveSeconds | None = None
     retry_max_attempts: Annotated[int, Field(ge=1, le=20)] = _RETRY.max_attempts
@@ -350,6 +353,21 @@ class ShellSettings(_Section):
         return self
 
 
+class WebSettings(_Section):
+    """``[web]``: how long ``tether serve`` waits on a client, and how many it keeps (``interfaces/web``)."""
+
+    section: ClassVar[str] = "web"
+
+    # A request's line and headers must arrive within this long (of the connection, or of the previous
+    # response on it), and its body within this long of its headers; past that it is answered 408.
+    request_head_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    request_body_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    # A response the client has not taken for this long (it stopped reading) ends the connection.
+    send_stall_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    # Open connections at most; a new one beyond it replaces the one slowest to send its request.
+    max_connections: Annotated[int, Field(ge=16, le=100_000)] = 256
+
+
 S = TypeVar("S", bound=_Section)
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -362,6 +380,7 @@ SECTIONS: dict[str, type[_Section]] = {
         ResearchSettings,
         WorkspaceSettings,
         ShellSettings,
+        WebSettings,
     )
 }
 

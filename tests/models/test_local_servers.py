@@ -1,6 +1,7 @@
 """The client against local OpenAI-compatible servers (llama.cpp's llama-server, llama-cpp-python):
 what they need that the hosted APIs forgive, replayed from cassettes of their exchanges and run live
-against a server that behaves like them."""
+against a server that behaves like them. (The cassettes' recorded requests carry ``temperature``
+since tether sends it; the servers' answers are as recorded.)"""
 
 import asyncio
 import json
@@ -261,5 +262,26 @@ def test_a_native_call_by_a_near_miss_name_reaches_the_offered_tool() -> None:
         fake.reply(completion(None, tool_calls=[("call_1", "start_game", "{}")]))
         response = asyncio.run(client(fake.url).complete(MESSAGES, [START, FARM]))
         assert [c.name for c in response.tool_calls] == ["demo__start_game"]
+    finally:
+        fake.close()
+
+
+def test_a_low_temperature_is_sent_for_tool_use_but_never_to_a_reasoning_model() -> None:
+    from tether.config import ModelSettings
+    from tether.models.openai_compat import DEFAULT_TEMPERATURE
+
+    assert ModelSettings().temperature == DEFAULT_TEMPERATURE <= 0.3
+    fake = FakeOpenAI()
+    try:
+        fake.reply(completion("ok"))
+        asyncio.run(client(fake.url).complete(MESSAGES, [START]))
+        assert fake.requests[-1]["temperature"] == DEFAULT_TEMPERATURE
+        fake.reply(completion("ok"))
+        asyncio.run(client(fake.url, temperature=0.0).complete(MESSAGES, [START]))
+        assert fake.requests[-1]["temperature"] == 0.0
+        fake.reply(completion("ok"))
+        reasoning = OpenAICompatModel(model="o3-mini", base_url=fake.url, stream=False)
+        asyncio.run(reasoning.complete(MESSAGES, [START]))
+        assert "temperature" not in fake.requests[-1]
     finally:
         fake.close()

@@ -90,6 +90,7 @@ def model_from_settings(
         ),
         timeout_s=settings.timeout_s,
         supports_tools=not settings.json_decisions,
+        temperature=settings.temperature,
     )
     if settings.json_decisions:
         from tether.models.jsondecide import JsonDecisionModel

@@ -37,6 +37,7 @@ from tether.models.refusals import is_refusal
 from tether.resilience import ResilienceRegistry
 
 STREAM_ENV = "TETHER_MODEL_STREAM"
+DEFAULT_TEMPERATURE = 0.2  # choosing tools and arguments wants little randomness
 DEFAULT_TIMEOUT_S = 120.0
 # A model served on this machine or the local network: a cold CPU turn takes minutes, not seconds.
 LOCAL_TIMEOUT_S = 600.0
@@ -115,10 +116,13 @@ class OpenAICompatModel:
         timeout_s: float | None = None,
         http_client: Any = None,
         supports_tools: bool = True,
+        temperature: float | None = DEFAULT_TEMPERATURE,
     ) -> None:
         self.name = model
         self.base_url = base_url
         self.supports_tools = supports_tools
+        # Reasoning models refuse a temperature (o1, o3: HTTP 400): theirs is fixed.
+        self.temperature = None if is_reasoning_model(model) else temperature
         self._api_key = api_key
         # Pass the runtime's registry so every session talking to this service shares one breaker.
         self._resilience = (resilience or ResilienceRegistry()).for_url(base_url)
@@ -153,6 +157,8 @@ class OpenAICompatModel:
         """``context`` is already in the messages (the session's system prompt) for a remote model."""
         check_request_allowed(self.base_url)
         kwargs: dict[str, Any] = {"model": self.name, "messages": wire_messages(messages)}
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
         if tools:
             kwargs["tools"] = [tool.openai() for tool in tools]
             kwargs["tool_choice"] = "auto"
