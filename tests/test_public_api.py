@@ -51,6 +51,7 @@ PUBLIC = [
     "ModelRequestsForbidden",
     "ModelResponse",
     "ModelSettings",
+    "ModelThinking",
     "OfflineModel",
     "OpenAICompatModel",
     "OpenJob",

@@ -169,6 +169,9 @@ class ModelSettings(_Section):
     temperature: Annotated[float, Field(ge=0, le=2)] = 0.2
     # None: 120 s for a hosted service, 600 s for a server on this machine or the local network.
     timeout_s: PositiveSeconds | None = None
+    # The first token of a streamed answer: None is 60 s hosted, 300 s local (a cold prompt on a CPU
+    # takes minutes); a server that says nothing for this long is tried once more, then given up.
+    first_token_timeout_s: PositiveSeconds | None = None
     retry_max_attempts: Annotated[int, Field(ge=1, le=20)] = _RETRY.max_attempts
     retry_base_delay_s: PositiveSeconds = _RETRY.base_delay_s
     retry_max_delay_s: PositiveSeconds = _RETRY.max_delay_s

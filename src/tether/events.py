@@ -48,6 +48,15 @@ class ModelDecided(_TurnEvent):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class ModelThinking(_TurnEvent):
+    """A model still working on its answer: told every few seconds of a slow one."""
+
+    kind: Literal["model_thinking"] = "model_thinking"
+    index: int
+    elapsed_s: float
+    tokens: int
+
+
 class ToolStarted(_TurnEvent):
     kind: Literal["tool_started"] = "tool_started"
     index: int
@@ -149,6 +158,7 @@ class ArtifactCreated(_Event):
 Event = Annotated[
     TurnStarted
     | ModelDecided
+    | ModelThinking
     | ToolStarted
     | ToolProgress
     | ToolFinished

@@ -212,8 +212,17 @@ class Resilience:
         after = exc.data.get("retry_after") if isinstance(exc, ModelError) else None
         return not (isinstance(after, int | float) and after > self.retry.max_retry_after_s)
 
+    def _retry(self, state: RetryCallState) -> bool:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if exc is None or not self._should_retry(exc):
+            return False
+        # A service that did not answer in time is tried once more (a local server's prompt cache may
+        # have filled meanwhile), not max_attempts times: a hung server would hold a run for an hour.
+        timed_out = isinstance(exc, ModelError) and bool(exc.data.get("timed_out"))
+        return not (timed_out and state.attempt_number >= 2)
+
     async def call(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+        from tenacity import AsyncRetrying, stop_after_attempt
 
         async def guarded() -> T:
             self.breaker.before()
@@ -231,7 +240,7 @@ class Resilience:
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.retry.max_attempts),
             wait=self._wait,
-            retry=retry_if_exception(self._should_retry),
+            retry=self._retry,
             sleep=self.sleep,
             reraise=True,
         )

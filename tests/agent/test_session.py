@@ -438,3 +438,26 @@ def test_rejections_count_as_failures_in_the_budget_review(running_game: Executo
     result = s.send_sync("t", "status of my jobs")
     review = next(step for step in result.steps if step.kind == "budget")
     assert review.args["failed_steps"] == 2 and review.args["completed_steps"] == 0
+
+
+def test_a_slow_model_is_seen_thinking_on_the_threads_events(executor: Executor) -> None:
+    """A cold prompt on a CPU takes minutes before the first token: the turn says the model works."""
+    from tests.support.fake_openai import FakeOpenAI, chunk
+    from tether.events import ModelThinking
+    from tether.models.openai_compat import OpenAICompatModel
+
+    fake = FakeOpenAI()
+    try:
+        fake.stream(
+            [chunk({"content": "The "}), chunk({"content": "game is off."}), chunk({}, "stop")],
+            first_delay=0.6,
+            gap=0.3,
+        )
+        model = OpenAICompatModel(model="m", base_url=fake.url, stream=True, progress_every_s=0.1)
+        result = session(executor, model).send_sync("slow", "is the game on?")
+        assert result.status == "completed" and result.final == "The game is off."
+        thinking = [e for e in executor.runtime.events.read(after=0) if isinstance(e, ModelThinking)]
+        assert thinking and thinking[0].tokens == 0 and thinking[0].thread_id == "slow"
+        assert thinking[-1].elapsed_s >= thinking[0].elapsed_s
+    finally:
+        fake.close()

@@ -14,7 +14,7 @@ import pytest
 from tests.support.fake_openai import FakeOpenAI, chunk, completion
 from tests.support.llama import llama_chunk, llama_completion
 from tether.errors import ModelConnectionError, ModelOutputError
-from tether.models.base import ModelResponse, ToolCall, ToolDef
+from tether.models.base import ModelResponse, ToolCall, ToolDef, TurnContext
 from tether.models.openai_compat import LOCAL_TIMEOUT_S, OpenAICompatModel, default_timeout
 from tether.resilience import ResilienceRegistry, RetryPolicy
 from tether.testing import Cassette
@@ -283,5 +283,47 @@ def test_a_low_temperature_is_sent_for_tool_use_but_never_to_a_reasoning_model()
         reasoning = OpenAICompatModel(model="o3-mini", base_url=fake.url, stream=False)
         asyncio.run(reasoning.complete(MESSAGES, [START]))
         assert "temperature" not in fake.requests[-1]
+    finally:
+        fake.close()
+
+
+# -- a model that thinks for long, or never answers -------------------------------------------------
+
+
+def test_the_first_token_is_awaited_for_its_own_bound_and_a_timeout_is_tried_once_more() -> None:
+    """A hung local server held a run ~40 minutes (600 s x 4 attempts) before saying anything."""
+    fake = FakeOpenAI()
+    try:
+        for _ in range(4):
+            fake.stream([chunk({"role": "assistant", "content": "late"}, "stop")], first_delay=5.0)
+        model = client(fake.url, stream=True, attempts=4, first_token_timeout_s=0.3, timeout_s=60)
+        with pytest.raises(ModelConnectionError) as caught:
+            asyncio.run(model.complete(MESSAGES, []))
+        assert (
+            "no token within 0.3 s" in caught.value.message
+            and "first_token_timeout_s" in caught.value.message
+        )
+        assert len(fake.requests) == 2  # one retry (the server's cache may have filled): not four
+    finally:
+        fake.close()
+
+
+def test_a_thinking_model_reports_its_progress_while_it_works() -> None:
+    fake = FakeOpenAI()
+    seen: list[tuple[float, int]] = []
+
+    async def progress(elapsed: float, tokens: int) -> None:
+        seen.append((elapsed, tokens))
+
+    try:
+        words = [chunk({"content": f"w{n} "}) for n in range(6)] + [chunk({}, "stop")]
+        fake.stream(words, first_delay=0.5, gap=0.15)
+        model = client(fake.url, stream=True, progress_every_s=0.1)
+        context = TurnContext(progress=progress)
+        response = asyncio.run(model.complete(MESSAGES, [], context=context))
+        assert response.text == "w0 w1 w2 w3 w4 w5 "
+        assert seen and seen[0][1] == 0  # thinking before the first token: elapsed time, no token yet
+        assert max(tokens for _, tokens in seen) >= 3  # then the tokens as they stream
+        assert [e for e, _ in seen] == sorted(e for e, _ in seen)
     finally:
         fake.close()

@@ -120,7 +120,10 @@ class FakeOpenAI:
                     if step.get("cut"):
                         self.send_header("content-length", "100000")  # promised, never sent
                     self.end_headers()
-                    for event in step["sse"]:
+                    for number, event in enumerate(step["sse"]):
+                        pause = step.get("first_delay", 0.0) if number == 0 else step.get("gap", 0.0)
+                        if pause:
+                            time.sleep(pause)
                         self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
                         self.wfile.flush()
                     if step.get("done", True) and not step.get("cut"):
@@ -156,10 +159,19 @@ class FakeOpenAI:
     def fail(self, step: dict[str, Any]) -> None:
         self.script.append(step)
 
-    def stream(self, events: list[dict[str, Any]], *, done: bool = True, cut: bool = False) -> None:
+    def stream(
+        self,
+        events: list[dict[str, Any]],
+        *,
+        done: bool = True,
+        cut: bool = False,
+        first_delay: float = 0.0,
+        gap: float = 0.0,
+    ) -> None:
         """Server-sent events; ``done=False`` ends without ``[DONE]``, ``cut=True`` drops the
-        connection in the middle of the body."""
-        self.script.append({"sse": events, "done": done, "cut": cut})
+        connection in the middle of the body. The headers go at once; the first event after
+        ``first_delay`` (a server still reading the prompt), the others ``gap`` apart."""
+        self.script.append({"sse": events, "done": done, "cut": cut, "first_delay": first_delay, "gap": gap})
 
     def slow(self, seconds: float, body: dict[str, Any]) -> None:
         self.script.append({"status": 200, "body": body, "delay": seconds})

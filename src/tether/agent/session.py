@@ -31,7 +31,7 @@ import asyncio
 import dataclasses
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
 from typing import Any
 
@@ -49,6 +49,7 @@ from tether.events import (
     ConfirmationRequested,
     EventBus,
     ModelDecided,
+    ModelThinking,
     ToolFinished,
     ToolStarted,
 )
@@ -429,6 +430,7 @@ class ConversationSession:
                 self._turn_context, turn.state, answer, turn.stray_answer, turn.formats
             )
             messages = await asyncio.to_thread(self._messages, turn.state, context)
+            context = dataclasses.replace(context, progress=self._thinking(turn))
             response = await self._complete(self.model, messages, tools, context)
             used += 1
             decided = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
@@ -726,6 +728,20 @@ class ConversationSession:
             ),
         )  # fmt: skip
         return extra
+
+    def _thinking(self, turn: Turn) -> Callable[[float, int], Awaitable[None]]:
+        """What a slow model's progress becomes: a ``ModelThinking`` event on the turn's topic (on
+        record, so the page and a following ``tether run`` see the model work, not a frozen turn)."""
+        index = len(turn.steps)
+
+        async def tell(elapsed: float, tokens: int) -> None:
+            event = ModelThinking(
+                topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=index,
+                elapsed_s=elapsed, tokens=tokens,
+            )  # fmt: skip
+            turn.emit(await asyncio.to_thread(self.threads.emit, event))
+
+        return tell
 
     async def _complete(
         self, model: Model, messages: list[Message], tools: Any, context: TurnContext

@@ -99,7 +99,7 @@ class Turn:
         if not await asyncio.to_thread(self.threads.append, self.thread_id, self.turn, 0, user):
             return  # a replayed turn: it started already
         event = TurnStarted(topic=self.topic, thread_id=self.thread_id, turn=self.turn, message=self.message)
-        self._emit(await asyncio.to_thread(self.threads.emit, event))
+        self.emit(await asyncio.to_thread(self.threads.emit, event))
 
     async def record(
         self,
@@ -122,10 +122,11 @@ class Turn:
         # Off the event loop: a busy store must not stall anything else this process does.
         event_id = await asyncio.to_thread(self.threads.record_step, step, event, message)
         if event is not None and event_id != REPLAYED:
-            self._emit(event.model_copy(update={"id": event_id}) if event_id else event)
+            self.emit(event.model_copy(update={"id": event_id}) if event_id else event)
         return step
 
-    def _emit(self, event: Event) -> None:
+    def emit(self, event: Event) -> None:
+        """Tell the live listeners of this process (the event is on record already)."""
         self.bus.emit(event)
 
     async def done(self, status: TurnStatus, final: str) -> TurnResult:
@@ -142,7 +143,7 @@ class Turn:
         if await asyncio.to_thread(
             self.threads.end_turn, self.thread_id, self.turn, status.value, final, event
         ):
-            self._emit(event)
+            self.emit(event)
         return TurnResult(
             thread_id=self.thread_id, turn=self.turn, status=status, final=final, steps=tuple(self.steps)
         )

@@ -22,8 +22,8 @@ import typer
 from rich.markup import escape
 
 from tether.errors import ConfigError
-from tether.events import BudgetReviewed, Event, ModelDecided, ToolFinished
-from tether.interfaces.render import STATUS_STYLE, err, human_size, out
+from tether.events import BudgetReviewed, Event, ModelDecided, ModelThinking, ToolFinished
+from tether.interfaces.render import STATUS_STYLE, err, human_duration, human_size, out
 from tether.tasks.result import TaskStatus
 
 auth_app = typer.Typer(
@@ -100,9 +100,21 @@ def _start_thread(session: Any, thread: str | None, new_thread: str | None) -> s
     return new_thread_id()
 
 
+THINKING_SAID_AT_S = (5, 15, 30, 60, 120, 240, 480, 960)  # a line each, not one every few seconds
+_thinking_said: dict[tuple[str, int, int], int] = {}
+
+
 def render_event(event: Event) -> None:
     """The live view of a turn: one line per step."""
-    if isinstance(event, ModelDecided) and event.tool_calls:
+    if isinstance(event, ModelThinking):
+        key = (event.thread_id, event.turn, event.index)
+        said = _thinking_said.get(key, 0)
+        due = sum(1 for at in THINKING_SAID_AT_S if event.elapsed_s >= at)
+        if due > said:
+            _thinking_said[key] = due
+            tokens = f", {event.tokens} tokens so far" if event.tokens else ", no token yet"
+            err.print(f"  [dim]… the model is thinking ({human_duration(event.elapsed_s)}{tokens})[/]")
+    elif isinstance(event, ModelDecided) and event.tool_calls:
         names = ", ".join(
             f"{c['name']}({json.dumps(c['arguments'], ensure_ascii=False)})" for c in event.tool_calls
         )

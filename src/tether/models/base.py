@@ -11,7 +11,7 @@ import enum
 import ipaddress
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlparse
@@ -193,6 +193,8 @@ class TurnContext:
     unavailable: tuple[tuple[str, str], ...] = ()
     # Set when the session asks which formats a request calls for (agent/outputs.py): the request.
     formats_question: str | None = None
+    # Told how a slow answer goes while the model works: (seconds since asked, tokens so far).
+    progress: Callable[[float, int], Awaitable[None]] | None = None
 
 
 class Model(Protocol):

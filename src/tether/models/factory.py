@@ -91,6 +91,7 @@ def model_from_settings(
         timeout_s=settings.timeout_s,
         supports_tools=not settings.json_decisions,
         temperature=settings.temperature,
+        first_token_timeout_s=settings.first_token_timeout_s,
     )
     if settings.json_decisions:
         from tether.models.jsondecide import JsonDecisionModel

@@ -15,12 +15,15 @@ repair request and is never the answer. The ``openai`` package is imported on fi
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from tether.errors import ModelConnectionError, ModelError, ModelHTTPError, ModelOutputError, ModelRefused
 from tether.models import textcalls
@@ -36,6 +39,7 @@ from tether.models.base import (
 from tether.models.refusals import is_refusal
 from tether.resilience import ResilienceRegistry
 
+T = TypeVar("T")
 STREAM_ENV = "TETHER_MODEL_STREAM"
 DEFAULT_TEMPERATURE = 0.2  # choosing tools and arguments wants little randomness
 DEFAULT_TIMEOUT_S = 120.0
@@ -59,6 +63,17 @@ def is_local_url(base_url: str) -> bool:
 
 def default_timeout(base_url: str) -> float:
     return LOCAL_TIMEOUT_S if is_local_url(base_url) else DEFAULT_TIMEOUT_S
+
+
+# The first token of a streamed answer has its own bound: a server reading a cold prompt on a CPU says
+# nothing for minutes (measured: 75-97 s for 9 tools), a hung one forever.
+DEFAULT_FIRST_TOKEN_S = 60.0
+LOCAL_FIRST_TOKEN_S = 300.0
+PROGRESS_EVERY_S = 5.0  # how often a slow answer's progress is told
+
+
+def default_first_token_timeout(base_url: str) -> float:
+    return LOCAL_FIRST_TOKEN_S if is_local_url(base_url) else DEFAULT_FIRST_TOKEN_S
 
 
 REASONING_MODEL = re.compile(
@@ -117,6 +132,8 @@ class OpenAICompatModel:
         http_client: Any = None,
         supports_tools: bool = True,
         temperature: float | None = DEFAULT_TEMPERATURE,
+        first_token_timeout_s: float | None = None,
+        progress_every_s: float = PROGRESS_EVERY_S,
     ) -> None:
         self.name = model
         self.base_url = base_url
@@ -128,6 +145,13 @@ class OpenAICompatModel:
         self._resilience = (resilience or ResilienceRegistry()).for_url(base_url)
         self._stream = stream
         self._timeout_s = timeout_s if timeout_s is not None else default_timeout(base_url)
+        self._first_token_s = min(
+            self._timeout_s,
+            first_token_timeout_s
+            if first_token_timeout_s is not None
+            else default_first_token_timeout(base_url),
+        )
+        self._progress_every_s = progress_every_s
         self._http_client = http_client
         self._client: Any = None
 
@@ -142,7 +166,8 @@ class OpenAICompatModel:
                 api_key=self._api_key or "not-needed",  # local servers (Ollama, vLLM) take any key
                 base_url=self.base_url,
                 max_retries=0,
-                timeout=self._timeout_s,
+                # Our own bounds decide (first token, whole answer); this only stops a read that hangs.
+                timeout=self._timeout_s + 5,
                 http_client=self._http_client,
             )
         return self._client
@@ -163,7 +188,8 @@ class OpenAICompatModel:
             kwargs["tools"] = [tool.openai() for tool in tools]
             kwargs["tool_choice"] = "auto"
             kwargs["parallel_tool_calls"] = False
-        response = await self._resilience.call(lambda: self._attempt(kwargs))
+        progress = context.progress if context is not None else None
+        response = await self._resilience.call(lambda: self._attempt(kwargs, progress))
         if not tools:
             return response
         if response.tool_calls:
@@ -183,7 +209,7 @@ class OpenAICompatModel:
                 {"role": "user", "content": textcalls.repair_request(reading.why)},
             ],
         }
-        second = await self._resilience.call(lambda: self._attempt(repair))
+        second = await self._resilience.call(lambda: self._attempt(repair, progress))
         usage = response.usage + second.usage
         if second.tool_calls:
             return replace(_named(second, tools), usage=usage)
@@ -198,24 +224,26 @@ class OpenAICompatModel:
             )
         return replace(second, usage=usage)
 
-    async def _attempt(self, kwargs: dict[str, Any]) -> ModelResponse:
+    async def _attempt(self, kwargs: dict[str, Any], progress: Progress | None = None) -> ModelResponse:
         try:
-            return await self._exchange(kwargs)
+            return await self._exchange(kwargs, _Watch(self, progress))
         except ModelError as exc:
             raise redacted(exc, self._api_key) from None
 
-    async def _exchange(self, kwargs: dict[str, Any]) -> ModelResponse:
+    async def _exchange(self, kwargs: dict[str, Any], watch: _Watch) -> ModelResponse:
         import httpx
         import openai
 
         client = self._sdk()
         try:
             if self.streaming:
-                stream = await client.chat.completions.create(
-                    **kwargs, stream=True, stream_options={"include_usage": True}
+                stream = await watch.first(
+                    client.chat.completions.create(
+                        **kwargs, stream=True, stream_options={"include_usage": True}
+                    )
                 )
                 try:
-                    response = await assemble_stream(_chunks(stream), model=self.name)
+                    response = await assemble_stream(watch.chunks(_chunks(stream)), model=self.name)
                 except (openai.APIConnectionError, httpx.TransportError) as exc:
                     # The service answered HTTP 200 and began: it was reached, then the answer stopped.
                     raise ModelConnectionError(
@@ -224,7 +252,7 @@ class OpenAICompatModel:
                         truncated=True,
                     ) from None
             else:
-                completion = await client.chat.completions.create(**kwargs)
+                completion = await watch.whole(client.chat.completions.create(**kwargs))
                 response = from_completion(completion.model_dump())
         except openai.APIStatusError as exc:
             raise self._translate_status(exc) from None
@@ -233,6 +261,7 @@ class OpenAICompatModel:
                 f"the model service at {self.base_url} did not answer within {self._timeout_s:g} s "
                 "(a model on a CPU can need minutes for a cold turn: raise [model].timeout_s)",
                 timeout_s=self._timeout_s,
+                timed_out=True,
             ) from None
         except (openai.APIConnectionError, httpx.TransportError) as exc:
             # Before the answer (refused, reset) or in the middle of a stream (the connection was cut).
@@ -291,6 +320,91 @@ class OpenAICompatModel:
             provider_code=code,
             retry_after=retry_after,
         )
+
+
+Progress = Callable[[float, int], Awaitable[None]]
+
+
+class _Watch:
+    """One attempt's clock: the first token within ``first_token_s``, the whole answer within
+    ``timeout_s``, and ``progress`` told every ``progress_every_s`` while the model works (seconds
+    since asked, tokens so far), so that a person sees a slow model think instead of a frozen run."""
+
+    def __init__(self, model: OpenAICompatModel, progress: Progress | None) -> None:
+        self.model = model
+        self.progress = progress
+        self.started = time.monotonic()
+        self.tokens = 0
+        self.told = self.started
+
+    def _timed_out(self, first: bool) -> ModelConnectionError:
+        model = self.model
+        if first:
+            return ModelConnectionError(
+                f"the model service at {model.base_url} sent no token within {model._first_token_s:g} s "
+                "(a model on a CPU can need minutes to read a cold prompt: raise "
+                "[model].first_token_timeout_s)",
+                timeout_s=model._first_token_s,
+                timed_out=True,
+            )
+        return ModelConnectionError(
+            f"the model service at {model.base_url} did not finish its answer within {model._timeout_s:g} s "
+            f"({self.tokens} tokens came; raise [model].timeout_s)",
+            timeout_s=model._timeout_s,
+            timed_out=True,
+        )
+
+    async def _tell(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.progress is not None and (force or now - self.told >= self.model._progress_every_s):
+            self.told = now
+            await self.progress(round(now - self.started, 3), self.tokens)
+
+    async def _await(self, waited: Awaitable[T], first: bool) -> T:
+        task = asyncio.ensure_future(waited)
+        try:
+            while True:
+                bound = self.model._first_token_s if first else self.model._timeout_s
+                left = self.started + bound - time.monotonic()
+                if left <= 0:
+                    raise self._timed_out(first)
+                done, _ = await asyncio.wait({task}, timeout=min(left, self.model._progress_every_s))
+                if done:
+                    return task.result()
+                await self._tell(force=True)
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+    async def first(self, waited: Awaitable[T]) -> T:
+        """The response's head: a server may hold it back until its first token."""
+        return await self._await(waited, first=True)
+
+    async def whole(self, waited: Awaitable[T]) -> T:
+        """An answer that is not streamed: only the whole answer's bound applies."""
+        return await self._await(waited, first=False)
+
+    async def chunks(self, chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+        iterator = chunks.__aiter__()
+        while True:
+            try:
+                chunk = await self._await(iterator.__anext__(), first=self.tokens == 0)
+            except StopAsyncIteration:
+                return
+            self.tokens += _tokens_in(chunk)
+            await self._tell()
+            yield chunk
+
+
+def _tokens_in(chunk: dict[str, Any]) -> int:
+    """Deltas of text or of a tool call in one streamed chunk (a server sends about one per token)."""
+    return sum(
+        1
+        for choice in chunk.get("choices") or []
+        if (choice.get("delta") or {}).get("content") or (choice.get("delta") or {}).get("tool_calls")
+    )
 
 
 def _named(response: ModelResponse, tools: Sequence[ToolDef]) -> ModelResponse:
