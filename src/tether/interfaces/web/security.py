@@ -171,6 +171,8 @@ class Guard:
             return
         if scope["method"] not in SAFE_METHODS:  # read whole, up to the limit, whatever it announced
             body = await _read_bounded(receive, self.policy.max_body)
+            if isinstance(body, _Gone):
+                return  # the client left (or was cut off) mid-body: no part of a body reaches the app
             if body is None:
                 limit = self.policy.max_body
                 await _error(send, 413, "too_large", f"a request body may hold at most {limit} bytes")
@@ -205,14 +207,22 @@ class Guard:
         return None
 
 
-async def _read_bounded(receive: Any, limit: int) -> bytes | None:
-    """A body sent without its length (chunked), read whole; None past ``limit`` bytes."""
+class _Gone:
+    """The client went away before its body's end."""
+
+
+GONE = _Gone()
+
+
+async def _read_bounded(receive: Any, limit: int) -> bytes | _Gone | None:
+    """The request's body, read whole; None past ``limit`` bytes; ``GONE`` when the client went away
+    before its end (it is never handed on cut short)."""
     parts: list[bytes] = []
     size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            break
+            return GONE
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:

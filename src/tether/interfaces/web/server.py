@@ -2,22 +2,44 @@
 
 It launches the supervisor's engine (so turns handed over from the page, from ``tether run`` and from
 goal runs execute here, durably), settles the turns a crash left running, relays workers' progress into
-the event log, and serves the app (``app.py``) with uvicorn on the same event loop.
+the event log, and serves the app (``app.py``) with uvicorn on the same event loop, through a protocol
+that bounds what a client may hold (``protocol.py``, ``[web]`` settings).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import Callable
 from typing import Any
 
+from tether.config import WebSettings
+from tether.errors import ConfigError
 from tether.interfaces.web import security
+from tether.interfaces.web.protocol import Limits, protocol_for
 from tether.runtime import Runtime
 from tether.tasks.spec import Registry
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+STREAM_HEADROOM = 16  # connections kept for the API beyond the event streams
+FILES_BESIDES_CONNECTIONS = 1024  # the store, DBOS, workers' pipes and logs
+
+
+def _allow_open_files(connections: int) -> None:
+    """Raise the soft limit on open files to fit ``connections`` (a default of 1024 would run out first,
+    and then the listening socket stops accepting anyone)."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + FILES_BESIDES_CONNECTIONS
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -64,6 +86,19 @@ async def serve(
     from tether.supervisor import conversations, durable, engine
     from tether.supervisor.runner import models_of
 
+    settings = WebSettings.load(runtime.home)
+    if max_subscribers + STREAM_HEADROOM > settings.max_connections:
+        raise ConfigError(
+            f"--max-streams {max_subscribers} leaves too few of the {settings.max_connections} connections "
+            f"[web] max_connections allows for anything else: keep it at most "
+            f"{settings.max_connections - STREAM_HEADROOM}, or raise max_connections"
+        )
+    _allow_open_files(settings.max_connections)
+    limits = Limits(
+        head_timeout_s=settings.request_head_timeout_s,
+        body_timeout_s=settings.request_body_timeout_s,
+        max_connections=settings.max_connections,
+    )
     loopback = security.is_loopback(host.strip("[]"))
     token = security.load_or_create_token(runtime.home)  # on loopback too: see security.py
     policy = security.Policy(token=token, loopback=loopback)
@@ -89,6 +124,7 @@ async def serve(
                 )
                 config = uvicorn.Config(
                     create_app(ctx),
+                    http=protocol_for(limits),
                     log_level="warning",
                     access_log=False,
                     lifespan="on",
