@@ -158,3 +158,43 @@ def sse_events(
             if time.monotonic() > deadline:
                 break
     pytest.fail(f"the event stream ended or timed out; saw {[e['kind'] for e in events]}")
+
+
+class EventReader:
+    """A page that follows ``/api/events`` and reads everything it is sent, in a thread."""
+
+    def __init__(self, served: Served) -> None:
+        self.served = served
+        self.status: int | None = None
+        self.received = 0
+        self.answered = threading.Event()
+        self.stopping = threading.Event()
+        self.failure: BaseException | None = None
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            with httpx.Client(headers=self.served.http.headers, timeout=None) as client:
+                with client.stream("GET", f"{self.served.base}/api/events") as response:
+                    self.status = response.status_code
+                    self.answered.set()
+                    if response.status_code != 200:
+                        return
+                    for chunk in response.iter_raw():
+                        self.received += len(chunk)
+                        if self.stopping.is_set():
+                            return
+        except httpx.HTTPError as exc:
+            if not self.stopping.is_set():  # the server ends it as it stops; before that it is a failure
+                self.failure = exc
+        finally:
+            self.answered.set()
+
+    def admitted(self) -> bool:
+        assert self.answered.wait(30), "no answer to the event stream's request"
+        return self.status == 200
+
+    def close(self) -> None:
+        """Leave at the next thing the server sends (a heartbeat at the latest)."""
+        self.stopping.set()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import selectors
 import socket
 import time
@@ -17,7 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.webserver import Served, serving
+from tests.support.helpers import tether_cli, wait_for
+from tests.support.webserver import EventReader, Served, serving
 from tether.config import WebSettings
 
 pytestmark = pytest.mark.slow
@@ -147,3 +149,68 @@ def test_slow_requests_are_cut_and_a_normal_request_always_gets_in(served: Serve
                 one.sock.close()
         selector.close()
     assert served.get("/api/info")["version"]  # and the server is well
+
+
+def _tcp_state(sock: socket.socket) -> int:
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+
+
+TCP_ESTABLISHED = 1
+
+
+@pytest.mark.timeout(180)
+def test_subscribers_that_never_read_are_dropped_and_new_pages_get_in(home: Path) -> None:
+    """Connections that opened the event stream and never read took every slot for good; now each
+    is dropped once it holds up what the server sends it, a page refused meanwhile is told why, and
+    the pages that read keep their streams."""
+    slots = 4
+    with serving(home, "--max-streams", str(slots), TETHER_SEND_STALL_TIMEOUT_S="2") as served:
+        readers = [EventReader(served)]
+        assert readers[0].admitted()
+        request = (
+            "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: {served.http.headers['authorization']}\r\n\r\n"
+        ).encode()
+        silent = []
+        try:
+            for _ in range(slots - 1):  # with the reader, every slot is taken
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window, never read
+                sock.connect(("127.0.0.1", served.port))
+                sock.sendall(request)
+                silent.append(sock)
+                # Its stream is open once its answer arrives (peeked at: nothing is taken off the socket).
+                sock.settimeout(30)
+                assert sock.recv(12, socket.MSG_PEEK) == b"HTTP/1.1 200"
+
+            def refused() -> dict[str, str] | None:
+                with served.http.stream("GET", "/api/events") as answer:  # 200 would never end: not read
+                    return json.loads(answer.read())["detail"] if answer.status_code == 503 else None
+
+            busy = wait_for(refused, 30, "every slot to be taken")
+            assert busy["code"] == "busy" and "close a page" in busy["message"], busy
+            # New pages keep asking; each silent connection is dropped in turn and a page takes its slot.
+            for _ in range(slots - 1):
+
+                def one_more() -> bool:
+                    reader = EventReader(served)
+                    if reader.admitted():
+                        readers.append(reader)
+                        return True
+                    return False
+
+                wait_for(one_more, 60, "a new page to get a slot")
+            assert all(_tcp_state(sock) != TCP_ESTABLISHED for sock in silent)  # reset by the server
+            assert all(r.thread.is_alive() and r.failure is None for r in readers)
+            assert readers[0].received > 64 * 1024  # the first reader took every probe it was sent
+        finally:
+            for reader in readers:
+                reader.close()
+            for sock in silent:
+                sock.close()
+
+
+def test_the_streams_must_leave_connections_for_the_api(home: Path) -> None:
+    code, out, err = tether_cli("serve", "--port", "0", "--max-streams", "250", home=home, timeout=60)
+    assert code == 2 and "--max-streams 250" in err and "max_connections" in err, (out, err)
+    assert "Traceback" not in err

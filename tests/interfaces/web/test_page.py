@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import _kill_game
 from tests.support.helpers import ROOT
-from tests.support.webserver import Served, serving
+from tests.support.webserver import EventReader, Served, serving
 
 pytestmark = pytest.mark.slow
 playwright_sync = pytest.importorskip("playwright.sync_api")
@@ -288,3 +288,25 @@ def test_a_page_opened_without_the_token_says_how_to_get_in(
     other.goto(served.login)
     page.locator("[data-testid=live][data-state=live]").wait_for(timeout=WAIT_MS)
     context.close()
+
+
+@pytest.mark.parametrize(
+    ("locale", "words"), [("en-US", "as many pages as it allows"), ("zh-CN", "已达上限")]
+)
+def test_a_page_refused_the_live_stream_says_why_and_gets_in_once_a_slot_frees(
+    browser: Any, home: Path, locale: str, words: str
+) -> None:
+    with serving(home, "--max-streams", "1") as served:
+        holder = EventReader(served)  # another page that reads: it keeps its slot
+        assert holder.admitted()
+        context = browser.new_context(locale=locale)
+        page = context.new_page()
+        page.goto(served.login)
+        page.locator("[data-testid=live][data-state=busy]").wait_for(timeout=WAIT_MS)
+        error = page.get_by_test_id("error")
+        assert words in error.inner_text(), error.inner_text()
+        shot(page, f"12-streams-full-{locale}")
+        holder.close()
+        page.locator("[data-testid=live][data-state=live]").wait_for(timeout=90_000)
+        assert error.is_hidden()
+        context.close()

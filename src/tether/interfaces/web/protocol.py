@@ -1,14 +1,18 @@
 """The HTTP connection of ``tether serve``: uvicorn's h11 protocol with the bounds uvicorn lacks.
 
 uvicorn times out only an idle keep-alive connection (``timeout_keep_alive``, between requests): a
-client that sends its request a byte at a time held a socket for as long as it liked, and 1,500 of them
-held 1,500. Here (the numbers are ``[web]`` settings,
+client that sends its request a byte at a time, or that never reads its response, held a socket for as
+long as it liked, and 1,500 of them held 1,500. Here (the numbers are ``[web]`` settings,
 ``config.WebSettings``):
 
 - **Slow requests.** A request's line and headers must arrive within ``request_head_timeout_s`` (of the
   connection, or of the previous response on it), and its body within ``request_body_timeout_s`` of its
   headers. Past that the connection is answered 408 and closed; a body cut short never reaches the app
   as a whole (``security.Guard`` reads it first, and hands nothing on when the client is gone).
+- **Responses nobody takes.** A response the client has not taken for ``send_stall_timeout_s`` (its
+  buffers are full: it stopped reading) ends the connection, without waiting to flush what is queued.
+  The event stream's connections get a small send buffer (``stream_paths``), so a subscriber that stops
+  reading fills it after little data (``stream.EventHub`` sends some when its slots are all taken).
 - **How many.** At most ``max_connections`` are open. A new one beyond that replaces the connection that
   has been sending its current request the longest (slow, or idle between requests), so a well-behaved
   client always gets in; only when every connection is busy with a received request is the new one
@@ -18,19 +22,27 @@ held 1,500. Here (the numbers are ``[web]`` settings,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
+import struct
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+STREAM_SEND_BUFFER = 16 * 1024  # bytes (the kernel doubles it); plenty for events, little to hide behind
+STREAM_WRITE_HIGH = 16 * 1024  # what the event loop itself keeps for a stream before it pauses writing
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
     head_timeout_s: float
     body_timeout_s: float
+    stall_timeout_s: float
     max_connections: int
+    stream_paths: tuple[str, ...] = ()
 
 
 def protocol_for(limits: Limits) -> type[asyncio.Protocol]:
@@ -57,6 +69,8 @@ class BoundedH11Protocol(H11Protocol):
         self._phase: Literal["head", "body"] | None = None  # what of a request is still being sent
         self._phase_since = 0.0
         self._deadline: asyncio.TimerHandle | None = None
+        self._stall: asyncio.TimerHandle | None = None
+        self._stream = False
 
     # -- the connection's life ----------------------------------------------------------------
 
@@ -68,17 +82,30 @@ class BoundedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel(self._deadline)
-        self._deadline = None
+        self._cancel(self._stall)
+        self._deadline = self._stall = None
         self._phase = None
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         self._watch()
+        if not self._stream and self.scope is not None and self.scope["path"] in self.limits.stream_paths:
+            self._small_buffers()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
         self._watch()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stall is None:
+            self._stall = self.loop.call_later(self.limits.stall_timeout_s, self._stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._cancel(self._stall)
+        self._stall = None
 
     # -- the bounds -----------------------------------------------------------------------------
 
@@ -140,6 +167,28 @@ class BoundedH11Protocol(H11Protocol):
             cycle.disconnected = True
             cycle.message_event.set()
         self.transport.close()
+
+    def _stalled(self) -> None:
+        """The client has not taken what was sent for too long: drop it, and what is queued for it.
+        Closing would wait for a flush that never comes, and so would the kernel after an abort (it
+        keeps an orphaned socket sending to a closed window for minutes): a zero linger resets it."""
+        self._stall = None
+        if self.transport is None or self.transport.is_closing():
+            return
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
+
+    def _small_buffers(self) -> None:
+        self._stream = True
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            # A platform that refuses it keeps its own buffer; the stall bound still holds.
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, STREAM_SEND_BUFFER)
+        self.transport.set_write_buffer_limits(high=STREAM_WRITE_HIGH)
 
     @staticmethod
     def _cancel(timer: asyncio.TimerHandle | None) -> None:

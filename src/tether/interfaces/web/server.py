@@ -23,6 +23,7 @@ from tether.tasks.spec import Registry
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+EVENTS_PATH = "/api/events"
 STREAM_HEADROOM = 16  # connections kept for the API beyond the event streams
 FILES_BESIDES_CONNECTIONS = 1024  # the store, DBOS, workers' pipes and logs
 
@@ -97,7 +98,9 @@ async def serve(
     limits = Limits(
         head_timeout_s=settings.request_head_timeout_s,
         body_timeout_s=settings.request_body_timeout_s,
+        stall_timeout_s=settings.send_stall_timeout_s,
         max_connections=settings.max_connections,
+        stream_paths=(EVENTS_PATH,),
     )
     loopback = security.is_loopback(host.strip("[]"))
     token = security.load_or_create_token(runtime.home)  # on loopback too: see security.py

@@ -7,7 +7,12 @@ skipping what it sent already — event ids only grow in commit order, so it mis
 nothing twice. A subscriber too slow for its queue is not dropped: it falls back to reading the log
 from its last id, then rejoins.
 
-The number of subscribers is bounded (``Full``); the HTTP layer answers 503 beyond it.
+The number of subscribers is bounded (``Full``); the HTTP layer answers 503 beyond it. A subscriber that
+never reads must not keep its slot for good, yet on a quiet log it is sent almost nothing, so nothing
+shows it is not reading: when a page is refused a slot, every subscriber is sent a probe (a comment of
+``PROBE_BYTES``, ignored by EventSource; at most every ``PROBE_EVERY_S``). A reader takes it; a
+subscriber that does not read soon fills its connection's small buffers and is dropped by the
+connection's send bound (``protocol.py``), which frees its slot for the page that retries.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 
@@ -27,6 +33,10 @@ QUEUE_BATCHES = 256
 PAGE = 500
 HEARTBEAT_S = 15.0
 ENCODED_KEPT = 4096  # recent events' messages, shared by every page that sends them
+PROBE_BYTES = 64 * 1024
+PROBE_EVERY_S = 2.0
+PROBE = b": " + b"-" * (PROBE_BYTES - 4) + b"\n\n"  # an SSE comment: no event, no reconnect
+_PROBING: list[Event] = []  # the batch that asks a subscriber to send PROBE (identity, never contents)
 
 
 class Full(Exception):
@@ -48,14 +58,17 @@ class EventHub:
         self._position = 0
         self._task: asyncio.Task[None] | None = None
         self._encoded: OrderedDict[int, bytes] = OrderedDict()  # event id → its message (this log's ids)
+        self._probed = -PROBE_EVERY_S
 
     @property
     def subscribers(self) -> int:
         return len(self._subscribers)
 
-    def encode(self, event: Event | None) -> bytes:
+    def encode(self, event: Event | bytes | None) -> bytes:
         """``sse(event)``, encoded once for all the pages that send it (every page gets the same
         events: at 50 pages, encoding per page was most of what an open page cost a turn)."""
+        if isinstance(event, bytes):
+            return event
         if event is None or not event.id:
             return sse(event)
         cached = self._encoded.get(event.id)
@@ -101,19 +114,32 @@ class EventHub:
 
     def subscribe(self) -> _Subscriber:
         if len(self._subscribers) >= self.max_subscribers:
+            self._probe()
             raise Full(f"{self.max_subscribers} pages follow the events already")
         subscriber = _Subscriber()
         self._subscribers.add(subscriber)
         return subscriber
+
+    def _probe(self) -> None:
+        """Send every subscriber a probe (see the module's docstring), at most every ``PROBE_EVERY_S``."""
+        now = time.monotonic()
+        if now - self._probed < PROBE_EVERY_S:
+            return
+        self._probed = now
+        for subscriber in self._subscribers:
+            try:
+                subscriber.queue.put_nowait(_PROBING)
+            except asyncio.QueueFull:
+                subscriber.lagged = True  # it is not taking what it is sent already
 
     def unsubscribe(self, subscriber: _Subscriber) -> None:
         self._subscribers.discard(subscriber)
 
     async def events(
         self, subscriber: _Subscriber, after: int, topics: Sequence[str] | None = None
-    ) -> AsyncIterator[Event | None]:
+    ) -> AsyncIterator[Event | bytes | None]:
         """Every event after ``after`` (of ``topics``, if given) as it is committed; None now and then
-        when nothing happened (for a heartbeat)."""
+        when nothing happened (for a heartbeat); ``PROBE`` when the hub probes its subscribers."""
         sent = after
         catch_up = True
         while True:
@@ -132,6 +158,9 @@ class EventHub:
                 batch = await asyncio.wait_for(subscriber.queue.get(), HEARTBEAT_S)
             except TimeoutError:
                 yield None
+                continue
+            if batch is _PROBING:
+                yield PROBE
                 continue
             for event in batch:
                 if event.id > sent and (topics is None or event.topic in topics):

@@ -1686,12 +1686,17 @@ function dispatch(kind, message) {
   }
 }
 
+const REFUSED = new Set(['busy', 'unauthorized']); // the server said no: the banner says why
+let refusalShown = false; // the banner holds why the stream was refused: it goes once the stream opens
+
 function connectEvents() {
   if (source) source.close();
   clearTimeout(retryTimer);
-  setLive(streamBroken ? 'reconnecting' : 'connecting');
+  if (!REFUSED.has($('live').dataset.state)) setLive(streamBroken ? 'reconnecting' : 'connecting');
   source = new EventSource(`/api/events?after=${encodeURIComponent(state.lastEventId)}`);
   source.addEventListener('open', () => {
+    if (refusalShown) hideError();
+    refusalShown = false;
     setLive('live');
     retryDelay = 1000;
     if (streamBroken) {
@@ -1699,16 +1704,41 @@ function connectEvents() {
       resync();
     }
   });
-  source.addEventListener('error', () => {
+  source.addEventListener('error', async () => {
     streamBroken = true;
-    setLive('reconnecting');
-    if (source.readyState === EventSource.CLOSED) {
-      // The browser gave up (e.g. the server answered with an error): try again ourselves.
-      retryTimer = setTimeout(connectEvents, retryDelay);
-      retryDelay = Math.min(retryDelay * 2, 15000);
+    if (source.readyState !== EventSource.CLOSED) {
+      setLive('reconnecting'); // the browser reconnects by itself
+      return;
     }
+    // The browser gave up: the server answered with an error, which EventSource does not show.
+    // Ask once more with fetch to learn why, say so, and try again ourselves.
+    const refusal = await streamRefusal();
+    if (refusal) {
+      setLive(refusal);
+      showError(new Error(t(refusal === 'busy' ? 'error.streamsFull' : 'error.unauthorized')), { sticky: true });
+      refusalShown = true;
+    } else setLive('reconnecting');
+    retryTimer = setTimeout(connectEvents, retryDelay);
+    retryDelay = Math.min(retryDelay * 2, 15000);
   });
   for (const kind of Object.keys(HANDLERS)) source.addEventListener(kind, (message) => dispatch(kind, message));
+}
+
+/** Why the event stream was refused: 'busy' (every slot taken), 'unauthorized', or null. */
+async function streamRefusal() {
+  const controller = new AbortController();
+  try {
+    const url = `/api/events?after=${encodeURIComponent(state.lastEventId)}`;
+    const response = await fetch(url, { signal: controller.signal, credentials: 'same-origin', cache: 'no-store' });
+    if (response.status === 401) return 'unauthorized';
+    if (response.status !== 503) return null; // open after all (it is closed below), or the server is away
+    const data = await response.json().catch(() => null);
+    return data && data.detail && data.detail.code === 'busy' ? 'busy' : null;
+  } catch {
+    return null;
+  } finally {
+    controller.abort();
+  }
 }
 
 /** Rebuild everything from the record (after a reconnect, or when the page is visible again). */
