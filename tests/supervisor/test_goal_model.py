@@ -81,14 +81,15 @@ def test_a_recorded_model_session_replays_a_whole_goal_deterministically(
     ]
 
 
-def _planned(reply: Any) -> Any:
+def _planned(*replies: Any) -> Any:
     import asyncio
 
     from tether.supervisor.planner import plan_goal
     from tether.testing import ScriptedModel
     from tether.toolkits.demo.registry import registry
 
-    return asyncio.run(plan_goal("do it", registry, ScriptedModel([reply])))
+    plan, _ = asyncio.run(plan_goal("do it", registry, ScriptedModel(list(replies))))
+    return plan
 
 
 def _milestones(*items: dict[str, Any]) -> Any:
@@ -121,8 +122,8 @@ def test_a_model_plan_that_cannot_run_is_refused_with_the_reason(reply: str, pro
         ),
         "unknown dependency": _milestones({"id": "a", "description": "x", "depends_on": ["zz"]}),
     }
-    with pytest.raises(PlanError) as caught:
-        _planned(replies[reply])
+    with pytest.raises(PlanError) as caught:  # asked once to repair it, it gives the same answer
+        _planned(*([replies[reply]] if reply == "beyond" else [replies[reply]] * 2))
     assert problem in (caught.value.message + json.dumps(caught.value.data, ensure_ascii=False))
 
 
@@ -145,7 +146,7 @@ def test_the_planner_is_offered_the_home_skills_and_a_milestone_may_follow_one(t
         [_milestones({"id": "m1", "description": "Write the handout", "skill": "lecture-handout"},
                      {"id": "m2", "description": "Tidy up", "skill": "no-such-skill", "depends_on": ["m1"]})]
     )  # fmt: skip
-    plan = asyncio.run(plan_goal("a handout on solar power", registry, model, home=tmp_path))
+    plan, _ = asyncio.run(plan_goal("a handout on solar power", registry, model, home=tmp_path))
     system = str(model.requests[0][0][0]["content"])
     assert "- lecture-handout:" in system and "Use when:" in system
     assert "# Lecture handout" not in system  # names and descriptions only, never a body
@@ -154,3 +155,124 @@ def test_the_planner_is_offered_the_home_skills_and_a_milestone_may_follow_one(t
     first, second = plan.tasks
     assert "Follow the skill 'lecture-handout'" in first.description
     assert "Follow the skill" not in second.description  # a name that is not installed is not followed
+
+
+# -- a milestone is done only when its work was done ----------------------------------------------
+
+
+def _small_model(milestones: list[dict[str, Any]], act: dict[str, Any]) -> Any:
+    """A model as a real small one behaves: it plans well, then for each milestone either calls a tool
+    (``act[description]`` is a tool call) or only says it did the work (a string), and after a tool's
+    result claims success whatever the result said."""
+
+    def respond(request: dict[str, Any]) -> dict[str, Any]:
+        messages = request["messages"]
+        names = [t["function"]["name"] for t in request.get("tools") or []]
+        if "submit_plan" in names:
+            return completion(
+                None, tool_calls=[("p1", "submit_plan", json.dumps({"milestones": milestones}))]
+            )
+        if messages[-1]["role"] == "tool":
+            return completion("好的，已经完成了。")
+        asked = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+        for description, action in act.items():
+            if description in asked:
+                if isinstance(action, str):
+                    return completion(action)
+                name, args = action
+                return completion(None, tool_calls=[("c1", name, json.dumps(args, ensure_ascii=False))])
+        return completion("我不确定要做什么。")
+
+    return respond
+
+
+def _goal(home: Path, server: FakeOpenAI, goal: str) -> tuple[int, dict[str, Any]]:
+    (home / "settings.toml").write_text(
+        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{server.url}"\n', encoding="utf-8"
+    )
+    code, out, err = tether_cli(
+        "goal", goal, "--json", home=home, TETHER_CLI_SERVER="0", TETHER_MODEL_STREAM="0", timeout=150
+    )
+    assert out.strip(), err
+    return code, json.loads(out)
+
+
+def test_a_milestone_whose_call_was_refused_is_never_shown_done(
+    tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Measured with Qwen2.5-Coder-1.5B: the farm call used the alias 金币 and was rejected, the model
+    said it had farmed, and `flow show` printed ✓ farm_instance completed with 0 farms in the game."""
+    from tether.toolkits.demo import game
+
+    monkeypatch.setenv("TETHER_DEMO_STEP_S", "0.02")
+    home = tmp_path / "home"
+    home.mkdir()
+    fake_openai.responder = _small_model(
+        [{"id": "start", "description": "启动游戏"},
+         {"id": "farm", "description": "刷 2 次金币副本", "depends_on": ["start"]}],
+        {"启动游戏": ("demo__start_game", {}),
+         "刷 2 次金币副本": ("demo__farm_instance",
+                           {"instance_type": "拟造花萼（金）", "instance_name": "金币", "attempts": 2})},
+    )  # fmt: skip
+    code, run = _goal(home, fake_openai, "启动游戏，然后刷 2 次金币副本")
+    tasks = {t["id"]: t for t in run["tasks"]}
+    assert tasks["start"]["status"] == "completed"
+    assert tasks["farm"]["status"] != "completed", run
+    assert code != 0 and run["status"] in ("waiting_for_human", "failed"), run
+    assert tasks["farm"]["attempts"] >= 2  # the failure chain ran: retried before a person is asked
+    assert "金币" in json.dumps(tasks["farm"], ensure_ascii=False)  # the refusal is the diagnostics
+    assert game.load_state(home)["farm_attempts_total"] == 0
+
+
+def test_a_milestone_where_no_tool_ran_is_not_done(
+    tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Measured: the model wrote the start call as text, nothing ran, and ✓ start_game completed."""
+    from tether.toolkits.demo import game
+
+    monkeypatch.setenv("TETHER_DEMO_STEP_S", "0.02")
+    home = tmp_path / "home"
+    home.mkdir()
+    fake_openai.responder = _small_model(
+        [{"id": "start", "description": "启动游戏"}], {"启动游戏": "游戏已经启动了。"}
+    )
+    code, run = _goal(home, fake_openai, "启动游戏")
+    start = run["tasks"][0]
+    assert start["status"] != "completed" and code != 0, run
+    assert "no tool" in json.dumps(start, ensure_ascii=False)
+    assert not game.info_path(home).exists()  # the game was never started
+
+
+def test_a_bad_plan_says_what_is_wrong_and_the_model_repairs_it_once() -> None:
+    """A real small model's plan once read "1 validation error for Task"."""
+    import asyncio
+
+    from tether.supervisor.planner import plan_goal
+    from tether.testing import ScriptedModel
+    from tether.toolkits.demo.registry import registry
+
+    bad = _milestones({"id": "Start Game!", "description": "启动游戏"})
+    good = _milestones({"id": "start", "description": "启动游戏"})
+    model = ScriptedModel([bad, good])
+    plan, _ = asyncio.run(plan_goal("启动游戏", registry, model))
+    assert [t.id for t in plan.tasks] == ["start"]
+    repair = str(model.requests[1][0][-1]["content"])
+    assert "'Start Game!'" in repair and "letter" in repair and "validation error" not in repair
+    model.assert_consumed()
+
+
+def test_a_plan_bad_twice_falls_back_to_the_offline_plan_when_that_is_usable_and_says_so() -> None:
+    import asyncio
+
+    from tether.errors import PlanError
+    from tether.supervisor.planner import plan_goal
+    from tether.testing import ScriptedModel, say
+    from tether.toolkits.demo.registry import registry
+
+    bad = _milestones({"id": "m1", "description": "x", "depends_on": ["m9"]})
+    plan, note = asyncio.run(plan_goal("启动游戏，然后刷 2 次金币副本", registry, ScriptedModel([bad, bad])))
+    assert [t.call.task for t in plan.tasks if t.call] == ["demo.start_game", "demo.farm_instance"]
+    assert "offline" in note and "m9" in note
+    # When the offline planner cannot plan it either, the model's problem is what the person reads.
+    with pytest.raises(PlanError, match="even after one repair request: the planner gave no plan: sorry"):
+        asyncio.run(plan_goal("book me a flight", registry, ScriptedModel([bad, say("sorry")])))

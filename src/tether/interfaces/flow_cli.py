@@ -53,8 +53,9 @@ def register(app: typer.Typer, state: Any) -> None:
 
         with Runtime.open(state.home) as rt:
             model = model_from_settings(rt.home, rt.model_settings, resilience=rt.resilience)
-            plan = asyncio.run(plan_with(goal, reg, model, home=rt.home))
-        return plan, getattr(model, "name", "offline") or "offline"
+            plan, note = asyncio.run(plan_with(goal, reg, model, home=rt.home))
+        label = getattr(model, "name", "offline") or "offline"
+        return plan, f"{label}; {note}" if note else label
 
     @flow_app.command("validate")
     def validate_command(

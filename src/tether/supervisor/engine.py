@@ -173,7 +173,7 @@ async def plan_run(run_id: str) -> dict[str, Any]:
     why = "this executor has no model configured to plan goals"
     if h.model_for is not None:
         try:
-            plan = await plan_goal(
+            plan, note = await plan_goal(
                 goal, h.executor.registry, h.model_for(None), caller=caller, home=h.runtime.home
             )
         except PlanError as exc:
@@ -182,7 +182,8 @@ async def plan_run(run_id: str) -> dict[str, Any]:
             why = f"the model service failed while planning: {exc.message}"
         else:
             done = plan.model_dump(mode="json", exclude_defaults=True)
-            await _io(h.runtime.runs.add_tasks, run_id, done, [t.id for t in plan.tasks], why="planned")
+            ids = [t.id for t in plan.tasks]
+            await _io(h.runtime.runs.add_tasks, run_id, done, ids, why=note or "planned")
             return {"end": None}
     await _io(h.runtime.runs.set_status, run_id, "failed", why[:2000])
     return {"end": "failed"}

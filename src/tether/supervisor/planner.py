@@ -17,9 +17,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from tether.agent.surface import ToolSurface
 from tether.errors import PlanError
-from tether.models.base import Model, ToolDef
+from tether.models.base import Message, Model, ModelResponse, ToolDef
 from tether.models.offline import OfflineModel
 from tether.supervisor.goals import plan_offline
 from tether.supervisor.plan import Plan, Task
@@ -66,11 +68,16 @@ PLAN_SCHEMA: dict[str, Any] = {
 
 async def plan_goal(
     goal: str, registry: Registry, model: Model, *, caller: str = "agent", home: Path | None = None
-) -> Plan:
-    """The plan for ``goal``: milestones from ``model``, or direct calls with the offline model. With
-    ``home``, the home's installed skills are offered: a milestone may name one for its agent to follow."""
+) -> tuple[Plan, str]:
+    """The plan for ``goal`` and a note on how it was made ("" when as asked): milestones from
+    ``model``, or direct calls with the offline model. With ``home``, the home's installed skills are
+    offered: a milestone may name one for its agent to follow.
+
+    A plan the model gets wrong is sent back once, with what is wrong with it; wrong again, the goal is
+    planned offline when the offline planner can (the note says why), else ``PlanError`` names the
+    model's problems."""
     if isinstance(model, OfflineModel):
-        return plan_offline(goal, registry, caller=caller, home=home)
+        return plan_offline(goal, registry, caller=caller, home=home), ""
     surface = ToolSurface(registry, caller, home)
     tools = "\n".join(f"- {t.name}: {t.description}" for t in surface.tools if not surface.is_control(t.name))
     skills = _skills(surface, home)
@@ -82,11 +89,54 @@ async def plan_goal(
         schema = copy.deepcopy(PLAN_SCHEMA)
         item = schema["properties"]["milestones"]["items"]["properties"]
         item["skill"] = {"type": "string", "enum": sorted(skills), "description": "a skill to follow"}
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": goal}]
+    messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": goal}]
     submit = ToolDef(name=SUBMIT, description="Submit the plan (milestones in order).", parameters=schema)
     response = await model.complete(messages, [submit])
-    document = _document(response)
-    return _plan(goal, document, registry, caller, skills=sorted(skills))
+    try:
+        return _plan(goal, _document(response), registry, caller, skills=sorted(skills)), ""
+    except PlanError as exc:
+        if _beyond(exc):
+            raise  # the model says no tool can do it: asking again would not change that
+        first = exc
+    messages += [
+        response.to_message(),
+        *_answers(response, first.message),
+        {"role": "user", "content": REPAIR.format(why=first.message)},
+    ]
+    response = await model.complete(messages, [submit])
+    try:
+        return _plan(goal, _document(response), registry, caller, skills=sorted(skills)), ""
+    except PlanError as exc:
+        if _beyond(exc):
+            raise
+        second = exc
+    try:
+        plan = plan_offline(goal, registry, caller=caller, home=home)
+    except PlanError:
+        raise PlanError(
+            f"the model's plan could not be used, even after one repair request: {second.message}",
+            problems=second.data.get("problems", []),
+        ) from None
+    return plan, f"planned offline: the model's plan could not be used ({second.message})"
+
+
+REPAIR = (
+    "That plan cannot be used: {why}. Call submit_plan once more with a corrected plan: ids are "
+    "letters, digits, '_' or '-' and start with a letter, every depends_on names a milestone of the plan, "
+    "and the milestones form no cycle."
+)
+
+
+def _beyond(exc: PlanError) -> bool:
+    return bool(exc.data.get("beyond"))
+
+
+def _answers(response: ModelResponse, why: str) -> list[Message]:
+    """The tool messages that answer the model's calls, so the conversation stays well formed."""
+    return [
+        {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": f"refused: {why}"}
+        for call in response.tool_calls
+    ]
 
 
 SKILLS_PROMPT = (
@@ -118,6 +168,21 @@ def _document(response: Any) -> dict[str, Any]:
     raise PlanError(f"the planner gave no plan: {why}", problems=[{"task": None, "problem": why}])
 
 
+MILESTONE_ID = "letters, digits, '_' or '-', starting with a letter (at most 64)"
+
+
+def _said(exc: ValidationError, raw: dict[str, Any]) -> str:
+    """What is wrong with one milestone, in words (not pydantic's "1 validation error for Task")."""
+    problems = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error.get("loc") else "it"
+        if field == "id":
+            problems.append(f"has the id {str(raw.get('id', ''))[:80]!r}; an id is {MILESTONE_ID}")
+        else:
+            problems.append(f"has a bad {field}: {error.get('msg', 'not valid')}")
+    return "; ".join(problems) or "is not valid"
+
+
 def _plan(
     goal: str, document: dict[str, Any], registry: Registry, caller: str, *, skills: list[str] | None = None
 ) -> Plan:
@@ -125,7 +190,7 @@ def _plan(
     beyond = document.get("beyond")
     if not milestones:
         why = str(beyond or "the planner found nothing to do for this goal")[:500]
-        raise PlanError(why, problems=[{"task": None, "problem": why}])
+        raise PlanError(why, problems=[{"task": None, "problem": why}], beyond=bool(beyond))
     if not isinstance(milestones, list) or not MIN_MILESTONES <= len(milestones) <= MAX_MILESTONES:
         raise PlanError(
             f"the planner must give {MIN_MILESTONES}–{MAX_MILESTONES} milestones, got {len(milestones)}",
@@ -148,8 +213,7 @@ def _plan(
                     depends_on=[str(d) for d in raw.get("depends_on") or []],
                 )
             )
-        except ValueError as exc:
-            first = str(exc).splitlines()[0]
-            raise PlanError(f"the planner gave a bad milestone: {first}") from None
+        except ValidationError as exc:
+            raise PlanError(f"milestone {len(tasks) + 1} {_said(exc, raw)}") from None
     plan = Plan(goal=goal, caller=caller, tasks=tasks)
     return check(plan, registry)

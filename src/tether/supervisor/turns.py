@@ -21,14 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS
 
 from tether.agent.steps import MODEL, OPEN, StepWork, TurnHalted
+from tether.agent.surface import ToolSurface
+from tether.errors import TetherError
 from tether.execution import process
-from tether.store.threads import ThreadStore
+from tether.execution.protocol import clip
+from tether.store.threads import StepRecord, ThreadStore
 from tether.supervisor import durable
 
 if TYPE_CHECKING:
@@ -152,12 +156,46 @@ async def agent_turn(h: Host, opened: dict[str, Any]) -> list[Any]:
         result = await session.send(thread_id, str(opened["ask"]))
     except TurnHalted as halt:
         return ["unknown", f"the agent's turn: {halt.reason}", {"thread_id": thread_id}]
+    except TetherError as exc:  # the model failed (or wrote calls that could not be used)
+        return ["failed", f"the agent's model failed: {exc.message}", {"thread_id": thread_id}]
     data = {"thread_id": thread_id, "final": result.final, "steps": len(result.steps)}
     status = result.status.value
+    done, refused = _evidence(result.steps)
+    if refused is not None:
+        # What the tool answered is the diagnostics, not what the model then said about it.
+        data["refused"] = refused
     if status == "completed":
-        return ["completed", result.final, data]
+        if not done:
+            # A task is work: a turn that ran no tool for it did not do it, whatever it says.
+            why = f"the agent ran no tool for this task (it answered: {clip(result.final, 300)})"
+            return ["failed", why, data]
+        return ["completed", result.final, {**data, "done": done}]
     if result.final == TIMED_OUT:
         return ["stopped", "timed out", data]
     if status == "needs_confirmation":
         return ["rejected", f"the agent asks for a person's confirmation: {result.final}", data]
+    if refused is not None:
+        return ["failed", f"{refused['task_id']} {refused['status']}: {refused['message']}", data]
     return ["failed", result.final, data]
+
+
+def _evidence(steps: Sequence[StepRecord]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The business calls of a turn that did their work (completed, or started in the background), and
+    the last one that did not (its tool's own answer)."""
+    done: list[dict[str, Any]] = []
+    refused: dict[str, Any] | None = None
+    for step in steps:
+        if step.kind != "tool" or step.result is None or ToolSurface.is_control(step.tool or ""):
+            continue
+        status = str(step.result.get("status", ""))
+        summary = {
+            "task_id": step.tool,
+            "status": status,
+            "message": clip(str(step.result.get("message", "")), 500),
+            "execution_id": step.execution_id,
+        }
+        if status in ("completed", "running"):
+            done.append(summary)
+        elif status != "skipped":
+            refused = summary
+    return done, refused
