@@ -48,6 +48,10 @@ WANT = [("demo__farm_instance", {"instance_name": "gold"})]
         "<tool_call>{'name': 'farm_instance', 'arguments': {'instance_name': 'gold',}}</tool_call>",
         '{"type": "function", "function": {"name": "farm_instance", "arguments": {"instance_name": "gold"}}}',
         '{"tool_calls": [{"name": "demo__farm_instance", "arguments": {"instance_name": "gold"}}]}',
+        # Qwen2.5-Coder-1.5B on llama-server: the tool's definition echoed, values in its schema, in <tools>
+        '<tools>\n{"type": "function", "function": {"name": "demo__farm_instance", "description": "Farm.", '
+        '"parameters": {"type": "object", "properties": {"instance_name": "gold"}, '
+        '"required": ["instance_name"]}}}\n</tools>',
     ],
 )
 def test_a_call_written_as_text_is_taken(text: str) -> None:

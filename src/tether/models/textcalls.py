@@ -27,9 +27,11 @@ from typing import Any
 from tether.models.base import ToolCall, ToolDef
 from tether.models.jsonfix import loads_lenient
 
-TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+# Qwen's template asks for <tool_call>; a small model also writes <tools> (the tag its prompt lists the
+# tools in) or <function_call>.
+TAGGED = re.compile(r"<(tool_call|tools|function_call)>\s*(.*?)\s*(?:</\1>|$)", re.DOTALL)
 FENCED = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.DOTALL)
-MARKERS = re.compile(r"</?tool_call>|<\|python_tag\|>|<function=|\[TOOL_CALLS\]")
+MARKERS = re.compile(r"</?(?:tool_call|tools|function_call)>|<\|python_tag\|>|<function=|\[TOOL_CALLS\]")
 # ``start_game()``, ``demo__farm_instance(instance_name="金币")``: a call in a programming language's form.
 CALL_SYNTAX = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\s*\((.*?)\)", re.DOTALL)
 NAME_KEYS = ("name", "function_name", "tool_name", "tool", "action", "function", "call")
@@ -118,16 +120,27 @@ def _one(item: dict[str, Any], tools: Sequence[ToolDef], index: int) -> ToolCall
     if not isinstance(arguments, dict):
         return f"{name}: its arguments must be a JSON object"
     tool = next(t for t in tools if t.name == name)
+    arguments = _unwrapped(arguments, tool)
     problem = _fits(arguments, tool)
     if problem:
         return problem
     return ToolCall(id=f"text_call_{index}", name=name, arguments=arguments)
 
 
+def _unwrapped(arguments: dict[str, Any], tool: ToolDef) -> dict[str, Any]:
+    """Arguments a small model wrote in the shape of the tool's own schema (it echoed the definition
+    with its values filled in: ``{"type": "object", "properties": {<the arguments>}}``)."""
+    inner = arguments.get("properties")
+    known = set(tool.parameters.get("properties") or {})
+    if arguments.get("type") == "object" and isinstance(inner, dict) and "properties" not in known:
+        return inner
+    return arguments
+
+
 def _pieces(text: str) -> tuple[list[tuple[str, str]], str]:
     """The parts of ``text`` that may hold calls, each with how it was marked (``tag``, ``fence``,
     ``bare``, ``line``), and the prose left around them."""
-    tagged = TAGGED.findall(text)
+    tagged = [body for _, body in TAGGED.findall(text)]
     if tagged:
         return [(t, "tag") for t in tagged if t.strip()], TAGGED.sub("", text)
     fences = [f for f in FENCED.findall(text) if f.strip().startswith(("{", "["))]
