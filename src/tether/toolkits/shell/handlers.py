@@ -1,9 +1,12 @@
 """The shell tasks' handlers; imported only inside workers.
 
 A command runs as ``subprocess.Popen(argv, shell=False)``: stdin closed, stderr merged into stdout, the
-environment reduced to the command's ``env`` names, in its own session and process group. A stop
-request (or the time limit) ends the whole group: SIGTERM, then SIGKILL after ``KILL_GRACE_S``; if the
-worker itself is interrupted or killed first, the ``finally`` below (or the executor's tree kill) does.
+environment reduced to the command's ``env`` names, in its own session, inside a ``containment.Tree``
+(its own cgroup, or below the worker as a child subreaper). When the task ends — the command exits, a
+stop request, the time limit, an interrupt of the worker — the whole tree ends with it, however its
+processes detached: SIGTERM, then SIGKILL after ``KILL_GRACE_S``. If the worker is killed first, the
+job manager's tree kill finds the detached ones below the worker. The output pipe is never waited on
+for more than ``POLL_S`` at a time, so a process holding it open cannot hold the task past its limit.
 """
 
 from __future__ import annotations
@@ -11,9 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -22,6 +23,7 @@ from typing import Any
 from tether.config import ShellSettings
 from tether.errors import ConfigError, StopRequested, TaskFailed
 from tether.tasks.context import TaskContext
+from tether.toolkits.shell import containment
 from tether.toolkits.shell.allowlist import (
     FOREGROUND_TIMEOUT_S,
     ArgumentRefused,
@@ -32,6 +34,8 @@ from tether.toolkits.shell.allowlist import (
 )
 
 KILL_GRACE_S = 2.0
+LINGER_S = 1.0  # after the command exits, how long what it started may hold its output open
+REAP_EVERY_S = 0.5
 POLL_S = 0.05
 MAX_LINES_PER_S = 50  # streamed as progress; beyond this, lines are counted and summarized
 TAIL_LINES = 200  # lines of output kept for the result (head and tail)
@@ -122,34 +126,99 @@ def _decode(raw: bytes, limit: int) -> str:
     return line
 
 
-def _reader(pipe: Any, lines: queue.Queue[bytes | None], limit: int) -> None:
+def _reader(fd: int, lines: queue.Queue[bytes | None], limit: int) -> None:
+    """Split the command's output into lines. It reads the descriptor itself, never a buffered file:
+    the task must be able to give up on a pipe that a stray process holds open, and a buffered file's
+    close waits for the read blocked in it."""
+    longest = limit * 4 + 4  # bytes: a line without a newline never grows without limit
+    pending = b""
     try:
-        while True:
-            # Bounded reads: a line without a newline never grows without limit.
-            raw = pipe.readline(limit * 4 + 4)
-            if not raw:
-                break
-            lines.put(raw)
+        while chunk := os.read(fd, 65536):
+            pending += chunk
+            while True:
+                cut = pending.find(b"\n", 0, longest)
+                if cut < 0 and len(pending) < longest:
+                    break
+                end = cut + 1 if cut >= 0 else longest
+                lines.put(pending[:end])
+                pending = pending[end:]
+        if pending:
+            lines.put(pending)
+    except OSError:
+        pass
     finally:
         lines.put(None)
 
 
-def _terminate(child: subprocess.Popen[bytes]) -> None:
-    """End the command's whole process group: SIGTERM, then SIGKILL after a grace period."""
-    if child.poll() is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(child.pid, signal.SIGKILL)  # leftovers of a group whose leader has exited
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(child.pid, signal.SIGTERM)
-    try:
-        child.wait(KILL_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(child.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        child.wait(KILL_GRACE_S)
+class _Lines:
+    """What the task does with each line: keep it for the result, stream it as progress (limited)."""
+
+    def __init__(self, ctx: TaskContext, settings: ShellSettings, *, stream: bool) -> None:
+        self.ctx = ctx
+        self.limit = settings.max_line_chars
+        self.output = _Output(settings.max_output_chars)
+        self.stream = stream
+        self.window, self.sent, self.skipped = time.monotonic(), 0, 0
+
+    def take(self, raw: bytes) -> None:
+        line = _decode(raw, self.limit)
+        self.output.add(line)
+        if not self.stream:
+            return
+        # Each streamed line goes to the log once, with its progress event.
+        now = time.monotonic()
+        if now - self.window >= 1.0:
+            if self.skipped:
+                self.ctx.progress(None, f"[… {self.skipped} lines not streamed …]")
+            self.window, self.sent, self.skipped = now, 0, 0
+        if self.sent < MAX_LINES_PER_S:
+            self.ctx.progress(None, line)
+            self.sent += 1
+        else:
+            self.skipped += 1
+
+
+def _follow(
+    ctx: TaskContext,
+    child: subprocess.Popen[bytes],
+    tree: containment.Tree,
+    queued: queue.Queue[bytes | None],
+    lines: _Lines,
+    deadline: float | None,
+) -> str:
+    """Take the command's lines until it ends (``exit``), is stopped (``stop``) or runs over its time
+    limit (``timeout``); never waits on the pipe longer than ``POLL_S`` at a time."""
+    eof = False
+    exited_at: float | None = None
+    reaped = time.monotonic()
+    while True:
+        raw: bytes | None = b""
+        if eof:  # output is closed: only the exit is left to wait for
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(POLL_S)
+        else:
+            with contextlib.suppress(queue.Empty):
+                raw = queued.get(timeout=POLL_S)
+        if raw is None:
+            eof = True
+        elif raw:
+            lines.take(raw)
+        now = time.monotonic()
+        if child.poll() is not None:
+            if eof:
+                return "exit"
+            # The command has exited but something it started holds its output open: a moment for
+            # the last lines, then that goes with the rest of the tree.
+            exited_at = exited_at or now
+            if now - exited_at >= LINGER_S:
+                return "exit"
+        if now - reaped >= REAP_EVERY_S:  # orphans the worker adopted that have exited
+            tree.reap()
+            reaped = now
+        if ctx.should_stop():
+            return "stop"
+        if deadline is not None and now > deadline:
+            return "timeout"
 
 
 def _execute(
@@ -157,84 +226,59 @@ def _execute(
 ) -> tuple[str, dict[str, Any]]:
     env = {name: os.environ[name] for name in command.env if name in os.environ}
     limit = command.timeout_s or (None if stream else FOREGROUND_TIMEOUT_S)
+    tree = containment.Tree.prepare()
     ctx.log.info("shell %s: %s (cwd %s)", command.name, argv, command.cwd)
     try:
-        child = subprocess.Popen(
-            argv,
-            shell=False,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=command.cwd,
-            env=env,
-            close_fds=True,
-            start_new_session=sys.platform != "win32",  # its own group: a stop reaches all it started
-        )
+        child = tree.spawn(argv, cwd=command.cwd, env=env)
     except OSError as exc:
+        tree.release()
         raise TaskFailed(f"{command.name}: could not start {argv[0]!r}: {exc.strerror or exc}") from None
-    lines: queue.Queue[bytes | None] = queue.Queue(maxsize=10_000)
+    assert child.stdout is not None
+    ctx.log.info("contained by %s%s", tree.mode, f" ({tree.why})" if tree.why else "")
+    queued: queue.Queue[bytes | None] = queue.Queue(maxsize=10_000)
     reader = threading.Thread(
-        target=_reader, args=(child.stdout, lines, settings.max_line_chars), name="shell-output", daemon=True
+        target=_reader,
+        args=(child.stdout.fileno(), queued, settings.max_line_chars),
+        name="shell-output",
+        daemon=True,
     )
     reader.start()
-    output = _Output(settings.max_output_chars)
+    lines = _Lines(ctx, settings, stream=stream)
     started = time.monotonic()
     deadline = None if limit is None else started + limit
-    window, sent, skipped = started, 0, 0
-    ended = "exit"
+    ended, left = "exit", []
     try:
-        eof = False
-        while not (eof and child.poll() is not None):
-            raw: bytes | None = b""
-            if eof:  # output is closed: only the exit is left to wait for
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    child.wait(POLL_S)
-            else:
-                with contextlib.suppress(queue.Empty):
-                    raw = lines.get(timeout=POLL_S)
-            if raw is None:
-                eof = True
-            elif raw:
-                line = _decode(raw, settings.max_line_chars)
-                output.add(line)
-                if stream:  # each streamed line goes to the log once, with its progress event
-                    now = time.monotonic()
-                    if now - window >= 1.0:
-                        if skipped:
-                            ctx.progress(None, f"[… {skipped} lines not streamed …]")
-                        window, sent, skipped = now, 0, 0
-                    if sent < MAX_LINES_PER_S:
-                        ctx.progress(None, line)
-                        sent += 1
-                    else:
-                        skipped += 1
-            if ctx.should_stop():
-                ended = "stop"
-                break
-            if deadline is not None and time.monotonic() > deadline:
-                ended = "timeout"
-                break
+        ended = _follow(ctx, child, tree, queued, lines, deadline)
     finally:
-        # Whatever ends this loop (a stop, the time limit, an interrupt of the worker), the command's
-        # group does not outlive the task.
-        _terminate(child)
-        reader.join(KILL_GRACE_S)
-        if child.stdout is not None:
-            child.stdout.close()
+        # Whatever ends the command (its exit, a stop, the time limit, an interrupt of the worker), no
+        # process it started outlives the task, however it detached.
+        left = tree.end(KILL_GRACE_S)
+    if left:
+        ctx.log.warning("shell %s: processes %s could not be ended", command.name, left)
+    # Every writer is gone (or out of reach): what is still in the pipe is read, for a bounded time.
+    drained = time.monotonic() + KILL_GRACE_S
+    with contextlib.suppress(queue.Empty):
+        while (raw := queued.get(timeout=max(0.0, drained - time.monotonic()))) is not None:
+            lines.take(raw)
+    if not reader.is_alive():
+        child.stdout.close()  # else a process out of reach holds the pipe: the worker's exit closes it
     code = child.returncode
-    text, clipped = output.text()
+    text, clipped = lines.output.text()
     data: dict[str, Any] = {
         "command": command.name,
         "exit_code": code,
+        "containment": tree.mode,
         "output": text,
         "clipped": clipped,
-        "lines": output.lines,
+        "lines": lines.output.lines,
         "seconds": round(time.monotonic() - started, 3),
     }
+    if left:
+        data["left_running"] = left
     if ended == "stop":
         raise StopRequested(f"{command.name} was stopped", **data)
     if ended == "timeout":
         raise TaskFailed(f"{command.name} ran over its time limit of {limit:g}s and was ended", **data)
     if code != 0:
         raise TaskFailed(f"{command.name} exited with code {code}", **data)
-    return f"{command.name} finished (exit code 0, {output.lines} lines of output)", data
+    return f"{command.name} finished (exit code 0, {lines.output.lines} lines of output)", data
