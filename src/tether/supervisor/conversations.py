@@ -4,6 +4,11 @@ of the CLI share.
 - ``submit`` hands a message, or the answer to the question a thread waits on, to the home's executors
   as a durable turn (``tether.turn``, see ``turns.py``) and returns at once with the turn's request id;
   one turn per thread at a time, so a second message while one is under way is refused, not queued.
+- ``cancel_turn`` is Ctrl-C for a turn handed over to an executor (the page's Cancel): its workflow is
+  cancelled, the turn ends at once (``interrupted``, so the next turn settles what it left, and every call
+  the model made gets an answer), and the job it was waiting on is stopped through the executor's control
+  entry point as the caller who asked. A background job it had already handed off goes on (stop it as a
+  job), as with Ctrl-C in ``tether chat``.
 - ``delete_thread`` makes a thread converge to gone: its turn's workflow is cancelled, its jobs are
   stopped through the executor's control entry point (as the person who asked), and once its turn has
   ended its records are removed.
@@ -21,10 +26,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigError
+from tether.events import TurnFinished
 from tether.execution import process
 from tether.store.artifacts import forget_thread, remove_unfinished
 from tether.store.threads import ThreadDeleted, ThreadState
 from tether.supervisor import durable
+from tether.tasks.result import TaskStatus
 
 if TYPE_CHECKING:
     from tether.runtime import Runtime
@@ -32,6 +39,8 @@ if TYPE_CHECKING:
 LIVE = ["PENDING", "ENQUEUED"]
 ATTEMPT_WORKFLOW = "tether.agent_attempt"
 SETTLE_TIMEOUT_S = 10.0
+IN_FLIGHT_S = 3.0  # how long a cancel waits for the job of a call that began as its turn ended
+INTERRUPTED = "interrupted"
 FINISHING_S = 3.0  # how long a new turn waits for the previous turn's workflow to finish returning
 AGENT_THREAD = "run-"  # an agent task's thread in a goal run (run-<execution id>): the run's, not a person's
 
@@ -135,6 +144,102 @@ def submit(
             time.sleep(0.02)
 
 
+def _cancel_live(client: Any, thread_id: str) -> list[str]:
+    """Cancel the thread's handed-over turns that have not ended (with their children): none of their
+    steps starts from now on. Their workflow ids."""
+    workflows = [w for w, _ in live_turns(client, thread_id)]
+    for workflow_id in workflows:
+        client.cancel_workflow(workflow_id, cancel_children=True)
+    return workflows
+
+
+def cancelled_text(message: str) -> str:
+    """What a cancelled turn says, in the language of the message that started it."""
+    if any("\u4e00" <= ch <= "\u9fff" for ch in message):
+        return "本轮已被你取消，其余步骤不再执行。"
+    return "You cancelled this turn; nothing more of it runs."
+
+
+async def cancel_turn(
+    runtime: Runtime, executor: Any, client: Any, thread_id: str, *, caller: str
+) -> dict[str, Any]:
+    """Cancel the thread's running (or queued) turn and stop the job it is waiting on, through
+    ``executor.control`` as ``caller``. What was done: the turn cancelled (None when none ran) and the
+    jobs stopped; ``cancelled`` is False when there was nothing to cancel."""
+    if thread_id.startswith(AGENT_THREAD):
+        raise ConfigError(f"thread {thread_id!r} is a goal run's agent task: cancel its run instead")
+    threads = runtime.threads
+    if await asyncio.to_thread(threads.load, thread_id) is None:
+        raise ConfigError(f"no thread {thread_id!r}")
+    workflows = await asyncio.to_thread(_cancel_live, client, thread_id)
+    turns = await asyncio.to_thread(threads.turns_with_status, thread_id, "running")
+    if turns and not workflows:  # not handed over: a process that is no executor runs it, or ran it
+        await asyncio.to_thread(threads.interrupt_orphans, alive, (), thread_id)
+        if await asyncio.to_thread(running, runtime, thread_id):
+            raise Busy(
+                f"thread {thread_id!r} is in a turn run by another process (tether run --here, tether "
+                "chat): stop it there with Ctrl-C"
+            )
+        turns = []
+    if not turns:  # nothing ran; a turn still queued was cancelled before it began
+        return {"thread_id": thread_id, "turn": None, "cancelled": bool(workflows), "stopped_jobs": []}
+    record = turns[-1]
+    # The turn ends now, on record and live: no step of it starts any more (a durable step first makes
+    # sure its turn is still running), and `interrupted` lets the next turn settle what it left.
+    text = cancelled_text(record.message)
+    steps = await asyncio.to_thread(threads.steps, thread_id, record.turn)
+    event = TurnFinished(
+        topic=f"thread:{thread_id}",
+        thread_id=thread_id,
+        turn=record.turn,
+        index=max((step.index for step in steps), default=-1) + 1,
+        status=INTERRUPTED,
+        final=text,
+    )
+    ended = await asyncio.to_thread(threads.end_turn, thread_id, record.turn, INTERRUPTED, text, event)
+    stopped = await _stop_in_flight(runtime, executor, thread_id, record.turn, caller=caller)
+    return {
+        "thread_id": thread_id,
+        "turn": record.turn if ended else None,
+        "cancelled": ended,
+        "stopped_jobs": stopped,
+    }
+
+
+async def _stop_in_flight(
+    runtime: Runtime, executor: Any, thread_id: str, turn: int, *, caller: str
+) -> list[str]:
+    """Stop the jobs of ``turn``'s calls still in flight (a step on record as started). A call that had
+    begun when its turn ended may not have its job on record yet: it is waited for, briefly. A
+    background job already handed off (running: past its handshake) is the person's, and goes on."""
+    origin = f"thread:{thread_id}"
+    stopped: list[str] = []
+    settled: set[str] = set()
+    deadline = time.monotonic() + IN_FLIGHT_S
+    while True:
+        steps = await asyncio.to_thread(runtime.threads.steps, thread_id, turn)
+        waiting = False
+        for step in steps:
+            eid = step.execution_id
+            if step.kind != "tool" or step.status != "started" or not eid or eid in settled:
+                continue
+            found = await executor.control(eid, "status", caller=caller, origin=origin)
+            if found.status is TaskStatus.NOT_FOUND:
+                waiting = True  # its worker may be starting this moment
+                continue
+            settled.add(eid)
+            spec = executor.registry.get(found.task_id)
+            handed_off = found.status is TaskStatus.RUNNING and spec is not None and spec.background
+            if found.status in (TaskStatus.PENDING, TaskStatus.RUNNING) and not handed_off:
+                await executor.control(
+                    eid, "stop", caller=caller, origin=origin, reason="its turn was cancelled"
+                )
+                stopped.append(eid)
+        if not waiting or time.monotonic() >= deadline:
+            return stopped
+        await asyncio.sleep(0.05)
+
+
 async def delete_thread(
     runtime: Runtime, executor: Any, client: Any, thread_id: str, *, caller: str
 ) -> dict[str, Any]:
@@ -142,9 +247,7 @@ async def delete_thread(
     its records once its turn has ended. What was done."""
     if await asyncio.to_thread(runtime.threads.load, thread_id) is None:
         raise ConfigError(f"no thread {thread_id!r}")
-    workflows = [w for w, _ in await asyncio.to_thread(live_turns, client, thread_id)]
-    for workflow_id in workflows:
-        await asyncio.to_thread(client.cancel_workflow, workflow_id, cancel_children=True)
+    workflows = await asyncio.to_thread(_cancel_live, client, thread_id)
     stopped = []
     origin = f"thread:{thread_id}"
     for job in await asyncio.to_thread(executor.jobs_for, caller, origin=origin, active=True, limit=10_000):

@@ -172,6 +172,47 @@ def test_a_background_job_reports_progress_live_and_stops_from_the_api(served: S
     assert served.http.post("/api/jobs/no-such-job/stop").status_code == 404
 
 
+def farming(served: Served, thread: str) -> dict[str, Any] | None:
+    """The farm job of ``thread``'s running turn, once it runs."""
+    steps = served.get(f"/api/threads/{thread}/steps")["items"]
+    started = [s for s in steps if s["tool"] == "demo.farm_instance" and s["status"] == "started"]
+    if not started or not started[0]["execution_id"]:
+        return None
+    job = served.http.get(f"/api/jobs/{started[0]['execution_id']}")
+    return job.json() if job.status_code == 200 and job.json()["status"] == "running" else None
+
+
+def test_a_running_turn_is_cancelled_from_the_api_and_its_job_is_stopped(served: Served) -> None:
+    """As Ctrl-C does in the CLI: the turn ends at once, the job it waits on is stopped (through the
+    executor, as the caller web), nothing of it runs again, and the conversation goes on."""
+    say(served, new_thread(served), "启动游戏")
+    thread = new_thread(served)
+    start = served.get("/api/info")["last_event_id"]
+    served.post(f"/api/threads/{thread}/messages", {"text": "刷 30 次金币副本"}, expect=202)
+    job = wait_for(lambda: farming(served, thread), 60, "the farm job to run")
+    eid = job["execution_id"]
+    cancelled = served.post(f"/api/threads/{thread}/turn/cancel")
+    assert cancelled == {"thread_id": thread, "turn": 1, "cancelled": True, "stopped_jobs": [eid]}, cancelled
+    stopped = served.get(f"/api/jobs/{eid}")
+    assert stopped["status"] == "stopped" and "cancelled" in stopped["message"], stopped
+    assert served.get(f"/api/threads/{thread}")["running"] is False
+    messages = served.get(f"/api/threads/{thread}/messages")["items"]
+    assert messages[-1]["role"] == "assistant" and messages[-1]["status"] == "interrupted"
+    assert "取消" in messages[-1]["text"], messages[-1]  # said in the language of the message
+    events = sse_events(served, after=start, until=lambda es: any(
+        e["kind"] == "turn_finished" and e["topic"] == f"thread:{thread}" for e in es))  # fmt: skip
+    assert next(e for e in events if e["kind"] == "turn_finished")["status"] == "interrupted"
+    # Nothing to cancel now; the conversation goes on, and the farm never runs again.
+    again = served.post(f"/api/threads/{thread}/turn/cancel")
+    assert again == {"thread_id": thread, "turn": None, "cancelled": False, "stopped_jobs": []}
+    done = say(served, thread, "查看游戏状态")
+    assert done["turns"] == 2
+    assert served.get(f"/api/threads/{thread}/messages")["items"][-1]["status"] == "completed"
+    farms = served.get("/api/jobs", params={"origin": f"thread:{thread}", "limit": 50})["items"]
+    assert [j["execution_id"] for j in farms if j["task_id"] == "demo.farm_instance"] == [eid]
+    assert served.http.post("/api/threads/no-such-thread/turn/cancel").status_code == 404
+
+
 def test_deleting_a_thread_stops_its_jobs_and_its_records_go(served: Served) -> None:
     say(served, new_thread(served), "启动游戏")
     thread = new_thread(served)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import _kill_game
-from tests.support.helpers import ROOT
+from tests.support.helpers import ROOT, wait_for
 from tests.support.webserver import EventReader, Served, serving
 
 pytestmark = pytest.mark.slow
@@ -165,6 +165,32 @@ def test_a_background_job_moves_its_progress_bar_and_stops_from_the_page(page: A
     row.get_by_test_id("job-stop").click()
     page.locator(f"[data-testid=job-row][data-job='{execution_id}'][data-status=stopped]").wait_for()
     shot(page, "05-job-stopped")
+
+
+def test_a_running_turn_is_cancelled_from_the_page_and_its_job_is_stopped(page: Any, served: Served) -> None:
+    new_thread(page)
+    say(page, "启动游戏")
+    send(page, "刷 30 次金币副本")
+    thread = page.evaluate("decodeURIComponent(/thread=([^&]+)/.exec(location.hash)[1])")
+
+    def farm() -> dict[str, Any] | None:
+        jobs = served.get("/api/jobs", params={"origin": f"thread:{thread}", "active": True})["items"]
+        return next((j for j in jobs if j["task_id"] == "demo.farm_instance"), None)
+
+    job = wait_for(farm, 60, "the farm job to run")
+    cancel = page.get_by_test_id("working").get_by_test_id("cancel-turn")
+    assert cancel.inner_text() == "Cancel"
+    shot(page, "13-turn-running")
+    cancel.click()
+    wait_idle(page)
+    answer = page.get_by_test_id("msg-assistant").last
+    answer.filter(has_text="取消").wait_for()
+    assert "interrupted" in answer.inner_text().lower()
+    assert "1 job(s) stopped" in page.get_by_test_id("notice").inner_text()
+    assert served.get(f"/api/jobs/{job['execution_id']}")["status"] == "stopped"
+    shot(page, "14-turn-cancelled")
+    say(page, "查看游戏状态")  # the conversation goes on
+    assert served.get(f"/api/threads/{thread}")["turns"] == 3
 
 
 def test_a_reload_in_the_middle_of_a_turn_loses_nothing_and_shows_nothing_twice(page: Any) -> None:

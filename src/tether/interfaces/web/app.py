@@ -159,6 +159,13 @@ class Deleted(_Doc):
     removed_files: int = 0
 
 
+class TurnCancelled(_Doc):
+    thread_id: str
+    turn: int | None = Field(description="the turn that was cancelled; null when none was running")
+    cancelled: bool = Field(description="false when there was nothing to cancel")
+    stopped_jobs: list[str] = Field(description="the jobs the turn was waiting on, now stopped")
+
+
 class Message(_Doc):
     turn: int
     role: Literal["user", "assistant"]
@@ -331,7 +338,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (401, "no valid token"),
         (403, "a cross-site request"),
         (404, "no such thing (or not visible to this caller)"),
-        (409, "the thread is in a turn already"),
+        (409, "the thread is in a turn already (or, to cancel, in one run by another process)"),
         (405, "the path does not take that method"),
         (413, "the request body is too large"),
         (421, "not a loopback host"),
@@ -564,6 +571,17 @@ def _thread_routes(app: FastAPI, ctx: WebContext) -> None:
             ctx.runtime, ctx.executor, ctx.client, thread_id, caller=CALLER
         )
         return Deleted(**done)
+
+    @app.post("/api/threads/{thread_id}/turn/cancel", response_model=TurnCancelled)
+    async def cancel_turn(thread_id: ThreadId) -> TurnCancelled:
+        """Cancel the thread's running turn, as Ctrl-C does in the CLI: it ends at once (interrupted),
+        and the job it was waiting on is stopped. A background job it had handed off goes on."""
+        if await asyncio.to_thread(threads.load, thread_id) is None:
+            raise _not_found(f"no thread {thread_id!r}")
+        done = await conversations.cancel_turn(
+            ctx.runtime, ctx.executor, ctx.client, thread_id, caller=CALLER
+        )
+        return TurnCancelled(**done)
 
     @app.get("/api/threads/{thread_id}/messages", response_model=Messages)
     def list_messages(thread_id: ThreadId, limit: Annotated[int, Query(ge=1, le=1000)] = 200) -> Messages:

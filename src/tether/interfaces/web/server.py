@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +27,23 @@ DEFAULT_PORT = 8765
 EVENTS_PATH = "/api/events"
 STREAM_HEADROOM = 16  # connections kept for the API beyond the event streams
 FILES_BESIDES_CONNECTIONS = 1024  # the store, DBOS, workers' pipes and logs
+
+
+class _CancelledByPerson(logging.Filter):
+    """A turn the person cancelled (the page's Cancel, a deleted thread) ends its workflow as cancelled,
+    which DBOS logs as an error with a traceback in the terminal of ``tether serve``: it is not one."""
+
+    CANCELLED = frozenset({"DBOSWorkflowCancelledError", "DBOSAwaitedWorkflowCancelledError"})
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return error is None or type(error).__name__ not in self.CANCELLED
+
+
+def _quiet_cancellations() -> None:
+    dbos = logging.getLogger("dbos")
+    if not any(isinstance(f, _CancelledByPerson) for f in dbos.filters):
+        dbos.addFilter(_CancelledByPerson())
 
 
 def _allow_open_files(connections: int) -> None:
@@ -95,6 +113,7 @@ async def serve(
             f"{settings.max_connections - STREAM_HEADROOM}, or raise max_connections"
         )
     _allow_open_files(settings.max_connections)
+    _quiet_cancellations()
     limits = Limits(
         head_timeout_s=settings.request_head_timeout_s,
         body_timeout_s=settings.request_body_timeout_s,

@@ -97,6 +97,7 @@ export const api = {
   renameThread: (threadId, title) => patch(path`/api/threads/${threadId}`, { title }),
   deleteThread: (threadId) => del(path`/api/threads/${threadId}`),
   messages: (threadId) => get(path`/api/threads/${threadId}/messages`),
+  cancelTurn: (threadId) => post(path`/api/threads/${threadId}/turn/cancel`),
   sendMessage: (threadId, text, formats = []) => post(path`/api/threads/${threadId}/messages`, { text, formats }),
   artifacts: (threadId) => get(path`/api/threads/${threadId}/artifacts`),
   steps: (threadId, turn) => get(withQuery(path`/api/threads/${threadId}/steps`, { turn })),

@@ -776,14 +776,38 @@ function renderWorking() {
   if (!el) {
     el = h(
       'div',
-      { class: 'working', 'data-testid': 'working', role: 'status' },
+      { class: 'working', 'data-testid': 'working' },
       h('span', { class: 'spinner', 'aria-hidden': 'true' }),
-      h('span', { class: 'working-text' }),
+      h('span', { class: 'working-text', role: 'status' }),
+      // Ctrl-C for the page: the turn ends now, and the job it waits on is stopped.
+      h('button', { type: 'button', class: 'small', 'data-testid': 'cancel-turn', onclick: () => attempt(cancelTurn) }),
     );
     slot.append(el);
   }
   el.querySelector('.working-text').textContent = workingText();
+  const cancel = el.querySelector('[data-testid=cancel-turn]');
+  cancel.textContent = t('chat.cancelTurn');
+  cancel.title = t('chat.cancelTurnHint');
   startWatchdog();
+}
+
+async function cancelTurn() {
+  const id = state.currentId;
+  const button = $('working-slot').querySelector('[data-testid=cancel-turn]');
+  if (!id || (button && button.disabled)) return;
+  if (button) button.disabled = true;
+  try {
+    const out = await api.cancelTurn(id);
+    if (id !== state.currentId) return;
+    setWorking(id, false);
+    if (out.turn === null) state.optimistic = []; // a message still queued: it never became a turn
+    if (out.cancelled) showNotice(t('chat.turnCancelled', { jobs: (out.stopped_jobs || []).length }));
+    renderWorking();
+    await loadCurrentThread();
+    attempt(loadJobs);
+  } finally {
+    if (button) button.disabled = false;
+  }
 }
 
 // While "working" shows, check now and then that the turn still runs: a missed event never leaves
