@@ -214,3 +214,16 @@ def test_a_resource_swapped_for_a_link_after_the_scan_is_not_followed(home: Path
     (folder / "template.md").symlink_to(outside / "template.md")
     with pytest.raises(KeyError, match="link"):
         library.read("notes", "template.md")
+
+
+def test_a_skill_body_and_its_resources_reach_the_model_without_control_characters(home: Path) -> None:
+    """A skill is outside text: an escape sequence in it must not reach a prompt (or a terminal)."""
+    hostile = "\x1b]0;pwned\x07\x1b[2Jstep one\u202e\x9b31m\r\nstep two\x00"
+    folder = write_skill(home, "hostile", f"---\nname: hostile\ndescription: d\n---\n# Steps\n\t{hostile}\n")
+    (folder / "notes.md").write_text(f"resource {hostile}\n", encoding="utf-8")
+    library = SkillLibrary(home)
+    for text in (library.read("hostile"), library.read("hostile", "notes.md")):
+        assert not any(c in text for c in "\x1b\x07\x9b\u202e\r\x00"), repr(text)
+        assert "step one" in text or "resource" in text
+    body = library.read("hostile")
+    assert body.startswith("# Steps\n\t]0;pwned[2Jstep one") and "\nstep two" in body  # lines and tabs kept

@@ -120,6 +120,15 @@ def _one_line(text: str) -> str:
     return " ".join(kept.split())
 
 
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _plain(text: str) -> str:
+    """A body or resource for a model's prompt: its lines and tabs, without control characters (an
+    escape sequence, a carriage return that hides a line, a bidirectional override that reorders one)."""
+    return _CONTROLS.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+
+
 class SkillLibrary:
     """The skills of one home: shipped ones, then the home's own (which win on a name clash).
 
@@ -205,7 +214,7 @@ class SkillLibrary:
         if skill is None:
             raise KeyError(f"no skill {name!r}; installed: {', '.join(self.names()) or 'none'}")
         if resource is None:
-            return skill.body
+            return _plain(skill.body)
         if resource not in skill.resources:
             raise KeyError(
                 f"skill {name!r} has no resource {resource!r}; it has: {', '.join(skill.resources) or 'none'}"
@@ -213,13 +222,15 @@ class SkillLibrary:
         root = skill.folder.parent
         try:
             with _skills_dir(root, skill.source) as dfd, _open_dir(root, dfd, skill.folder.name) as fd:
-                return _read(
-                    skill.folder,
-                    fd,
-                    resource,
-                    MAX_RESOURCE_BYTES,
-                    shipped=skill.source == "tether",
-                    errors="replace",
+                return _plain(
+                    _read(
+                        skill.folder,
+                        fd,
+                        resource,
+                        MAX_RESOURCE_BYTES,
+                        shipped=skill.source == "tether",
+                        errors="replace",
+                    )
                 )
         except (Unsafe, OSError) as exc:
             why = str(exc) if isinstance(exc, Unsafe) else _why(exc)
