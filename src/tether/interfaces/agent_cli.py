@@ -417,14 +417,38 @@ def _hand_over(
             durable.enqueue_turn(client, workflow_id, request)
             if not as_json:
                 err.print(f"[dim]handed to the running executor · thread {escape(thread_id)}[/]")
-            output = _follow_turn(
-                runtime, client, workflow_id, thread_id, after, render=not as_json, registry_ref=registry_ref
-            )
+            try:
+                output = _follow_turn(
+                    runtime,
+                    client,
+                    workflow_id,
+                    thread_id,
+                    after,
+                    render=not as_json,
+                    registry_ref=registry_ref,
+                )
+            except KeyboardInterrupt:
+                _cancel_handed_over(runtime, client, thread_id, registry_ref)
+                raise
     if "error" in output:
         raise ConfigError(str(output["error"]))
     result = TurnResult.from_dict(output)
     _print_turn(result, as_json=as_json, detach=True, model=str(output.get("model", "")))
     return _exit_code(result.status.value)
+
+
+def _cancel_handed_over(runtime: Any, client: Any, thread_id: str, registry_ref: str) -> None:
+    """Ctrl-C while following a turn the executor runs cancels it there, as Ctrl-C cancels a turn run
+    in this process: it ends, and the job it waits on is stopped (``conversations.cancel_turn``)."""
+    from tether.execution.executor import Executor
+    from tether.interfaces.cli import load_registry
+    from tether.supervisor import conversations
+    from tether.tasks.spec import CLI
+
+    with Executor(load_registry(registry_ref), runtime=runtime) as executor:
+        done = asyncio.run(conversations.cancel_turn(runtime, executor, client, thread_id, caller=CLI))
+    if done["cancelled"]:
+        err.print(f"turn cancelled; {len(done['stopped_jobs'])} job(s) stopped", markup=False)
 
 
 TAKE_OVER_S = 1.0  # how long a handed-over turn may have no executor before its command runs it

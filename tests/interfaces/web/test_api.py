@@ -4,6 +4,10 @@ the offline model, real workers, the real event log."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -211,6 +215,39 @@ def test_a_running_turn_is_cancelled_from_the_api_and_its_job_is_stopped(served:
     farms = served.get("/api/jobs", params={"origin": f"thread:{thread}", "limit": 50})["items"]
     assert [j["execution_id"] for j in farms if j["task_id"] == "demo.farm_instance"] == [eid]
     assert served.http.post("/api/threads/no-such-thread/turn/cancel").status_code == 404
+
+
+def test_ctrl_c_on_a_turn_handed_to_the_server_cancels_it_there(served: Served) -> None:
+    """`tether run` while `tether serve` runs hands the turn over and follows it: its Ctrl-C cancels the
+    turn there (it went on running, its job too, once the command had gone)."""
+    say(served, new_thread(served), "启动游戏")
+    env = {**os.environ, "TETHER_HOME": str(served.home), "TETHER_CLI_SERVER": "0"}
+    command = [
+        sys.executable,
+        "-m",
+        "tether.interfaces.cli",
+        "run",
+        "刷 30 次金币副本",
+        "--new-thread",
+        "cli-c",
+    ]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        job = wait_for(
+            lambda: served.http.get("/api/threads/cli-c").status_code == 200 and farming(served, "cli-c"),
+            60,
+            "the handed-over turn's farm job to run",
+        )
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130 and "turn cancelled" in err and "Traceback" not in err, err
+    assert served.get("/api/threads/cli-c")["running"] is False
+    assert served.get(f"/api/jobs/{job['execution_id']}")["status"] == "stopped"
+    assert served.get("/api/threads/cli-c/messages")["items"][-1]["status"] == "interrupted"
 
 
 def test_deleting_a_thread_stops_its_jobs_and_its_records_go(served: Served) -> None:
