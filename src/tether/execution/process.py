@@ -130,10 +130,12 @@ def kill_tree(ref: ProcessRef) -> None:
     """The last stop step: kill the worker's group, and any descendant that left the group.
 
     The group is killed even when its leader already exited: Linux never hands out a number that is
-    still some group's id, so the group can only hold the worker's own descendants.
+    still some group's id, so the group can only hold the worker's own descendants. The descendants
+    outside it are stopped before anything is killed (see ``_stopped_descendants``).
     """
-    escaped = descendants(ref.pid) if is_alive(ref) else []
+    escaped = _stopped_descendants(ref.pid) if is_alive(ref) else []
     if _reused(ref):
+        _kill_each(escaped, signal.SIGKILL)  # stopped above as the worker's: never left stopped
         return
     if sys.platform == "win32":
         import psutil
@@ -148,12 +150,38 @@ def kill_tree(ref: ProcessRef) -> None:
         os.killpg(ref.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    for child in escaped:
+    _kill_each(escaped, signal.SIGKILL)
+
+
+def _kill_each(refs: list[ProcessRef], sig: int) -> None:
+    for child in refs:
         if is_alive(child):  # never a number the OS handed to someone else meanwhile
             try:
-                os.kill(child.pid, signal.SIGKILL)
+                os.kill(child.pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
+
+
+FREEZE_ROUNDS = 100  # readings of the tree before the kill goes ahead with what it has
+
+
+def _stopped_descendants(pid: int) -> list[ProcessRef]:
+    """Every descendant of ``pid``, each stopped (SIGSTOP) as it is found, read again until a reading
+    finds no new one.
+
+    A single reading races the tree: a process that forks between the reading and its own kill (or
+    that starts a successor when it sees the worker die) leaves a child nobody read, re-parented to
+    init once its parent dies. A stopped process cannot fork, and a child born before its parent
+    stopped is in the next reading (as is an orphan a subreaper worker adopted meanwhile)."""
+    found: dict[ProcessRef, None] = {}
+    for _ in range(FREEZE_ROUNDS):
+        new = [d for d in descendants(pid) if d not in found]
+        if not new:
+            break
+        found.update(dict.fromkeys(new))
+        if sys.platform != "win32":
+            _kill_each(new, signal.SIGSTOP)
+    return list(found)
 
 
 def _children_files() -> bool:
