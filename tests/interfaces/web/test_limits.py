@@ -151,6 +151,25 @@ def test_slow_requests_are_cut_and_a_normal_request_always_gets_in(served: Serve
     assert served.get("/api/info")["version"]  # and the server is well
 
 
+def test_a_request_refused_before_its_body_is_answered_once_then_cut(served: Served) -> None:
+    """The guard refuses a request without the token before reading its body; a client that goes on
+    sending that body a byte at a time is still cut, without a second, unasked-for answer."""
+    head = (
+        b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1000\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(head)
+        one = Slow(sock=sock, opened=time.monotonic(), trickle=b" ")
+        sock.setblocking(False)
+        while one.closed is None and time.monotonic() - one.opened < BOUND_S:
+            _read(one)
+            _trickle(one)
+            time.sleep(0.2)
+    assert one.closed is not None and one.closed - one.opened < BOUND_S
+    assert one.answer.startswith(b"HTTP/1.1 401") and one.answer.count(b"HTTP/1.1 ") == 1, one.answer
+
+
 def _tcp_state(sock: socket.socket) -> int:
     return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
 

@@ -16,7 +16,8 @@ long as it liked, and 1,500 of them held 1,500. Here (the numbers are ``[web]`` 
 - **How many.** At most ``max_connections`` are open. A new one beyond that replaces the connection that
   has been sending its current request the longest (slow, or idle between requests), so a well-behaved
   client always gets in; only when every connection is busy with a received request is the new one
-  answered 503 and closed.
+  closed at once. A connection closed with no byte of a request on it gets no answer (see ``_end``);
+  one in the middle of its request is answered 503.
 """
 
 from __future__ import annotations
@@ -154,14 +155,17 @@ class BoundedH11Protocol(H11Protocol):
         A connection with no byte of a request gets no answer: it would be read as the answer to
         whatever the client sends next (a kept-alive or preconnected socket); closing it is what
         uvicorn's keep-alive timeout does, and the client opens a new connection."""
-        idle = self._phase == "head" and not self.conn.trailing_data[0]
+        phase, cycle = self._phase, self.cycle
         self._cancel(self._deadline)
         self._deadline = None
         self._phase = None
         if self.transport is None or self.transport.is_closing():
             return
-        cycle = self.cycle
-        if not idle and (cycle is None or cycle.response_complete or not cycle.response_started):
+        if phase == "head":  # a new request, partly sent (the previous one, if any, was answered)
+            answer = bool(self.conn.trailing_data[0])
+        else:  # its body under way: unless the app answered already (a refusal before reading it)
+            answer = cycle is not None and not cycle.response_started
+        if answer:
             self.transport.write(_answer(status, reason, code, message))
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True
