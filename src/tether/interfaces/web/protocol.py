@@ -78,7 +78,7 @@ class BoundedH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._watch()
-        if len(self.connections) > self.limits.max_connections and not self._make_room():
+        if len(self._open()) > self.limits.max_connections and not self._make_room():
             self._end(503, "Service Unavailable", "busy", "the server has as many connections as it keeps")
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -135,13 +135,19 @@ class BoundedH11Protocol(H11Protocol):
             408, "Request Timeout", "timeout", f"the request's {part} did not arrive within {limit:g} s"
         )
 
-    def _make_room(self) -> bool:
-        """Close the connection that has been sending its request the longest; False when none is."""
-        waiting = [
+    def _open(self) -> list[BoundedH11Protocol]:
+        """The connections that count against the bound (one being closed is on its way out)."""
+        return [
             other
             for other in self.connections
-            if isinstance(other, BoundedH11Protocol) and other is not self and other._phase is not None
+            if isinstance(other, BoundedH11Protocol)
+            and other.transport is not None
+            and not other.transport.is_closing()
         ]
+
+    def _make_room(self) -> bool:
+        """Close the connection that has been sending its request the longest; False when none is."""
+        waiting = [other for other in self._open() if other is not self and other._phase is not None]
         if not waiting:
             return False
         oldest = min(waiting, key=lambda other: other._phase_since)
