@@ -257,9 +257,16 @@ def _execute(
         ctx.log.warning("shell %s: processes %s could not be ended", command.name, left)
     # Every writer is gone (or out of reach): what is still in the pipe is read, for a bounded time.
     drained = time.monotonic() + KILL_GRACE_S
-    with contextlib.suppress(queue.Empty):
-        while (raw := queued.get(timeout=max(0.0, drained - time.monotonic()))) is not None:
-            lines.take(raw)
+    while time.monotonic() < drained:
+        try:
+            raw = queued.get(timeout=POLL_S)
+        except queue.Empty:
+            if reader.is_alive():
+                continue
+            break
+        if raw is None:
+            break
+        lines.take(raw)
     if not reader.is_alive():
         child.stdout.close()  # else a process out of reach holds the pipe: the worker's exit closes it
     code = child.returncode
