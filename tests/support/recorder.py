@@ -82,3 +82,30 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def replay(server: Any, path: Path) -> list[dict[str, Any]]:
+    """Queue a recorded session's answers on a ``FakeOpenAI``, in the order they were given; the recorded
+    exchanges are returned so that a test can compare what was asked this time with what was asked then."""
+    exchanges = json.loads(path.read_text(encoding="utf-8"))["exchanges"]
+    for exchange in exchanges:
+        if exchange.get("status", 200) == 200:
+            server.reply(exchange["response"])
+        else:
+            server.fail({"status": exchange["status"], "body": exchange["response"]})
+    return exchanges
+
+
+def same_questions(asked: list[dict[str, Any]], recorded: list[dict[str, Any]]) -> list[str]:
+    """Where this run's requests differ from the recording's (their tools and their last message): a
+    replay answers in order, so a request asked differently would get an answer meant for another."""
+    problems = []
+    if len(asked) != len(recorded):
+        problems.append(f"{len(asked)} requests, the recording has {len(recorded)}")
+    for number, (now, then) in enumerate(zip(asked, (e["request"] for e in recorded), strict=False), start=1):
+        tools = [[t["function"]["name"] for t in r.get("tools") or []] for r in (now, then)]
+        last = [(r["messages"][-1]["role"], str(r["messages"][-1].get("content") or "")[:60])
+                for r in (now, then)]  # fmt: skip
+        if tools[0] != tools[1] or last[0][0] != last[1][0]:
+            problems.append(f"request {number}: {tools[0]} {last[0]} != {tools[1]} {last[1]}")
+    return problems
