@@ -48,10 +48,16 @@ def test_a_turn_the_server_ran_when_it_was_killed_is_resumed_by_the_next_server(
         first.post(f"/api/threads/{thread}/messages", {"text": "启动游戏，然后每日实训"}, expect=202)
 
         def training() -> bool:
+            """The training step is on record as started and its worker runs (past its handshake): the
+            kill lands mid-job, not in the moment before the worker began (a different outcome)."""
             steps = first.get(f"/api/threads/{thread}/steps")["items"]
-            return any(s["tool"] == "demo.daily_training" and s["status"] == "started" for s in steps)
+            started = [s for s in steps if s["tool"] == "demo.daily_training" and s["status"] == "started"]
+            if not started or not started[0]["execution_id"]:
+                return False
+            job = first.http.get(f"/api/jobs/{started[0]['execution_id']}")
+            return job.status_code == 200 and job.json()["status"] == "running"
 
-        wait_for(training, 60, "the training step to start")
+        wait_for(training, 60, "the training job to run")
     finally:
         os.killpg(first.proc.pid, signal.SIGKILL)
         first.proc.wait(timeout=10)
