@@ -201,6 +201,11 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield url
 
 
+# The one installation (tether home) the store tests act for; tests of several homes on one database
+# open theirs under their own ids.
+TEST_INSTALLATION = "7e57000000000001"
+
+
 @pytest.fixture
 def open_db(database_url: str) -> Iterator[Callable[[], object]]:
     """Open ``Database``s on the test's database; every one is closed before the database goes away."""
@@ -209,7 +214,7 @@ def open_db(database_url: str) -> Iterator[Callable[[], object]]:
     opened: list[Database] = []
 
     def make() -> Database:
-        db = Database(database_url)
+        db = Database(database_url, installation=TEST_INSTALLATION)
         opened.append(db)
         return db
 

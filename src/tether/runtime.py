@@ -5,6 +5,8 @@ home's SQLite file, or the URL in ``[store].database_url``) and gives:
 
 - ``jobs`` (the job table), ``threads`` (conversations), ``events`` (the persisted event log) and
   ``bus`` (in-process fan-out of events that are on record);
+- ``installation``: the home's identity (``<home>/installation``) and host: several homes may share one
+  database, and each acts only on the rows it owns;
 - ``resilience``: the one retry + circuit-breaker registry, so one model service has one breaker;
 - the settings of every section.
 
@@ -22,6 +24,7 @@ from tether.config import (
     ModelSettings,
     Settings,
     StoreSettings,
+    installation_id,
     read_settings_file,
     resolve_home,
 )
@@ -82,6 +85,7 @@ class Runtime:
         self.model_settings = model_settings
         self.agent_settings = agent_settings
         self.db = db
+        self.installation = db.installation  # whose rows this runtime acts on in a shared database
         self.jobs = SqlJobStore(db)
         self.threads = SqlThreadStore(db)
         self.events = EventLog(db)
@@ -111,7 +115,11 @@ class Runtime:
         runtime_settings = settings or Settings.load(path, environ)
         model = model_settings or ModelSettings.load(path, environ)
         agent = agent_settings or AgentSettings.load(path, environ)
-        db = Database(database_url(path, store_settings), busy_timeout_s=store_settings.busy_timeout_s)
+        db = Database(
+            database_url(path, store_settings),
+            installation=installation_id(path),
+            busy_timeout_s=store_settings.busy_timeout_s,
+        )
         return cls(
             home=path,
             settings=runtime_settings,

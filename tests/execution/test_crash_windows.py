@@ -299,13 +299,14 @@ def test_contenders_are_told_the_real_holder(support: Executor, home: Path) -> N
 FINISH = """
 import sys
 from pathlib import Path
-from tether.config import Settings
+from tether.config import Settings, installation_id
 from tether.execution.jobs import JobManager
 from tether.store.database import Database, default_url
 from tether.store.jobs import SqlJobStore
 from tether.tasks.result import TaskStatus
 home, eid, status = Path(sys.argv[1]), sys.argv[2], TaskStatus(sys.argv[3])
-manager = JobManager(home, SqlJobStore(Database(default_url(home))), Settings())
+db = Database(default_url(home), installation=installation_id(home))
+manager = JobManager(home, SqlJobStore(db), Settings())
 manager.finish(manager.record(eid), manager.paths(eid), status, f"finished as {status.value}")
 """
 

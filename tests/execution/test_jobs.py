@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.helpers import FAST, ROOT, exited, tether_cli, wait_for
+from tether.config import installation_id
 from tether.errors import JobNotFound
 from tether.execution.executor import Executor
 from tether.execution.jobs import JobManager
@@ -102,7 +103,9 @@ def test_startup_recovery(running_game: Executor, support: Executor, home: Path)
     live = _detached(home, "demo.loop_farm", {})
     crashed = _start_and_kill(support)
 
-    manager = JobManager(home, SqlJobStore(Database(default_url(home))), FAST)
+    manager = JobManager(
+        home, SqlJobStore(Database(default_url(home), installation=installation_id(home))), FAST
+    )
     recovery = manager.recover()
     assert recovery.reattached == (live,)
     assert recovery.failed == (crashed,)
@@ -116,7 +119,9 @@ def test_startup_recovery(running_game: Executor, support: Executor, home: Path)
     paths = ExecutionPaths.of(home, finished)
     wait_for(lambda: (r := read_result(paths)) is not None and r.status.terminal, what="the job to finish")
     assert manager.store.get(finished).status is TaskStatus.RUNNING  # type: ignore[union-attr]
-    recovery = JobManager(home, SqlJobStore(Database(default_url(home))), FAST).recover()
+    recovery = JobManager(
+        home, SqlJobStore(Database(default_url(home), installation=installation_id(home))), FAST
+    ).recover()
     assert recovery.adopted == (finished,)
     assert manager.status(finished).status is TaskStatus.COMPLETED
 

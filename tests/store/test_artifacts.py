@@ -144,3 +144,29 @@ def test_deleting_a_thread_removes_the_folders_of_the_jobs_it_stopped_mid_write(
     finish(jobs, "whole", generated(tmp_path, "whole", "y.pdf"), "thread:th-1")
     assert remove_unfinished(tmp_path, store, ["half", "whole", "../x", ""]) == 1
     assert not (tmp_path / "artifacts/half").exists() and (tmp_path / "artifacts/whole/y.pdf").exists()
+
+
+def test_each_installation_sweeps_and_forgets_only_its_own_files(
+    db: Database, database_url: str, tmp_path: Path
+) -> None:
+    """Two homes on one database, writing to one thread: each file is in the home whose job made it, so
+    each home removes only its own files and drops only their records, never the record of a file it
+    cannot reach."""
+    other_db = Database(database_url, installation="0123456789abcdef")
+    try:
+        here, there = tmp_path / "here", tmp_path / "there"
+        jobs, store = SqlJobStore(db), SqlArtifactStore(db)
+        other_jobs, other_store = SqlJobStore(other_db), SqlArtifactStore(other_db)
+        finish(other_jobs, "e1", generated(there, "e1", "a.pdf"), "thread:th-1")
+        finish(jobs, "e2", generated(here, "e2", "b.pdf"), "thread:th-1")  # supersedes theirs
+        (theirs,) = store.list(execution_id="e1", include_superseded=True)
+        assert theirs.installation == "0123456789abcdef" and theirs.superseded_at is not None
+        assert sweep(here, store) == 0  # not this home's file: its record stays for its owner
+        assert other_store.get(theirs.artifact_id) is not None
+        assert (there / "artifacts/e1/a.pdf").exists()
+        assert forget_thread(here, store, "th-1") == 1
+        assert [a.execution_id for a in other_store.list(thread_id="th-1", include_superseded=True)] == ["e1"]
+        assert sweep(there, other_store) == 1
+        assert not (there / "artifacts/e1/a.pdf").exists()
+    finally:
+        other_db.close()

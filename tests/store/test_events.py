@@ -51,7 +51,7 @@ import sys
 from tether.events import TurnFinished
 from tether.store.database import Database
 from tether.store.events import EventLog
-log = EventLog(Database(sys.argv[1]))
+log = EventLog(Database(sys.argv[1], installation="7e57000000000001"))
 for i in range(5):
     event = TurnFinished(topic="thread:x", thread_id="x", turn=i, index=0, status="completed", final=str(i))
     log.append(event)

@@ -1,12 +1,14 @@
 """The job table, on SQLite and on PostgreSQL: the state machine holds under concurrent writers."""
 
+import socket
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import TEST_INSTALLATION
 from tether.errors import StoreError
 from tether.store.database import Database
 from tether.store.events import EventLog
@@ -25,13 +27,15 @@ def store(open_db: Callable[[], Database]) -> SqlJobStore:
 
 
 def test_sqlite_store_is_wal_with_foreign_keys_and_migrated(tmp_path: Path) -> None:
-    db = Database(f"sqlite:///{tmp_path / 't.db'}")
+    db = Database(f"sqlite:///{tmp_path / 't.db'}", installation=TEST_INSTALLATION)
     with db.read() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert conn.exec_driver_sql("PRAGMA user_version").scalar() == len(MIGRATIONS)
     db.close()
-    Database(f"sqlite:///{tmp_path / 't.db'}").close()  # re-opening migrates nothing and fails nothing
+    Database(
+        f"sqlite:///{tmp_path / 't.db'}", installation=TEST_INSTALLATION
+    ).close()  # re-opening migrates nothing and fails nothing
     assert (tmp_path / "t.db").stat().st_mode & 0o777 == 0o600
 
 
@@ -40,7 +44,7 @@ def test_a_newer_schema_is_refused_with_advice(tmp_path: Path) -> None:
     conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 5}")
     conn.close()
     with pytest.raises(StoreError, match="upgrade tether"):
-        Database(f"sqlite:///{tmp_path / 't.db'}")
+        Database(f"sqlite:///{tmp_path / 't.db'}", installation=TEST_INSTALLATION)
 
 
 def test_a_store_from_the_previous_version_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
@@ -57,7 +61,7 @@ def test_a_store_from_the_previous_version_is_migrated_keeping_its_rows(tmp_path
     conn.close()
     from tether.store.threads import SqlThreadStore
 
-    db = Database(f"sqlite:///{path}")
+    db = Database(f"sqlite:///{path}", installation=TEST_INSTALLATION)
     threads = SqlThreadStore(db)
     assert [m["content"] for m in threads.messages("th")] == ["hi", "hello"]
     threads.append("th", 2, 0, {"content": "again"})
@@ -144,4 +148,63 @@ def test_an_unusable_database_url_is_a_clear_error(tmp_path: Path) -> None:
         ("postgresql+psycopg://nobody@127.0.0.1:1/none", "cannot be opened"),
     ]:
         with pytest.raises(StoreError, match=match):
-            Database(url, busy_timeout_s=1)
+            Database(url, installation=TEST_INSTALLATION, busy_timeout_s=1)
+
+
+OTHER_INSTALLATION = "0123456789abcdef"
+
+
+@pytest.fixture
+def other_db(database_url: str) -> Iterator[Database]:
+    """The same database, opened for another tether home (another host, say)."""
+    db = Database(database_url, installation=OTHER_INSTALLATION)
+    yield db
+    db.close()
+
+
+def test_a_job_records_the_installation_and_host_that_own_it(store: SqlJobStore) -> None:
+    store.insert(result(TaskStatus.PENDING), caller="cli", params={})
+    record = store.get("e1")
+    assert record is not None
+    assert (record.installation, record.host) == (TEST_INSTALLATION, socket.gethostname())
+
+
+def test_each_installation_recovers_counts_keeps_and_forgets_only_its_own_jobs(
+    store: SqlJobStore, other_db: Database
+) -> None:
+    other = SqlJobStore(other_db)
+    store.insert(result(TaskStatus.RUNNING, eid="mine-live"), caller="cli", params={})
+    other.insert(result(TaskStatus.RUNNING, eid="theirs-live"), caller="cli", params={})
+    other.insert(result(TaskStatus.COMPLETED, eid="theirs-old"), caller="cli", params={})
+    store.insert(result(TaskStatus.COMPLETED, eid="mine-old"), caller="cli", params={})
+    store.insert(result(TaskStatus.FAILED, eid="mine-new"), caller="cli", params={})
+
+    assert [r.execution_id for r in store.list(active=True, mine=True)] == ["mine-live"]
+    assert {r.execution_id for r in store.list(active=True)} == {"mine-live", "theirs-live"}  # listed
+    assert [r.execution_id for r in other.list(mine=True)] == ["theirs-old", "theirs-live"]
+    # Retention counts this installation's ended jobs only: theirs neither fill its quota nor go.
+    assert store.ended_before("9999", keep=1, limit=10) == ["mine-old", "mine-new"]
+    assert store.ended_before("0000", keep=1, limit=10) == ["mine-old"]
+    assert store.forget(["theirs-old", "mine-old"]) == 1
+    assert store.get("theirs-old") is not None and store.get("mine-old") is None
+    assert other.ended_before("0000", keep=0, limit=10) == ["theirs-old"]
+
+
+def test_a_store_migrated_to_owners_gives_its_rows_to_the_home_that_migrates_it(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    conn = sqlite3.connect(path)
+    for script in MIGRATIONS[:8]:
+        conn.executescript(script)
+    conn.execute("PRAGMA user_version = 8")
+    conn.execute(
+        "INSERT INTO jobs (execution_id, task_id, caller, status, created_at, updated_at)"
+        " VALUES ('old', 't.x', 'cli', 'running', 'x', 'x')"
+    )
+    conn.commit()
+    conn.close()
+    db = Database(f"sqlite:///{path}", installation=TEST_INSTALLATION)
+    record = SqlJobStore(db).get("old")
+    assert record is not None and record.installation == TEST_INSTALLATION
+    assert record.host == socket.gethostname()
+    assert [r.execution_id for r in SqlJobStore(db).list(active=True, mine=True)] == ["old"]
+    db.close()

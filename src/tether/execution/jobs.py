@@ -18,6 +18,12 @@ the store, so two processes finishing the same job agree on one terminal state i
 Stop escalates, each step after a bounded grace period (settings): ``stop.requested`` (cooperative) →
 SIGINT / CTRL_BREAK to the worker's process group → kill the process tree. ``stopped`` is recorded only
 once the worker is gone or published it itself.
+
+Several homes may share one database (PostgreSQL for several machines, or one SQLite file). A job's
+worker, files and lock are in the home that started it, out of sight of any other (another host, or
+another PID namespace): only its own installation reconciles, recovers, stops or prunes it. Any other
+lists it read-only, with the host it runs on (``data["elsewhere"]``), and refuses to stop it, saying
+where it runs.
 """
 
 from __future__ import annotations
@@ -87,6 +93,11 @@ class JobManager:
         self.store = store
         self.settings = settings
         self.spawner = spawner
+        self.installation = store.installation
+
+    def mine(self, record: JobRecord) -> bool:
+        """Whether the job is this home's: its worker and files are here, not on another installation."""
+        return self.installation.owns(record.installation)
 
     def paths(self, execution_id: str) -> ExecutionPaths:
         return ExecutionPaths.of(self.home, execution_id)
@@ -100,9 +111,12 @@ class JobManager:
     # -- reconciliation -------------------------------------------------------------------------
 
     def reconcile(self, execution_id: str) -> JobRecord:
-        """Bring the job's record in line with its worker and its files; return the record. Never waits."""
+        """Bring the job's record in line with its worker and its files; return the record. Never waits.
+
+        Another installation's job is returned as it is on record: its worker is out of this home's
+        sight, so that a process is not seen here says nothing about whether it runs."""
         record = self.record(execution_id)
-        if record.terminal:
+        if record.terminal or not self.mine(record):
             return record
         paths = self.paths(execution_id)
         published, problem = _read(paths)
@@ -273,7 +287,13 @@ class JobManager:
             extra["confirmed_by"] = record.confirmed_by
         if record.exit_code is not None:
             extra["exit_code"] = record.exit_code
-        if not record.terminal:  # an ended job's progress is history: a listing never opens its files
+        if not self.mine(record):
+            extra["elsewhere"] = {
+                "installation": record.installation,
+                "host": record.host,
+                "message": elsewhere(record),
+            }
+        elif not record.terminal:  # an ended job's progress is history: a listing never opens its files
             progress = last_progress(self.paths(record.execution_id))
             if progress is not None:
                 extra["progress"] = {k: progress.get(k) for k in ("fraction", "message", "ts")}
@@ -283,8 +303,9 @@ class JobManager:
     def prune(
         self, *, older_than_s: float | None, keep: int | None, dry_run: bool = False, limit: int = 100_000
     ) -> Pruned:
-        """Remove ended executions (their folders and records) that ended more than ``older_than_s`` ago
-        or beyond the newest ``keep``; None means no limit of that kind. Live jobs are never touched."""
+        """Remove this home's ended executions (their folders and records) that ended more than
+        ``older_than_s`` ago or beyond its newest ``keep``; None means no limit of that kind. Live jobs,
+        and another installation's, are never touched."""
         if older_than_s is None and keep is None:
             return Pruned(executions=(), events=0, bytes_freed=0)
         cutoff = "" if older_than_s is None else _iso(time.time() - older_than_s)  # "": none too old
@@ -300,11 +321,12 @@ class JobManager:
         return Pruned(executions=tuple(ids), events=0, bytes_freed=freed)
 
     def recover(self) -> Recovery:
-        """At start-up: re-attach to live workers, adopt published results, mark dead ones failed."""
+        """At start-up: re-attach to this home's live workers, adopt published results, mark dead ones
+        failed (another installation's jobs are its own to recover)."""
         reattached: list[str] = []
         adopted: list[str] = []
         failed: list[str] = []
-        for record in self.store.list(active=True, limit=10_000):
+        for record in self.store.list(active=True, limit=10_000, mine=True):
             published, _ = _read(self.paths(record.execution_id))
             after = self._settled(record)
             if not after.terminal:
@@ -355,6 +377,9 @@ class JobManager:
         record = await _io(self.reconcile, execution_id)
         if record.terminal:
             return (await _io(self.describe, record)).with_data(already_ended=True)
+        if not self.mine(record):  # its worker is not this home's to signal: nothing is done
+            refused = await _io(self.describe, record)
+            return refused.model_copy(update={"message": elsewhere(record)}).with_data(stop_refused=True)
         paths = self.paths(execution_id)
         await _io(request_stop, paths, reason)
         status = stopped_status(reason)
@@ -430,6 +455,14 @@ class JobManager:
     def _ended(self, paths: ExecutionPaths, ref: ProcessRef) -> bool:
         published, _ = _read(paths)
         return (published is not None and published.status.terminal) or not process.is_alive(ref)
+
+
+def elsewhere(record: JobRecord) -> str:
+    """Where another installation's job runs (or ran), and that it is acted on there."""
+    where = f"host {record.host or 'unknown'} (tether installation {record.installation or 'unknown'})"
+    if record.terminal:
+        return f"job {record.execution_id} ran on {where}, not in this home"
+    return f"job {record.execution_id} runs on {where}, not in this home: stop it there"
 
 
 async def _io(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:

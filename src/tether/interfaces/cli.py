@@ -8,8 +8,8 @@ traceback was written. SIGTERM and SIGHUP end a command exactly like Ctrl-C (a j
 stopped first).
 
 Exit codes of ``tether task run``: 0 completed or running, 1 failed or stopped, 2 rejected or not
-found; other commands exit 0 on success, 2 on a usage error (unknown job, bad option) and 130 when
-interrupted.
+found; other commands exit 0 on success, 2 on a usage error (unknown job, a live job of another home on the
+same database, bad option) and 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -361,7 +361,8 @@ def job_list(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List jobs, newest first (a page at a time: --before the last id shown)."""
+    """List jobs, newest first (a page at a time: --before the last id shown). Jobs of other homes on
+    the same database are listed too, read-only, with the host they run on."""
 
     def body() -> int:
         with _executor() as executor:
@@ -371,20 +372,25 @@ def job_list(
             return 0
         from tether.interfaces.render import human_time, progress_text
 
+        others = any(r.data.get("elsewhere") for r in results)
         table = Table(title="jobs", box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
         table.add_column("execution", no_wrap=True, min_width=19)  # never cut: people copy it
         table.add_column("task", overflow="fold", max_width=22)
         table.add_column("status", no_wrap=True)
         table.add_column("started", no_wrap=True)
+        if others:
+            table.add_column("host", overflow="fold", max_width=24)  # blank: this home's
         table.add_column("message", overflow="fold", ratio=1)
         for r in results:
             style = STATUS_STYLE.get(r.status, "white")
             said = progress_text(r.data.get("progress")) if r.status is TaskStatus.RUNNING else r.message
+            where = [escape(str((r.data.get("elsewhere") or {}).get("host") or ""))] if others else []
             table.add_row(
                 r.execution_id,
                 escape(r.task_id),
                 f"[{style}]{r.status.value}[/]",
                 human_time(r.data.get("created_at", "")),
+                *where,
                 escape(said[:120]),
             )
         out.print(table)
@@ -434,13 +440,13 @@ def job_prune(
 def job_status(
     execution_id: Annotated[str, typer.Argument(help="The execution id")], as_json: JsonFlag = False
 ) -> None:
-    """Show a job's current state, pid, times and latest progress."""
+    """Show a job's current state, pid, times and latest progress. A live job of another home on the
+    same database is shown as that home last recorded it, with where it runs (exit code 2)."""
 
     def body() -> int:
         with _executor() as executor:
             result = asyncio.run(executor.control(execution_id, "status", caller=CLI))
-        print(result.model_dump_json()) if as_json else print_result(result)
-        return 0 if result.status is not TaskStatus.NOT_FOUND else 2
+        return _show_job(result, as_json)
 
     _guard(as_json, body)
 
@@ -449,17 +455,35 @@ def job_status(
 def job_stop(
     execution_id: Annotated[str, typer.Argument(help="The execution id")], as_json: JsonFlag = False
 ) -> None:
-    """Stop a job: cooperatively, then SIGINT, then kill its process tree. An ended job is left as it is."""
+    """Stop a job: cooperatively, then SIGINT, then kill its process tree. An ended job is left as it is;
+    a job of another home on the same database is left to it (this says where it runs; exit code 2)."""
 
     def body() -> int:
         with _executor() as executor:
             result = asyncio.run(
                 executor.control(execution_id, "stop", caller=CLI, reason="asked from the command line")
             )
-        print(result.model_dump_json()) if as_json else print_result(result)
-        return 0 if result.status is not TaskStatus.NOT_FOUND else 2
+        return _show_job(result, as_json)
 
     _guard(as_json, body)
+
+
+def _show_job(result: TaskResult, as_json: bool) -> int:
+    """Print a job's status, or what a stop did; the exit code: 2 for no such job, and for a live job of
+    another installation (its worker is out of this home's reach: it is acted on where it runs)."""
+    elsewhere = result.data.get("elsewhere")
+    if as_json:
+        print(result.model_dump_json())
+    elif elsewhere and result.data.get("stop_refused"):
+        print_error(result.message, as_json=False, code="job_elsewhere")
+    else:
+        shown = {k: v for k, v in result.data.items() if k != "elsewhere"}
+        print_result(result.model_copy(update={"data": shown}))
+        if elsewhere:
+            err.print(f"[yellow]{escape(str(elsewhere.get('message', '')))}[/yellow]", highlight=False)
+    if result.status is TaskStatus.NOT_FOUND:
+        return 2
+    return 2 if elsewhere and not result.status.terminal else 0
 
 
 @app.command("doctor")

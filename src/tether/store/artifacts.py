@@ -8,6 +8,10 @@ it made): the older one is marked superseded in that transaction, and ``sweep`` 
 afterwards (a file is never deleted inside a transaction that may roll back). A path on record is checked
 again before it is served: it must be a regular file inside ``<home>/artifacts``, reached without a
 symbolic link.
+
+A file is in the home of the installation whose job made it, and its record says so (installation and
+host): each installation sweeps and forgets only its own records, so it never drops the record of a file
+it cannot delete (another home's, perhaps on another host).
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ class Artifact:
     size: int
     created_at: str
     superseded_at: str | None = None
+    installation: str | None = None  # the home its file is in
+    host: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> Artifact:
@@ -106,10 +112,13 @@ def _items(result: TaskResult) -> list[dict[str, Any]]:
     return items
 
 
-def record_artifacts(conn: Any, result: TaskResult, origin: str | None, step_id: str | None) -> int:
-    """Put the files of a completed ``result`` on record in the caller's write transaction. In a
-    conversation, the thread's previous file of the same format is superseded (a thread offers its
-    latest handout, not every draft); a run or a lone job keeps every file it made. How many."""
+def record_artifacts(
+    conn: Any, result: TaskResult, origin: str | None, step_id: str | None, owner: dict[str, Any]
+) -> int:
+    """Put the files of a completed ``result`` on record in the caller's write transaction, as files of
+    ``owner`` (the job's installation and host). In a conversation, the thread's previous file of the
+    same format is superseded (a thread offers its latest handout, not every draft); a run or a lone job
+    keeps every file it made. How many."""
     items = _items(result)
     stamp = now()
     for item in items:
@@ -131,6 +140,8 @@ def record_artifacts(conn: Any, result: TaskResult, origin: str | None, step_id:
             "path": item["path"],
             "size": item["size"],
             "created_at": stamp,
+            "installation": owner.get("installation"),
+            "host": owner.get("host"),
         }
         artifact_id = int(conn.execute(insert(A), row).inserted_primary_key[0])
         append_event(
@@ -166,6 +177,7 @@ class ArtifactStore(Protocol):
 class SqlArtifactStore:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.installation = db.installation
 
     def list(
         self,
@@ -196,15 +208,20 @@ class SqlArtifactStore:
         return None if row is None else Artifact.from_row(row)
 
     def superseded(self, limit: int = 500) -> list[Artifact]:
-        query = select(A).where(A.c.superseded_at.is_not(None)).order_by(A.c.artifact_id).limit(limit)
+        """This installation's superseded files (their files are in its home)."""
+        mine = A.c.installation == self.installation.id
+        query = select(A).where(A.c.superseded_at.is_not(None), mine).order_by(A.c.artifact_id).limit(limit)
         with self.db.read() as conn:
             return [Artifact.from_row(row) for row in conn.execute(query)]
 
     def forget(self, artifact_ids: Sequence[int]) -> int:
+        """Delete the records of this installation's files among ``artifact_ids``; another's stay on
+        record until that installation removes its file."""
         if not artifact_ids:
             return 0
+        mine = A.c.installation == self.installation.id
         with self.db.write() as conn:
-            result = conn.execute(delete(A).where(A.c.artifact_id.in_(list(artifact_ids))))
+            result = conn.execute(delete(A).where(A.c.artifact_id.in_(list(artifact_ids)), mine))
         return int(result.rowcount or 0)
 
 
@@ -271,7 +288,8 @@ def _remove_unfinished_folders(home: Path, store: ArtifactStore, jobs: JobStore)
 
 
 def forget_thread(home: Path, store: ArtifactStore, thread_id: str) -> int:
-    """Remove every file a thread generated, and its records (the thread is being deleted)."""
+    """Remove every file a thread generated in this home, and their records (the thread is being
+    deleted); files another installation made for it are that one's to remove."""
     items = store.list(thread_id=thread_id, include_superseded=True, limit=1000)
     remove_files(home, items)
     return store.forget([a.artifact_id for a in items])

@@ -1,5 +1,9 @@
 """The database behind every store: one URL, SQLAlchemy Core, numbered migrations.
 
+Every database is opened for one installation (a tether home: its id, and the host it runs on): the
+stores stamp the rows it creates with it and act by state only on its own rows, so several homes can
+share one database (PostgreSQL for several machines, or one SQLite file).
+
 SQLite in the tether home is the default (``sqlite:///<home>/tether.db``): WAL, ``synchronous=NORMAL``,
 ``busy_timeout``, foreign keys, and ``BEGIN IMMEDIATE`` for writers so that a read-modify-write
 transaction never deadlocks against another process. The same stores run on PostgreSQL when the URL
@@ -11,9 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +28,31 @@ from tether.errors import StoreError
 
 DB_FILE = "tether.db"
 DEFAULT_BUSY_TIMEOUT_S = 10.0
+
+
+INSTALLATION_RE = re.compile(r"^[0-9a-f]{16}$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Installation:
+    """The tether home a database is opened for, as its rows name it: ``id`` (unique across hosts) decides
+    what is whose; ``host`` tells people where another installation's work runs."""
+
+    id: str
+    host: str
+
+    @classmethod
+    def here(cls, installation_id: str) -> Installation:
+        if not INSTALLATION_RE.match(installation_id):
+            raise StoreError(f"an installation id is 16 hex digits, not {installation_id!r}")
+        return cls(id=installation_id, host=socket.gethostname() or "unknown host")
+
+    def owns(self, installation_id: str | None) -> bool:
+        return installation_id == self.id
+
+    def values(self) -> dict[str, str]:
+        """The owner columns of a row this installation creates."""
+        return {"installation": self.id, "host": self.host}
 
 
 def sqlite_url(path: Path) -> str:
@@ -50,13 +82,17 @@ def describe(where: str, exc: BaseException) -> str:
 
 
 class Database:
-    """One database, shared by threads. ``write()`` and ``read()`` hand out a connection inside a
+    """One database, shared by threads, opened for the installation ``installation`` (the home's id,
+    ``tether.config.installation_id``). ``write()`` and ``read()`` hand out a connection inside a
     transaction; the migrations have run before the constructor returns."""
 
-    def __init__(self, url: str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+    def __init__(
+        self, url: str, *, installation: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
+    ) -> None:
         from sqlalchemy import create_engine, event
         from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
+        self.installation = Installation.here(installation)
         self.url = url
         try:
             from sqlalchemy.engine import make_url
@@ -108,7 +144,7 @@ class Database:
 
         try:
             with self.write() as conn:
-                migrate(conn, self.dialect)
+                migrate(conn, self.dialect, self.installation.values())
         except BaseException:
             self.engine.dispose()
             raise

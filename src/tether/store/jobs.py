@@ -1,4 +1,8 @@
-"""The job table: one durable record per execution, visible to every process of one tether home.
+"""The job table: one durable record per execution, visible to every process of every home on the database.
+
+Each job belongs to the installation (tether home) that started it, and records it with its host: its
+worker, files and lock are in that home, so only that installation reconciles, settles or prunes it
+(``mine``); others see it read-only.
 
 Status changes go through ``transition``, which applies the state machine of ``TaskStatus`` inside one
 write transaction (``BEGIN IMMEDIATE`` on SQLite, a row lock on PostgreSQL): two processes reconciling
@@ -20,7 +24,7 @@ from tether.errors import StoreError
 from tether.events import JobStateChanged
 from tether.store import schema
 from tether.store.artifacts import record_artifacts
-from tether.store.database import Database
+from tether.store.database import Database, Installation
 from tether.store.events import append_event
 from tether.tasks.result import TERMINAL, TaskResult, TaskStatus
 
@@ -42,6 +46,15 @@ _NEWEST_FIRST = (T.c.created_at.desc(), T.c.execution_id.desc())
 _ACTIVE = (
     select(T)
     .where(T.c.status.in_((TaskStatus.PENDING.value, TaskStatus.RUNNING.value)))
+    .order_by(*_NEWEST_FIRST)
+    .limit(bindparam("k_limit"))
+)
+_ACTIVE_MINE = (
+    select(T)
+    .where(
+        T.c.status.in_((TaskStatus.PENDING.value, TaskStatus.RUNNING.value)),
+        T.c.installation == bindparam("k_installation"),
+    )
     .order_by(*_NEWEST_FIRST)
     .limit(bindparam("k_limit"))
 )
@@ -100,6 +113,8 @@ class JobRecord:
     confirmation: str | None = None
     confirmed_by: str | None = None
     step_id: str | None = None
+    installation: str | None = None  # the home that started it: only that one acts on it
+    host: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -142,6 +157,8 @@ class JobRecord:
             confirmation=m["confirmation"],
             confirmed_by=m["confirmed_by"],
             step_id=m["step_id"],
+            installation=m["installation"],
+            host=m["host"],
         )
 
 
@@ -155,6 +172,8 @@ class ConfirmationUsed(Exception):
 
 class JobStore(Protocol):
     """What the executor and the job manager need from the job table."""
+
+    installation: Installation
 
     def insert(
         self,
@@ -186,6 +205,7 @@ class JobStore(Protocol):
         origin: str | None = None,
         task_ids: Sequence[str] | None = None,
         before: str | None = None,
+        mine: bool = False,
     ) -> list[JobRecord]: ...
     def ended_before(self, cutoff: str, *, keep: int, limit: int) -> list[str]: ...
     def forget(self, execution_ids: Sequence[str]) -> int: ...
@@ -201,6 +221,7 @@ class SqlJobStore:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.installation = db.installation
 
     def close(self) -> None:
         self.db.close()
@@ -248,6 +269,7 @@ class SqlJobStore:
             "confirmation": confirmation,
             "confirmed_by": confirmed_by,
             "step_id": step_id,
+            **self.installation.values(),
         }
         with self.db.write() as conn:
             if if_absent and conn.execute(_ID_ONLY, {"eid": result.execution_id}).first():
@@ -257,7 +279,7 @@ class SqlJobStore:
                 if used is not None:
                     raise ConfirmationUsed(used[0])
             conn.execute(_INSERT, row)
-            _changed(conn, result, origin, step_id)
+            _changed(conn, result, origin, step_id, self.installation.values())
         return True
 
     def set_process(self, execution_id: str, pid: int, create_time: float) -> None:
@@ -294,7 +316,14 @@ class SqlJobStore:
             }
             conn.execute(_TRANSITION, values)
             if result.status is not current:
-                _changed(conn, result, row._mapping["origin"], row._mapping["step_id"])
+                m = row._mapping
+                _changed(
+                    conn,
+                    result,
+                    m["origin"],
+                    m["step_id"],
+                    {"installation": m["installation"], "host": m["host"]},
+                )
         before = JobRecord.from_row(row)  # the record as _TRANSITION left it, without reading it back
         return replace(
             before,
@@ -330,15 +359,19 @@ class SqlJobStore:
         origin: str | None = None,
         task_ids: Sequence[str] | None = None,
         before: str | None = None,
+        mine: bool = False,
     ) -> list[JobRecord]:
-        """Newest first; only pending/running with ``active``, one origin or some tasks if given, and
-        only ids older than ``before`` (the last id of the previous page)."""
-        if active and task_ids is None and before is None:  # what every turn asks: built once
-            statement = _ACTIVE if origin is None else _ACTIVE_OF
+        """Newest first; only pending/running with ``active``, one origin or some tasks if given, only
+        this installation's with ``mine``, and only ids older than ``before`` (the last id of the
+        previous page)."""
+        if active and task_ids is None and before is None and not (mine and origin):  # built once
+            statement = _ACTIVE_MINE if mine else _ACTIVE if origin is None else _ACTIVE_OF
+            values = {"k_origin": origin, "k_limit": limit, "k_installation": self.installation.id}
             with self.db.read() as conn:
-                rows = conn.execute(statement, {"k_origin": origin, "k_limit": limit})
-                return [JobRecord.from_row(row) for row in rows]
+                return [JobRecord.from_row(row) for row in conn.execute(statement, values)]
         query = select(T)
+        if mine:
+            query = query.where(T.c.installation == self.installation.id)
         if active:
             query = query.where(T.c.status.in_((TaskStatus.PENDING.value, TaskStatus.RUNNING.value)))
         if origin is not None:
@@ -359,8 +392,9 @@ class SqlJobStore:
             return [JobRecord.from_row(row) for row in conn.execute(query)]
 
     def ended_before(self, cutoff: str, *, keep: int, limit: int) -> list[str]:
-        """Ids of terminal jobs that ended before ``cutoff`` or beyond the newest ``keep`` (oldest first)."""
-        ended = T.c.ended_at.is_not(None)
+        """Ids of this installation's terminal jobs that ended before ``cutoff`` or beyond its newest
+        ``keep`` (oldest first). Another installation's are its own to count and keep."""
+        ended = and_(T.c.ended_at.is_not(None), T.c.installation == self.installation.id)
         with self.db.read() as conn:
             total = conn.execute(select(func.count()).select_from(T).where(ended)).scalar() or 0
             surplus = max(0, total - keep)
@@ -373,19 +407,26 @@ class SqlJobStore:
         return ids
 
     def forget(self, execution_ids: Sequence[str]) -> int:
-        """Delete the records of terminal jobs (retention); live ones are never touched."""
+        """Delete the records of this installation's terminal jobs (retention); live ones, and another
+        installation's, are never touched."""
         if not execution_ids:
             return 0
         with self.db.write() as conn:
             result = conn.execute(
-                delete(T).where(T.c.execution_id.in_(list(execution_ids)), T.c.ended_at.is_not(None))
+                delete(T).where(
+                    T.c.execution_id.in_(list(execution_ids)),
+                    T.c.ended_at.is_not(None),
+                    T.c.installation == self.installation.id,
+                )
             )
             return int(result.rowcount or 0)
 
 
-def _changed(conn: Any, result: TaskResult, origin: str | None, step_id: str | None) -> None:
-    if result.status is TaskStatus.COMPLETED:
-        record_artifacts(conn, result, origin, step_id)
+def _changed(
+    conn: Any, result: TaskResult, origin: str | None, step_id: str | None, owner: dict[str, Any]
+) -> None:
+    if result.status is TaskStatus.COMPLETED:  # its files are in the home of the job's installation
+        record_artifacts(conn, result, origin, step_id, owner)
     append_event(
         conn,
         JobStateChanged(

@@ -43,6 +43,8 @@ jobs = Table(
     Column("confirmation", String),
     Column("confirmed_by", String),
     Column("step_id", String),
+    Column("installation", String),
+    Column("host", String),
 )
 
 threads = Table(
@@ -79,6 +81,8 @@ artifacts = Table(
     Column("size", Integer, nullable=False),
     Column("created_at", String, nullable=False),
     Column("superseded_at", String),
+    Column("installation", String),
+    Column("host", String),
 )
 
 turns = Table(
@@ -93,6 +97,8 @@ turns = Table(
     Column("owner_create_time", Float),
     Column("started_at", String, nullable=False),
     Column("ended_at", String),
+    Column("installation", String),
+    Column("host", String),
 )
 
 messages = Table(
@@ -150,6 +156,8 @@ runs = Table(
     Column("created_at", String, nullable=False),
     Column("updated_at", String, nullable=False),
     Column("ended_at", String),
+    Column("installation", String),
+    Column("host", String),
 )
 
 run_tasks = Table(
@@ -185,6 +193,8 @@ run_attempts = Table(
     Column("started_at", String, nullable=False),
     Column("ended_at", String),
     Column("duration_seconds", Float, nullable=False),
+    Column("installation", String),
+    Column("host", String),
 )
 
 MIGRATIONS: tuple[str, ...] = (
@@ -393,6 +403,32 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX artifacts_thread ON artifacts(thread_id);
     CREATE INDEX artifacts_superseded ON artifacts(superseded_at);
     """,
+    # 9: the installation (tether home) that owns a row, and the host it runs on. Homes on one database
+    # decide, recover, settle and prune only their own jobs, runs, attempts, turns and files: another's
+    # processes and files are out of their sight (another host, or another PID namespace). The rows
+    # already there are the migrating home's (the one home that used the database so far).
+    """
+    ALTER TABLE jobs ADD COLUMN installation TEXT;
+    ALTER TABLE jobs ADD COLUMN host TEXT;
+    ALTER TABLE runs ADD COLUMN installation TEXT;
+    ALTER TABLE runs ADD COLUMN host TEXT;
+    ALTER TABLE run_attempts ADD COLUMN installation TEXT;
+    ALTER TABLE run_attempts ADD COLUMN host TEXT;
+    ALTER TABLE turns ADD COLUMN installation TEXT;
+    ALTER TABLE turns ADD COLUMN host TEXT;
+    ALTER TABLE artifacts ADD COLUMN installation TEXT;
+    ALTER TABLE artifacts ADD COLUMN host TEXT;
+    UPDATE jobs SET installation = :installation, host = :host;
+    UPDATE runs SET installation = :installation, host = :host;
+    UPDATE run_attempts SET installation = :installation, host = :host;
+    UPDATE turns SET installation = :installation, host = :host;
+    UPDATE artifacts SET installation = :installation, host = :host;
+    CREATE INDEX jobs_installation ON jobs(installation, status);
+    CREATE INDEX jobs_installation_ended ON jobs(installation, ended_at);
+    CREATE INDEX runs_installation ON runs(installation, status);
+    CREATE INDEX turns_installation ON turns(installation, status);
+    CREATE INDEX artifacts_installation ON artifacts(installation, superseded_at);
+    """,
 )
 
 SCHEMA_TABLE = "tether_schema"
@@ -423,8 +459,9 @@ def version(conn: Any, dialect: str) -> int:
     return int(conn.execute(text(f"SELECT version FROM {SCHEMA_TABLE}")).scalar() or 0)
 
 
-def migrate(conn: Any, dialect: str) -> int:
-    """Apply the migrations this database has not seen (inside the caller's write transaction)."""
+def migrate(conn: Any, dialect: str, owner: dict[str, str]) -> int:
+    """Apply the migrations this database has not seen (inside the caller's write transaction).
+    ``owner`` (``installation``, ``host``) is the home that migrates: rows already there become its."""
     current = version(conn, dialect)
     if current > len(MIGRATIONS):
         raise StoreError(
@@ -434,7 +471,11 @@ def migrate(conn: Any, dialect: str) -> int:
         return current
     for number in range(current, len(MIGRATIONS)):
         for statement in _adapt(MIGRATIONS[number], dialect).split(";"):
-            if statement.strip():
+            if not statement.strip():
+                continue
+            if ":installation" in statement:
+                conn.execute(text(statement), owner)  # a value, bound: never spliced into the SQL
+            else:
                 conn.exec_driver_sql(statement)
     conn.exec_driver_sql(f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (version INTEGER NOT NULL)")
     conn.exec_driver_sql(f"DELETE FROM {SCHEMA_TABLE}")
