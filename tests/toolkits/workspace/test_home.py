@@ -260,12 +260,6 @@ params = {{ name = '[\\w./-]{{1,100}}' }}
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="shell toolkit (not this toolkit's file): a command whose cwd is a root holding the home takes a "
-    "relative value that leads into the home (.config/tether/…); allowlist.build_argv checks values only "
-    "lexically (absolute, ~, ..): it could refuse a value for which Roots.touches_home(cwd / value) says why",
-)
 def test_a_shell_command_never_writes_into_the_home(layout: Layout) -> None:
     import sys
 

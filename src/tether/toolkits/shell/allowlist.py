@@ -3,10 +3,22 @@
 ``[[shell.commands]]`` in settings.toml (validated structurally by ``tether.config.ShellCommand``) is
 loaded here once more with what needs the machine: ``program`` is resolved to an absolute, executable
 file (a bare name through ``shutil.which`` on the worker's ``PATH``), ``cwd`` must be a folder inside
-the workspace roots. ``build_argv`` substitutes a call's values into the fixed ``args``: every value
-must fully match its placeholder's regex, never holds a control character, and a value that stands
-as a whole argument never starts with ``-`` unless the placeholder is listed in ``options``. There is
-no shell anywhere: the argv list goes to ``subprocess`` as is.
+the workspace roots (links followed, and refused when they lead out). ``build_argv`` substitutes a
+call's values into the fixed ``args``: every value must fully match its placeholder's regex, never
+holds a control character, and a value that stands as a whole argument never starts with ``-``
+unless the placeholder is listed in ``options``. There is no shell anywhere: the argv list goes to
+``subprocess`` as is.
+
+Paths: a value is relative to the command's folder. Textually it is never absolute, ``~`` or ``..``;
+and every path a value makes — the value, the rest of its argument from it (``{dir}/{name}``), what
+follows an ``=`` or a glued short option in it, and the argument from a folder its literal text names
+(``sub/{name}``) — is resolved with links followed and must stay in the folder, must not lead into
+the tether home (a folder such as ``~`` may hold it), and must not name a hard-linked file (another
+of its names may be anywhere). The handler checks again from the folder's descriptor just before the
+command starts, and starts it in that very folder; what remains is a link swapped into the folder
+between that check and the program's own open of the path, which only something already writing in
+the folder can do. A program that follows links by itself while it walks a folder (``grep -R``,
+``find -L``, ``cp -L``) still follows them: allow-list its form that does not.
 
 May import: ``tether.config``, ``tether.errors``, ``tether.toolkits.workspace.paths``.
 """
@@ -16,13 +28,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from tether.config import SHELL_PLACEHOLDER, SHELL_TOKEN, ShellCommand, ShellSettings
 from tether.errors import ConfigError, TaskFailed
-from tether.toolkits.workspace.paths import PathRefused, Roots
+from tether.toolkits.workspace.paths import Located, PathRefused, Roots
 
 MAX_VALUE_CHARS = 4096
 FOREGROUND_TIMEOUT_S = 60.0  # a foreground command without timeout_s
@@ -50,6 +63,8 @@ class Command:
     background: bool
     destructive: bool
     description: str
+    roots: Roots | None = None  # the workspace the folder lies in (None: a bare command, in tests)
+    located: Located | None = None  # the folder, as the roots found it
 
     def describe(self) -> dict[str, object]:
         """What a model needs to call it: placeholders with their patterns."""
@@ -86,9 +101,10 @@ def _command(entry: ShellCommand, roots: Roots) -> Command:
             raise ConfigError(f"{where}: program {program!r} is not found on PATH; give its absolute path")
         program = os.path.abspath(found)
     try:
-        cwd = roots.resolve(entry.cwd or ".", must_exist=True)
+        located = roots.locate(entry.cwd or ".", must_exist=True)
     except PathRefused as exc:
         raise ConfigError(f"{where}: cwd: {exc.message}") from None
+    cwd = located.path
     if not cwd.is_dir():
         raise ConfigError(f"{where}: cwd {entry.cwd!r} is not a folder")
     return Command(
@@ -103,6 +119,8 @@ def _command(entry: ShellCommand, roots: Roots) -> Command:
         background=entry.background,
         destructive=entry.danger == "destructive",
         description=entry.description,
+        roots=roots,
+        located=located,
     )
 
 
@@ -123,8 +141,11 @@ def pick(commands: Mapping[str, Command], name: str, *, background: bool) -> Com
     return command
 
 
-def build_argv(command: Command, values: Mapping[str, object]) -> list[str]:
-    """``[program, *args]`` with the values put in; ``ArgumentRefused`` for anything not allowed."""
+def build_argv(command: Command, values: Mapping[str, object], *, folder: Path | None = None) -> list[str]:
+    """``[program, *args]`` with the values put in; ``ArgumentRefused`` for anything not allowed.
+
+    ``folder`` is where the command will run (its ``cwd`` unless the caller opened it and says where
+    that folder is now): every path a value makes is resolved from there, links followed."""
     expected = sorted(command.patterns)
     unknown = sorted(set(values) - set(command.patterns))
     missing = sorted(set(command.patterns) - set(values))
@@ -141,7 +162,7 @@ def build_argv(command: Command, values: Mapping[str, object]) -> list[str]:
         pattern = command.patterns[name]
         if not isinstance(value, str):
             raise ArgumentRefused(f"{command.name}: args.{name} must be text", param=name)
-        shown = value if len(value) <= 60 else value[:57] + "..."
+        shown = _shown(value)
         if len(value) > MAX_VALUE_CHARS:
             raise ArgumentRefused(f"{command.name}: args.{name} is longer than {MAX_VALUE_CHARS}", param=name)
         if _CONTROL.search(value):
@@ -165,32 +186,131 @@ def build_argv(command: Command, values: Mapping[str, object]) -> list[str]:
             )
         checked[name] = value
     argv = [command.program]
+    confine = _Confinement(command, folder or command.cwd)
     for template in command.args:
-        whole = _PLACEHOLDER.fullmatch(template)
-        if whole is not None:
-            name = whole.group(1)
-            value = checked[name]
-            if value.startswith("-") and name not in command.options:
-                raise ArgumentRefused(
-                    f"{command.name}: args.{name} may not start with '-' (it would be read as an option)",
-                    param=name,
-                )
-            argv.append(value)
-        else:
-            built = _TOKEN.sub(
-                lambda token: checked[token.group(1)] if token.group(1) else token.group(0)[0], template
-            )
-            first = _PLACEHOLDER.match(template)
-            if built.startswith("-") and first is not None and first.group(1) not in command.options:
+        built, filled, prefix = _fill(template, checked)
+        if filled:
+            first = filled[0][1]
+            if not prefix and built.startswith("-") and first not in command.options:
                 # "{name}.txt" filled with "--help=x" is an option too: the rule is the argument's, not
                 # only a whole placeholder's.
-                raise ArgumentRefused(
-                    f"{command.name}: args.{first.group(1)} may not make an argument start with '-' "
-                    "(it would be read as an option)",
-                    param=first.group(1),
+                makes = (
+                    "start with '-'"
+                    if _PLACEHOLDER.fullmatch(template)
+                    else "make an argument start with '-'"
                 )
-            argv.append(built)
+                raise ArgumentRefused(
+                    f"{command.name}: args.{first} may not {makes} (it would be read as an option)",
+                    param=first,
+                )
+            confine.check(built, filled, prefix)
+        argv.append(built)
     return argv
+
+
+def _shown(value: str) -> str:
+    return value if len(value) <= 60 else value[:57] + "..."
+
+
+def _fill(template: str, checked: Mapping[str, str]) -> tuple[str, list[tuple[int, str]], str]:
+    """``template`` with the values put in, where each value starts in it (with its placeholder's
+    name), and the literal text before the first placeholder."""
+    parts: list[str] = []
+    filled: list[tuple[int, str]] = []
+    at = 0
+    length = 0
+    prefix: str | None = None
+    for token in _TOKEN.finditer(template):
+        literal = template[at : token.start()]
+        parts.append(literal)
+        length += len(literal)
+        at = token.end()
+        name = token.group(1)
+        if name is None:  # {{ or }}
+            parts.append(token.group(0)[0])
+            length += 1
+            continue
+        if prefix is None:
+            prefix = "".join(parts)
+        filled.append((length, name))
+        parts.append(checked[name])
+        length += len(checked[name])
+    parts.append(template[at:])
+    return "".join(parts), filled, prefix or ""
+
+
+class _Confinement:
+    """Where the paths a command's values make really lead, from the folder the command runs in."""
+
+    def __init__(self, command: Command, folder: Path) -> None:
+        self.command = command
+        self.folder = os.path.realpath(folder)
+        roots = command.roots
+        # A folder that holds the tether home (a root such as ~) must not hand a program a path into
+        # it. A folder inside the home (the default <home>/workspace) holds none of its state, and
+        # every path that stays in the folder stays out of it.
+        self.roots = roots if roots is not None and not _inside(self.folder, str(roots.home)) else None
+
+    def check(self, built: str, filled: list[tuple[int, str]], prefix: str) -> None:
+        """Refuse the argument ``built`` when a path it makes leads out of the folder (through a link, or
+        through '..' that values make together), into the tether home, or names a hard-linked file.
+
+        A program may read a path starting at any value (``{dir}/{name}``, ``--file={file}``, ``-o{f}``),
+        or inside one (``--file=x`` given to an option placeholder, ``if=x``): each is resolved from the
+        folder. When the literal text before the first value holds a folder
+        (``sub/{name}``, ``--out=/data/{f}``), the value may not leave that folder either."""
+        for start, name in filled:
+            for text in _paths_in(built[start:]):
+                self._within(text, self.folder, name)
+        if "/" in prefix:
+            path = prefix.rsplit("=", 1)[-1]
+            base = os.path.realpath(os.path.join(self.folder, os.path.dirname(path)))
+            self._within(built[len(prefix) - len(path) :], base, filled[0][1])
+
+    def _within(self, text: str, base: str, name: str) -> None:
+        """Refuse ``text`` (a path from the folder) unless it really leads to ``base`` or below."""
+        command = self.command
+        target = os.path.realpath(os.path.join(self.folder, text))
+        if not _inside(target, base):
+            raise ArgumentRefused(
+                f"{command.name}: args.{name} makes the path {_shown(text)!r}, which leads outside the "
+                "command's folder (through a symbolic link, or '..'): give a path inside it",
+                param=name,
+            )
+        if self.roots is not None:
+            why = self.roots.touches_home(Path(target))
+            if why is not None:
+                raise ArgumentRefused(
+                    f"{command.name}: args.{name} {_shown(text)!r} is refused: {why}", param=name
+                )
+        try:
+            info = os.stat(target)
+        except (OSError, ValueError):
+            return
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            # Another name of the same file may lie anywhere on the disk (as the workspace never reads).
+            raise ArgumentRefused(
+                f"{command.name}: args.{name} {_shown(text)!r} names a file with {info.st_nlink} hard links; "
+                "another of its names may lie outside the command's folder",
+                param=name,
+            )
+
+
+def _paths_in(text: str) -> list[str]:
+    """The paths a program may read from ``text``: all of it, what follows each ``=`` (``--file=x``,
+    ``if=x``, ``VAR=x``) and what follows a glued short option (``-ox``, when options are allowed)."""
+    found = [text]
+    at = text.find("=")
+    while at >= 0:
+        found.append(text[at + 1 :])
+        at = text.find("=", at + 1)
+    if len(text) > 2 and text[0] == "-" and text[1] != "-":
+        found.append(text[2:])
+    return found
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def _leaves(value: str) -> bool:

@@ -279,10 +279,15 @@ class Tree:
         return cls(mode=mode, cgroup=cgroup, foreign=foreign, why=why)
 
     def spawn(
-        self, argv: list[str], *, cwd: str | os.PathLike[str], env: dict[str, str]
+        self, argv: list[str], *, cwd: str | os.PathLike[str] | int, env: dict[str, str]
     ) -> subprocess.Popen[bytes]:
         """Start ``argv`` (no shell) in its own session inside the tree: stdin closed, stdout and stderr
-        on one pipe, no other descriptor inherited."""
+        on one pipe, no other descriptor inherited. ``cwd`` may be an open folder's descriptor (Linux):
+        the command then starts in that very folder, wherever its path leads by now."""
+        if isinstance(cwd, int):
+            # The child changes into it before it closes the descriptors it does not keep: the path
+            # names the descriptor the child inherited, which /proc resolves to the folder itself.
+            cwd = f"/proc/self/fd/{cwd}"
 
         def start(preexec: Callable[[], object] | None) -> subprocess.Popen[bytes]:
             return subprocess.Popen(

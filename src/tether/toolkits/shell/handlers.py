@@ -18,6 +18,8 @@ import subprocess
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from tether.config import ShellSettings
@@ -37,11 +39,12 @@ KILL_GRACE_S = 2.0
 LINGER_S = 1.0  # after the command exits, how long what it started may hold its output open
 REAP_EVERY_S = 0.5
 POLL_S = 0.05
+_PROC_FDS = os.path.isdir("/proc/self/fd")  # a folder's descriptor can be named as a path (Linux)
 MAX_LINES_PER_S = 50  # streamed as progress; beyond this, lines are counted and summarized
 TAIL_LINES = 200  # lines of output kept for the result (head and tail)
 
 
-def _load(ctx: TaskContext, *, background: bool) -> tuple[Command, list[str], ShellSettings]:
+def _load(ctx: TaskContext, *, background: bool) -> tuple[Command, dict[str, str], ShellSettings]:
     params: Any = ctx.params
     try:
         settings = ShellSettings.load(ctx.home)
@@ -56,7 +59,20 @@ def _load(ctx: TaskContext, *, background: bool) -> tuple[Command, list[str], Sh
             "to confirm that exact call)",
             param="destructive",
         )
-    return command, build_argv(command, params.args), settings
+    build_argv(command, params.args)  # refused here, before anything is prepared; checked again at the start
+    return command, params.args, settings
+
+
+@contextlib.contextmanager
+def _folder(command: Command) -> Iterator[tuple[int | None, Path]]:
+    """The command's folder opened (walked from its root with O_NOFOLLOW at every step), and where it
+    is now: the values are checked from there and the command starts in that very folder, so a link
+    put at the folder's path after the check cannot move it elsewhere."""
+    if command.roots is None or command.located is None or not _PROC_FDS:
+        yield None, command.cwd
+        return
+    with command.roots.dir_fd(command.located) as fd:
+        yield fd, Path(os.readlink(f"/proc/self/fd/{fd}"))
 
 
 def list_commands(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
@@ -69,13 +85,13 @@ def list_commands(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
 
 
 def run(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
-    command, argv, settings = _load(ctx, background=False)
-    return _execute(ctx, command, argv, settings, stream=False)
+    command, values, settings = _load(ctx, background=False)
+    return _execute(ctx, command, values, settings, stream=False)
 
 
 def start(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
-    command, argv, settings = _load(ctx, background=True)
-    return _execute(ctx, command, argv, settings, stream=True)
+    command, values, settings = _load(ctx, background=True)
+    return _execute(ctx, command, values, settings, stream=True)
 
 
 class _Output:
@@ -222,17 +238,26 @@ def _follow(
 
 
 def _execute(
-    ctx: TaskContext, command: Command, argv: list[str], settings: ShellSettings, *, stream: bool
+    ctx: TaskContext, command: Command, values: dict[str, str], settings: ShellSettings, *, stream: bool
 ) -> tuple[str, dict[str, Any]]:
     env = {name: os.environ[name] for name in command.env if name in os.environ}
     limit = command.timeout_s or (None if stream else FOREGROUND_TIMEOUT_S)
     tree = containment.Tree.prepare()
-    ctx.log.info("shell %s: %s (cwd %s)", command.name, argv, command.cwd)
     try:
-        child = tree.spawn(argv, cwd=command.cwd, env=env)
+        with _folder(command) as (fd, folder):
+            # Checked again from the folder as it is now, at the last moment before the start: what is
+            # left is a link swapped in between this check and the program's own open of the path.
+            argv = build_argv(command, values, folder=folder)
+            ctx.log.info("shell %s: %s (cwd %s)", command.name, argv, folder)
+            child = tree.spawn(argv, cwd=folder if fd is None else fd, env=env)
     except OSError as exc:
         tree.release()
-        raise TaskFailed(f"{command.name}: could not start {argv[0]!r}: {exc.strerror or exc}") from None
+        raise TaskFailed(
+            f"{command.name}: could not start {command.program!r}: {exc.strerror or exc}"
+        ) from None
+    except BaseException:
+        tree.release()
+        raise
     assert child.stdout is not None
     ctx.log.info("contained by %s%s", tree.mode, f" ({tree.why})" if tree.why else "")
     queued: queue.Queue[bytes | None] = queue.Queue(maxsize=10_000)
