@@ -87,6 +87,7 @@ def test_one_call_per_line_keeps_their_order_and_the_prose() -> None:
         ),
         ("Sure! start_game()", "written as code"),
         ("<tool_call>", "marker"),
+        ("<tool_response>\n</tool_response>\n", "template markup"),  # Qwen2.5-Coder-1.5B's last answer once
     ],
 )
 def test_an_attempt_that_cannot_be_taken_says_why(text: str, why: str) -> None:

@@ -32,6 +32,8 @@ from tether.models.jsonfix import loads_lenient
 TAGGED = re.compile(r"<(tool_call|tools|function_call)>\s*(.*?)\s*(?:</\1>|$)", re.DOTALL)
 FENCED = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.DOTALL)
 MARKERS = re.compile(r"</?(?:tool_call|tools|function_call)>|<\|python_tag\|>|<function=|\[TOOL_CALLS\]")
+# A chat template's markup that a model may echo instead of answering: nothing a person should read.
+TEMPLATE = re.compile(r"</?tool_response>|<\|im_(?:start|end)\|>|<\|eot_id\|>|<\|endoftext\|>")
 # ``start_game()``, ``demo__farm_instance(instance_name="金币")``: a call in a programming language's form.
 CALL_SYNTAX = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\s*\((.*?)\)", re.DOTALL)
 NAME_KEYS = ("name", "function_name", "tool_name", "tool", "action", "function", "call")
@@ -183,6 +185,9 @@ def read(text: str, tools: Sequence[ToolDef]) -> TextReading:
         return TextReading(prose=text, attempt=True, why="; ".join(problems))
     if MARKERS.search(text):
         return TextReading(prose=text, attempt=True, why="a tool-call marker without a readable call")
+    if TEMPLATE.search(text) and not TEMPLATE.sub("", text).strip():
+        # Only the chat template's own markup (a small model echoing an empty tool response): no answer.
+        return TextReading(prose=text, attempt=True, why="only template markup, no answer for the person")
     why = _embedded(text, tools) or _call_syntax(text, tools)
     if why:
         return TextReading(prose=text, attempt=True, why=why)
