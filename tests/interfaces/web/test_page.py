@@ -186,7 +186,7 @@ def test_a_running_turn_is_cancelled_from_the_page_and_its_job_is_stopped(page: 
     answer = page.get_by_test_id("msg-assistant").last
     answer.filter(has_text="取消").wait_for()
     assert "interrupted" in answer.inner_text().lower()
-    assert "1 job(s) stopped" in page.get_by_test_id("notice").inner_text()
+    page.get_by_test_id("notice").filter(has_text="1 job(s) stopped").wait_for()  # when the cancel answers
     assert served.get(f"/api/jobs/{job['execution_id']}")["status"] == "stopped"
     shot(page, "14-turn-cancelled")
     say(page, "查看游戏状态")  # the conversation goes on
