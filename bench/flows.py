@@ -99,7 +99,7 @@ async def _floor(runtime: Runtime, n: int, workflow: str = FLOOR) -> float:
     started = time.time()
     with durable.client(runtime) as c:
         handle = await c.enqueue_async(
-            {"workflow_name": workflow, "queue_name": durable.QUEUE, "app_version": durable.APP_VERSION}, n
+            {"workflow_name": workflow, "queue_name": c.names.queue, "app_version": c.names.version}, n
         )
         assert await handle.get_result(polling_interval_sec=0.01) == n
     return time.time() - started

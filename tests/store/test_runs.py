@@ -107,3 +107,28 @@ def test_task_counts_say_how_many_tasks_each_run_has_and_how_many_ended(
     runs.update_task("r1", "a", status="completed")
     assert runs.task_counts(["r1", "r2", "r3"]) == {"r1": (2, 1)}
     assert runs.task_counts([]) == {}
+
+
+def test_each_home_drives_and_prunes_only_its_own_runs(
+    open_db: Callable[[], Database], database_url: str
+) -> None:
+    ours = SqlRunStore(open_db())
+    other_db = Database(database_url, installation="0123456789abcdef")
+    try:
+        theirs = SqlRunStore(other_db)
+        mine = ours.create("run-mine", goal="", plan=_plan(1), caller="cli")
+        theirs.create("run-theirs", goal="", plan=_plan(1), caller="cli")
+        theirs.begin_attempt("run-theirs", "t0", 1, "e-theirs", {})
+        assert mine.installation == ours.installation.id
+        assert [r.run_id for r in ours.active()] == ["run-mine"]
+        assert {r.run_id for r in ours.list()} == {"run-mine", "run-theirs"}  # listed, read-only
+        seen = ours.get("run-theirs")
+        assert seen is not None and seen.installation == "0123456789abcdef" and seen.host
+        assert seen.attempts[0].installation == "0123456789abcdef"
+        for store, run_id in ((ours, "run-mine"), (theirs, "run-theirs")):
+            store.set_status(run_id, "completed")
+        assert ours.delete_ended("9999") == [("run-mine", 0)]
+        assert ours.get("run-theirs") is not None
+        assert theirs.delete_ended("9999") == [("run-theirs", 0)]
+    finally:
+        other_db.close()

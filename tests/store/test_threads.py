@@ -167,3 +167,26 @@ def test_orphaned_turns_are_interrupted_except_those_a_workflow_will_resume(
     assert [t.status for t in threads.turns("spared")] == ["running"]
     assert [t.status for t in threads.turns("alive")] == ["running"]
     assert threads.interrupt_orphans(alive) == [("spared", 1)]
+
+
+def test_another_home_never_ends_takes_over_or_holds_a_turn_it_cannot_see(
+    open_db: Callable[[], Database], database_url: str
+) -> None:
+    """Two homes on one database, one thread: the other home's process is out of sight here (another
+    host), so seeming dead says nothing about it."""
+    ours = SqlThreadStore(open_db())
+    other_db = Database(database_url, installation="0123456789abcdef")
+    try:
+        theirs = SqlThreadStore(other_db)
+        assert theirs.begin_turn("th", "from there", ME, always) == 1
+        record = ours.turn("th", 1)
+        assert record is not None and record.installation == "0123456789abcdef"
+        assert ours.interrupt_orphans(never) == []
+        assert ours.begin_turn("th", "from here", ME, never) is None  # the thread is busy, not free
+        assert not ours.hold_turn("th", 1, ME)
+        still = theirs.turn("th", 1)
+        assert still is not None and still.status == "running"
+        assert theirs.interrupt_orphans(never) == [("th", 1)]  # its own home settles it
+        assert ours.begin_turn("th", "from here", ME, never) == 2
+    finally:
+        other_db.close()

@@ -8,6 +8,10 @@ diagnostics and the review a person is asked for. Every change is appended to th
 Writes that the engine may repeat after a crash are idempotent (an attempt is keyed by run, task and
 number; its execution id is unique), and the answers of people are compare-and-set: a review is
 answered once, so the continuation it enqueues is enqueued once.
+
+A run and each attempt record the installation (tether home) and host that run them. Several homes may
+share the database: each lists every run, but only its own executors drive, continue and prune its runs
+(``active`` and ``delete_ended`` are this installation's).
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ class AttemptRecord:
     started_at: str
     ended_at: str | None
     duration_seconds: float
+    installation: str | None = None  # the home whose executor ran it
+    host: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +108,8 @@ class RunRecord:
     attempts: tuple[AttemptRecord, ...] = field(default=())
     plan_version: int = 0  # grows when tasks join the plan (follow-ups): a cached plan is still good
     rev: int = 0  # grows with every write that changes a task (see ``SqlRunStore.changes``)
+    installation: str | None = None  # the home whose executors run it
+    host: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -164,6 +172,8 @@ def _run(row: Any, tasks: tuple[TaskState, ...] = (), attempts: tuple[AttemptRec
         attempts=attempts,
         plan_version=int(m["plan_version"]),
         rev=int(m["rev"]),
+        installation=m["installation"],
+        host=m["host"],
     )
 
 
@@ -198,6 +208,8 @@ def _attempt(row: Any) -> AttemptRecord:
         started_at=m["started_at"],
         ended_at=m["ended_at"],
         duration_seconds=float(m["duration_seconds"]),
+        installation=m["installation"],
+        host=m["host"],
     )
 
 
@@ -267,6 +279,7 @@ class SqlRunStore:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.installation = db.installation
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -352,8 +365,10 @@ class SqlRunStore:
             return [row[0] for row in conn.execute(query)]
 
     def active(self) -> list[RunRecord]:
-        """Runs that are not over (running, or paused for a person)."""
-        query = select(R).where(R.c.status.in_(("running", "waiting_for_human")))
+        """This installation's runs that are not over (running, or paused for a person)."""
+        query = select(R).where(
+            R.c.status.in_(("running", "waiting_for_human")), R.c.installation == self.installation.id
+        )
         with self.db.read() as conn:
             return [_run(row) for row in conn.execute(query)]
 
@@ -369,7 +384,7 @@ class SqlRunStore:
                 {
                     "run_id": run_id, "goal": goal, "status": "running", "plan": _dumps(plan),
                     "caller": caller, "segment": 0, "plan_version": 0, "message": "", "created_at": at,
-                    "updated_at": at,
+                    "updated_at": at, **self.installation.values(),
                 },
             )  # fmt: skip
             rows = [
@@ -393,7 +408,8 @@ class SqlRunStore:
         )  # fmt: skip
         return RunRecord(
             run_id=run_id, goal=goal, status="running", plan=plan, caller=caller, segment=0, message="",
-            created_at=at, updated_at=at, ended_at=None, tasks=tasks,
+            created_at=at, updated_at=at, ended_at=None, tasks=tasks, installation=self.installation.id,
+            host=self.installation.host,
         )  # fmt: skip
 
     def add_tasks(
@@ -505,7 +521,7 @@ class SqlRunStore:
                     {
                         "run_id": run_id, "task_id": task_id, "attempt": attempt,
                         "execution_id": execution_id, "status": "running", "message": "", "how": _dumps(how),
-                        "started_at": at, "duration_seconds": 0.0,
+                        "started_at": at, "duration_seconds": 0.0, **self.installation.values(),
                     },
                 )  # fmt: skip
                 conn.execute(_START_TASK, {"rid": run_id, "tid": task_id, "n": attempt, "at": at, "rev": rev})
@@ -644,13 +660,16 @@ class SqlRunStore:
         return True
 
     def delete_ended(self, before: str) -> list[tuple[str, int]]:
-        """Forget runs that ended before ``before`` (ISO time); (id, last segment) of each, for pruning
-        DBOS's log."""
+        """Forget this installation's runs that ended before ``before`` (ISO time); (id, last segment) of
+        each, for pruning its DBOS log."""
+        mine = R.c.installation == self.installation.id
         with self.db.write() as conn:
             rows = [
                 (r[0], int(r[1]))
                 for r in conn.execute(
-                    select(R.c.run_id, R.c.segment).where(R.c.ended_at.is_not(None), R.c.ended_at < before)
+                    select(R.c.run_id, R.c.segment).where(
+                        R.c.ended_at.is_not(None), R.c.ended_at < before, mine
+                    )
                 )
             ]
             ids = [run_id for run_id, _ in rows]

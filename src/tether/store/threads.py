@@ -2,6 +2,10 @@
 
 - **One writer per thread.** ``begin_turn`` allocates the next turn number atomically and only when no
   other live process is in a turn of that thread (a turn whose owner died is marked ``interrupted``).
+- **Each home settles its own turns.** A turn records the installation (tether home) and host of its
+  process. Several homes may share the database; another home's process is out of this one's sight
+  (another host, or another PID namespace), so its running turn is never taken for dead here: it
+  stays running, and the thread busy, until its own home ends or settles it.
 - **Replays are no-ops.** A message is keyed by ``(thread, turn, index)``; appending the same key twice
   stores it once. A step's id is deterministic, ``<thread>:<turn>:<index>``: it is recorded ``started``
   (with the execution it is about to start) before anything runs, then ``finished`` with its result.
@@ -101,6 +105,8 @@ class TurnRecord:
     final: str
     started_at: str
     ended_at: str | None
+    installation: str | None = None  # the home whose process runs (or ran) it
+    host: str | None = None
 
 
 class ThreadStore(Protocol):
@@ -320,7 +326,12 @@ _INTERRUPT_TURN = (
 )
 _HOLD_TURN = (
     update(Tu)
-    .where(Tu.c.thread_id == _K_THREAD, Tu.c.turn == _K_TURN, Tu.c.status == "running")
+    .where(
+        Tu.c.thread_id == _K_THREAD,
+        Tu.c.turn == _K_TURN,
+        Tu.c.status == "running",
+        Tu.c.installation == bindparam("k_installation"),
+    )
     .values(owner_pid=bindparam("v_pid"), owner_create_time=bindparam("v_ct"))
 )
 _COUNT_TURN = (
@@ -364,7 +375,7 @@ _RECENT_BEFORE = (
 _LAST_TURNS = (
     select(Tu).where(Tu.c.thread_id == _K_THREAD).order_by(Tu.c.turn.desc()).limit(bindparam("k_limit"))
 )
-_ALL_RUNNING = select(Tu).where(Tu.c.status == "running")
+_ALL_RUNNING = select(Tu).where(Tu.c.status == "running", Tu.c.installation == bindparam("k_installation"))
 _RENAME = (
     update(Th)
     .where(Th.c.thread_id == _K_THREAD)
@@ -377,6 +388,7 @@ class SqlThreadStore:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.installation = db.installation
 
     def load(self, thread_id: str) -> ThreadState | None:
         with self.db.read() as conn:
@@ -405,7 +417,8 @@ class SqlThreadStore:
                 )
 
     def begin_turn(self, thread_id: str, message: str, owner: tuple[int, float], alive: Alive) -> int | None:
-        """The next turn's number, claimed for ``owner``; None while another live process is in a turn."""
+        """The next turn's number, claimed for ``owner``; None while another live process is in a turn (a
+        process of another home counts as live: it is out of this home's sight)."""
         stamp = _now()
         with self.db.write() as conn:
             if conn.execute(_DELETED, {"k_thread": thread_id}).first() is not None:
@@ -421,6 +434,8 @@ class SqlThreadStore:
                                      {"k_thread": thread_id}).scalar_one())  # fmt: skip
             for busy in conn.execute(_RUNNING, {"k_thread": thread_id}).all():
                 m = busy._mapping
+                if not self.installation.owns(m["installation"]):
+                    return None
                 if m["owner_pid"] is not None and alive(m["owner_pid"], m["owner_create_time"] or 0.0):
                     return None
                 conn.execute(_INTERRUPT_TURN, {"k_thread": thread_id, "k_turn": m["turn"], "v_at": stamp})
@@ -437,6 +452,7 @@ class SqlThreadStore:
                     "owner_pid": owner[0],
                     "owner_create_time": owner[1],
                     "started_at": stamp,
+                    **self.installation.values(),
                 },
             )
         return turn
@@ -456,12 +472,12 @@ class SqlThreadStore:
         return bool(moved)
 
     def hold_turn(self, thread_id: str, turn: int, owner: tuple[int, float]) -> bool:
-        """Make ``owner`` the process of a running turn (an executor resuming it after a crash); False
-        when the turn is not running any more (another process recovered it meanwhile)."""
+        """Make ``owner`` the process of a running turn of this home (an executor resuming it after a
+        crash); False when the turn is not running any more (another process recovered it meanwhile),
+        or is another home's."""
+        values = {"k_thread": thread_id, "k_turn": turn, "v_pid": owner[0], "v_ct": owner[1]}
         with self.db.write() as conn:
-            moved = conn.execute(
-                _HOLD_TURN, {"k_thread": thread_id, "k_turn": turn, "v_pid": owner[0], "v_ct": owner[1]}
-            ).rowcount
+            moved = conn.execute(_HOLD_TURN, {**values, "k_installation": self.installation.id}).rowcount
         return bool(moved)
 
     def turn(self, thread_id: str, turn: int) -> TurnRecord | None:
@@ -588,13 +604,14 @@ class SqlThreadStore:
     def interrupt_orphans(
         self, alive: Alive, spare: Collection[str] = (), only: str | None = None
     ) -> list[tuple[str, int]]:
-        """Mark ``interrupted`` every running turn (of thread ``only``, if given) whose process is dead,
-        except on the threads in ``spare`` (a durable workflow will resume those). The next turn on each
-        thread settles it. The (thread, turn) pairs marked."""
+        """Mark ``interrupted`` every running turn of this home (of thread ``only``, if given) whose
+        process is dead, except on the threads in ``spare`` (a durable workflow will resume those). The
+        next turn on each thread settles it. The (thread, turn) pairs marked. Another home's turns are
+        its own to settle: whether their process lives cannot be seen from here."""
         marked: list[tuple[str, int]] = []
         stamp = _now()
         with self.db.write() as conn:
-            for row in conn.execute(_ALL_RUNNING).all():
+            for row in conn.execute(_ALL_RUNNING, {"k_installation": self.installation.id}).all():
                 m = row._mapping
                 if m["thread_id"] in spare or (only is not None and m["thread_id"] != only):
                     continue
@@ -654,4 +671,6 @@ def _turn(row: Any) -> TurnRecord:
         final=m["final"],
         started_at=m["started_at"],
         ended_at=m["ended_at"],
+        installation=m["installation"],
+        host=m["host"],
     )

@@ -91,6 +91,18 @@ def running(runtime: Runtime, thread_id: str) -> bool:
     return bool(runtime.threads.turns_with_status(thread_id, "running"))
 
 
+def elsewhere(runtime: Runtime, thread_id: str) -> str | None:
+    """Where the thread's running turn, or a live job of it, runs when that is another home on the same
+    database (whose processes this home can neither see nor stop); None when none does."""
+    for turn in runtime.threads.turns_with_status(thread_id, "running"):
+        if not runtime.installation.owns(turn.installation):
+            return f"host {turn.host or 'unknown'} (tether installation {turn.installation or 'unknown'})"
+    for job in runtime.jobs.list(active=True, origin=f"thread:{thread_id}", limit=10_000):
+        if not runtime.installation.owns(job.installation):
+            return f"host {job.host or 'unknown'} (tether installation {job.installation or 'unknown'})"
+    return None
+
+
 def submit(
     runtime: Runtime,
     client: Any,
@@ -173,6 +185,9 @@ async def cancel_turn(
         raise ConfigError(f"no thread {thread_id!r}")
     workflows = await asyncio.to_thread(_cancel_live, client, thread_id)
     turns = await asyncio.to_thread(threads.turns_with_status, thread_id, "running")
+    if turns and not workflows and not runtime.installation.owns(turns[-1].installation):
+        where = f"{turns[-1].host or 'unknown'} (tether installation {turns[-1].installation or 'unknown'})"
+        raise Busy(f"thread {thread_id!r} is in a turn that runs on host {where}: cancel it there")
     if turns and not workflows:  # not handed over: a process that is no executor runs it, or ran it
         await asyncio.to_thread(threads.interrupt_orphans, alive, (), thread_id)
         if await asyncio.to_thread(running, runtime, thread_id):
@@ -247,6 +262,9 @@ async def delete_thread(
     its records once its turn has ended. What was done."""
     if await asyncio.to_thread(runtime.threads.load, thread_id) is None:
         raise ConfigError(f"no thread {thread_id!r}")
+    where = await asyncio.to_thread(elsewhere, runtime, thread_id)
+    if where is not None:  # its records would go while that home's turn or job writes on
+        raise Busy(f"thread {thread_id!r} has work running on {where}: delete it there, or once that ends")
     workflows = await asyncio.to_thread(_cancel_live, client, thread_id)
     stopped = []
     origin = f"thread:{thread_id}"

@@ -3,12 +3,18 @@
 - **Where**: DBOS keeps its recovery log in its own database — ``<home>/dbos.sqlite`` (WAL) next to
   tether's store by default, or the ``dbos`` schema of the PostgreSQL database ``[store].database_url``
   names. tether's own tables stay the readable record.
+- **Whose**: several homes (installations) may share one PostgreSQL, and with it DBOS's system schema.
+  Each is a DBOS application of its own, ``tether-<installation id>``, with its own queue and version
+  (``names``): DBOS dequeues, runs and recovers a workflow only in the application that owns it, so one
+  home's executors never run, take over or recover another home's runs and turns (whose jobs, files and
+  locks they could not reach anyway).
 - **Who executes**: only executor processes launch DBOS (``tether worker``, ``tether serve``, or a
   ``tether goal`` / ``flow run`` that finds no executor and becomes one for the duration). Each holds an
   **executor slot** — an OS lock on ``<home>/executors/slot-N.lock`` from before launch to exit — and
-  runs under the executor id ``<host>/<home hash>/slot-N``: stable (a restarted executor takes a free
-  slot and recovers what a dead holder of any free slot left) and unique among live processes (DBOS's
-  launch re-dispatches every pending workflow of its id; two live processes never share one).
+  runs under the executor id ``<host>/<installation id>/slot-N``: stable (a restarted executor takes a
+  free slot and recovers what a dead holder of any free slot left) and unique among live processes
+  (DBOS's launch re-dispatches every pending workflow of its id; two live processes never share one,
+  nor two homes, even at the same path on two hosts).
 - **Everyone else** talks to DBOS through ``DBOSClient`` (enqueue, cancel, list): short commands never
   launch it, so they never run or steal another process's workflow.
 
@@ -17,13 +23,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import socket
 import sqlite3
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from tether.config import installation_id
 from tether.errors import ConfigError
 from tether.execution.lock import try_hold
 
@@ -32,17 +39,35 @@ if TYPE_CHECKING:
 
     from tether.runtime import Runtime
 
-APP_NAME = "tether"
+APP_NAME = "tether"  # an installation's application is tether-<installation id> (``names``)
 # Pinned and bumped deliberately: DBOS recovers only workflows of the running version, so a change to
 # the engine's workflow or step sequence that would replay differently must bump this.
 APP_VERSION = "tether-flows-2"  # 2: agent attempts are child workflows; a goal is planned in its run
-QUEUE = "tether-runs"
+QUEUE = "tether-runs"  # an installation's queue is tether-runs-<installation id>
 WORKFLOW = "tether.run_segment"
 TURN_WORKFLOW = "tether.turn"
 POLL_S = 0.05
 SLOTS = 64
 SLOTS_DIR = "executors"
 DBOS_FILE = "dbos.sqlite"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Names:
+    """What DBOS knows one installation by. Queue and version names are unique across the applications
+    of a system database, so they carry the installation too."""
+
+    app: str
+    queue: str
+    version: str
+
+
+def names(installation: str) -> Names:
+    return Names(
+        app=f"{APP_NAME}-{installation}",
+        queue=f"{QUEUE}-{installation}",
+        version=f"{APP_VERSION}+{installation}",
+    )
 
 
 def system_url(runtime: Runtime) -> str:
@@ -61,13 +86,13 @@ def _serializer() -> Any:
     return DBOSPortableJSONSerializer()
 
 
-_PREPARED: set[str] = set()
+_PREPARED: set[tuple[str, str]] = set()
 
 
-def prepare(url: str) -> None:
-    """Create or migrate DBOS's schema, in WAL mode on SQLite, and register tether's queue with fast
-    polling (so the first executor to launch listens to it at once). Cheap after the first time."""
-    if url in _PREPARED:
+def prepare(url: str, own: Names) -> None:
+    """Create or migrate DBOS's schema, in WAL mode on SQLite, and register the installation's queue with
+    fast polling (so the first executor to launch listens to it at once). Cheap after the first time."""
+    if (url, own.app) in _PREPARED:
         return
     from dbos import DBOS
 
@@ -80,29 +105,41 @@ def prepare(url: str) -> None:
         with sqlite3.connect(path) as conn:
             conn.execute("PRAGMA journal_mode=WAL")
     DBOS.migrate(url)
-    client = _client(url)
+    client = _client(url, own)
     try:
-        if client.retrieve_queue(QUEUE) is None:
-            client.register_queue(QUEUE, polling_interval_sec=POLL_S)
+        if client.retrieve_queue(own.queue) is None:
+            client.register_queue(own.queue, polling_interval_sec=POLL_S)
     finally:
         client.destroy()
-    _PREPARED.add(url)
+    _PREPARED.add((url, own.app))
 
 
-def _client(url: str) -> DBOSClient:
+def _client(url: str, own: Names) -> DBOSClient:
     from dbos import DBOSClient
 
-    return DBOSClient(system_database_url=url, serializer=_serializer(), application_name=APP_NAME)
+    return DBOSClient(system_database_url=url, serializer=_serializer(), application_name=own.app)
+
+
+class Client:
+    """A DBOS client acting for one installation (``names``): what it enqueues, lists and cancels is that
+    application's. Everything else is ``DBOSClient``'s."""
+
+    def __init__(self, raw: DBOSClient, own: Names) -> None:
+        self.raw = raw
+        self.names = own
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
 
 
 @contextmanager
 def client(runtime: Runtime) -> Any:
     """A DBOS client for ``runtime``'s home (the schema prepared first)."""
-    url = system_url(runtime)
-    prepare(url)
-    c = _client(url)
+    url, own = system_url(runtime), names(runtime.installation.id)
+    prepare(url, own)
+    c = _client(url, own)
     try:
-        yield c
+        yield Client(c, own)
     finally:
         c.destroy()
 
@@ -114,15 +151,15 @@ def segment_id(run_id: str, segment: int) -> str:
 
 def enqueue_segment(runtime: Runtime, run_id: str, segment: int, delay_s: float = 0.0) -> None:
     """Enqueue segment ``segment`` of ``run_id`` (a repeat with the same number is a no-op)."""
-    options: dict[str, Any] = {
-        "workflow_name": WORKFLOW,
-        "queue_name": QUEUE,
-        "workflow_id": segment_id(run_id, segment),
-        "app_version": APP_VERSION,
-    }
-    if delay_s > 0:
-        options["delay_seconds"] = delay_s
     with client(runtime) as c:
+        options: dict[str, Any] = {
+            "workflow_name": WORKFLOW,
+            "queue_name": c.names.queue,
+            "workflow_id": segment_id(run_id, segment),
+            "app_version": c.names.version,
+        }
+        if delay_s > 0:
+            options["delay_seconds"] = delay_s
         c.enqueue(options, run_id, segment)
 
 
@@ -131,17 +168,17 @@ class TurnBusy(ConfigError):
 
 
 def enqueue_turn(c: Any, workflow_id: str, request: dict[str, Any]) -> None:
-    """Hand a person's conversation turn to the home's executors (``turns.run_turn``). One per thread
-    at a time: the queue deduplicates on the thread, so of two racing requests one is refused
-    (``TurnBusy``), never queued behind the other."""
+    """Hand a person's conversation turn to the home's executors (``turns.run_turn``) through ``c``, a
+    ``client`` of the home. One per thread at a time: the queue deduplicates on the thread, so of two
+    racing requests one is refused (``TurnBusy``), never queued behind the other."""
     from dbos._error import DBOSQueueDeduplicatedError
 
     thread_id = str(request.get("thread_id", ""))
     options = {
         "workflow_name": TURN_WORKFLOW,
-        "queue_name": QUEUE,
+        "queue_name": c.names.queue,
         "workflow_id": workflow_id,
-        "app_version": APP_VERSION,
+        "app_version": c.names.version,
         "deduplication_id": f"thread:{thread_id}",
     }
     try:
@@ -197,8 +234,9 @@ def segment_status(runtime: Runtime, run_id: str, segment: int) -> str | None:
 
 
 def prune(runtime: Runtime, *, older_than_days: float | None = None) -> int:
-    """Retention for runs, by ``[store].keep_days`` (0 keeps everything): runs that ended before the
-    cutoff leave tether's tables and their workflow segments leave DBOS's log. The runs pruned."""
+    """Retention for this home's runs, by ``[store].keep_days`` (0 keeps everything): runs that ended
+    before the cutoff leave tether's tables and their workflow segments leave DBOS's log. The runs
+    pruned (another home's are its own to prune)."""
     from datetime import UTC, datetime, timedelta
 
     days = runtime.store_settings.keep_days if older_than_days is None else older_than_days
@@ -217,12 +255,10 @@ def prune(runtime: Runtime, *, older_than_days: float | None = None) -> int:
 # -- executor slots ------------------------------------------------------------------------------
 
 
-def _home_tag(home: Path) -> str:
-    return hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:8]
-
-
 def executor_id(home: Path, slot: int) -> str:
-    return f"{socket.gethostname()}/{_home_tag(home)}/slot-{slot}"
+    """The DBOS executor id of a slot: the installation's id, not the home's path, tells two homes apart
+    (``~/.tether`` is the same path on every host, and host names repeat too)."""
+    return f"{socket.gethostname()}/{installation_id(home)}/slot-{slot}"
 
 
 def _slot_path(home: Path, slot: int) -> Path:
@@ -306,11 +342,12 @@ def _instance() -> Any:
 
 
 def config(runtime: Runtime, slot: Slot) -> dict[str, Any]:
+    own = names(runtime.installation.id)
     return {
-        "name": APP_NAME,
+        "name": own.app,  # DBOS dequeues and recovers only this application's workflows
         "system_database_url": system_url(runtime),
         "executor_id": slot.executor_id,
-        "application_version": APP_VERSION,
+        "application_version": own.version,
         "serializer": _serializer(),
         "notification_listener_polling_interval_sec": POLL_S,
         "log_level": "WARNING",

@@ -609,7 +609,8 @@ async def launch(
     """Make this process a tether executor: hold a slot, launch DBOS in the running loop, recover what
     dead executors left. Call ``shutdown`` before the loop ends."""
     global _HOST
-    await _io(durable.prepare, durable.system_url(runtime))  # database round trips: not on the loop
+    own = durable.names(runtime.installation.id)
+    await _io(durable.prepare, durable.system_url(runtime), own)  # database round trips: not on the loop
     slot = await _io(durable.take_slot, runtime.home)
     try:
         DBOS(config=durable.config(runtime, slot))  # type: ignore[arg-type]
@@ -633,8 +634,10 @@ def shutdown() -> None:
 
 
 def reconcile_runs(runtime: Runtime) -> int:
-    """Runs that are ``running`` with no live segment (a crash between recording a run, or a person's
-    answer, and enqueuing what goes on; a segment DBOS gave up on) get their next segment."""
+    """This home's runs that are ``running`` with no live segment (a crash between recording a run, or a
+    person's answer, and enqueuing what goes on; a segment DBOS gave up on) get their next segment.
+    Another home's run is never continued here: its segments are in its own application, out of sight
+    of this one, and its work belongs to its own executors."""
     count = 0
     for run in runtime.runs.active():
         if run.status != "running":

@@ -4,6 +4,10 @@ These are the short commands' side (``tether flow approve`` works while no execu
 tether's store with a compare-and-set and, when the run must go on, enqueues its next workflow segment
 through DBOS's client, deduplicated by the segment's workflow id. An executor process (``tether
 worker``, ``tether serve``, or a ``tether flow run`` that found none) runs what is enqueued.
+
+A run belongs to the home (installation) that started it: its segments are in that home's DBOS
+application and its jobs in that home. Another home on the same database shows it, but does not answer,
+resume or cancel it (``own``): it says where the run runs.
 """
 
 from __future__ import annotations
@@ -86,6 +90,16 @@ def find(runtime: Runtime, run_id: str) -> RunRecord:
     raise ConfigError(f"no run {run_id!r}; `tether flow list` shows the runs")
 
 
+def own(runtime: Runtime, run: RunRecord, verb: str) -> RunRecord:
+    """``run``, if it is this home's to ``verb``; ``ConfigError`` saying where it runs otherwise."""
+    if runtime.installation.owns(run.installation):
+        return run
+    raise ConfigError(
+        f"run {run.run_id} runs on host {run.host or 'unknown'} (tether installation "
+        f"{run.installation or 'unknown'}), not in this home: {verb} it there"
+    )
+
+
 def answer(
     runtime: Runtime,
     registry: Registry,
@@ -101,7 +115,7 @@ def answer(
     """A person's answer to the review a task waits on: ``approve`` (run it / accept its result / try
     again), ``reject`` (it does not run; its dependents are skipped), ``edit`` (new arguments or a new
     description, then run it). Recorded once; the run goes on in its next segment."""
-    run = find(runtime, run_id)
+    run = own(runtime, find(runtime, run_id), "answer")
     if not run.plan.get("tasks"):
         raise ConfigError(f"run {run.run_id} has no tasks yet: its goal is still being planned")
     plan = Plan.model_validate(run.plan)
@@ -196,6 +210,7 @@ async def cancel_run(runtime: Runtime, executor: Any, run_id: str, *, by: str = 
     run = await asyncio.to_thread(find, runtime, run_id)
     if run.terminal:
         raise ConfigError(f"run {run.run_id} is {run.status} already")
+    own(runtime, run, "cancel")
     await asyncio.to_thread(runtime.runs.set_status, run.run_id, "cancelled", f"cancelled by {by}")
     await asyncio.to_thread(durable.cancel_segment, runtime, run.run_id, run.segment)
     # An agent task's turn runs its tools from its own thread, and is a child workflow of its own.
@@ -222,6 +237,8 @@ def resume(runtime: Runtime, run_id: str) -> tuple[RunRecord, str]:
     """Make a run go on: a failed or cancelled run runs its unfinished tasks again; a running run with
     no live segment is enqueued again. (run, what was done)."""
     run = find(runtime, run_id)
+    if run.status != "completed":
+        own(runtime, run, "resume")
     if run.status == "completed":
         return run, "it is completed: nothing to resume"
     if run.status == "waiting_for_human":
