@@ -327,3 +327,17 @@ def test_a_thinking_model_reports_its_progress_while_it_works() -> None:
         assert [e for e, _ in seen] == sorted(e for e, _ in seen)
     finally:
         fake.close()
+
+
+def test_an_answer_that_repeats_the_repair_request_is_not_the_answer() -> None:
+    """Qwen2.5-Coder-1.5B answered the repair request by repeating it, and that was shown as the answer."""
+    from tether.models.textcalls import repair_request
+
+    fake = FakeOpenAI()
+    try:
+        fake.reply(completion('I will do it: {"name": "demo__start_game", "arguments": {}}'))
+        fake.reply(completion(repair_request("a tool call inside a sentence")))
+        with pytest.raises(ModelOutputError, match="repeated the request"):
+            asyncio.run(client(fake.url).complete(MESSAGES, [START, FARM]))
+    finally:
+        fake.close()

@@ -25,6 +25,11 @@ FARM = ToolDef(
         "additionalProperties": False,
     },
 )
+SALVAGE = ToolDef(
+    name="demo__salvage_relics",
+    description="Salvage.",
+    parameters={"type": "object", "properties": {"instance_name": {"type": "string"}}},
+)
 OTHER_START = ToolDef(name="robot__start_game", description="Another toolkit's.", parameters=START.parameters)
 TOOLS = [START, FARM]
 WANT = [("demo__farm_instance", {"instance_name": "gold"})]
@@ -60,6 +65,16 @@ def test_a_call_written_as_text_is_taken(text: str) -> None:
     assert not reading.attempt
 
 
+def test_a_call_with_a_made_up_result_after_it_is_the_call_alone() -> None:
+    """Qwen2.5-Coder-1.5B wrote the salvage call, then in a fence the result it imagined."""
+    text = (
+        '{"name": "demo__salvage_relics", "arguments": {"instance_name": "x"}}\n```\n'
+        '{"task_id": "demo.salvage_relics", "status": "completed", "message": "all salvaged"}\n```'
+    )
+    reading = read(text, [*TOOLS, SALVAGE])
+    assert [c.name for c in reading.calls] == ["demo__salvage_relics"] and reading.prose == ""
+
+
 def test_one_call_per_line_keeps_their_order_and_the_prose() -> None:
     text = (
         "I'll do both.\n"
@@ -88,6 +103,12 @@ def test_one_call_per_line_keeps_their_order_and_the_prose() -> None:
         ("Sure! start_game()", "written as code"),
         ("<tool_call>", "marker"),
         ("<tool_response>\n</tool_response>\n", "template markup"),  # Qwen2.5-Coder-1.5B's last answer once
+        # and a result it made up for a farm that never ran (shown as the answer, status completed)
+        (
+            '<tool_response>\n{"task_id": "demo.farm_instance", "status": "completed", "message": "done"}',
+            "yourself",
+        ),
+        ('```json\n{"task_id": "demo.farm_instance", "status": "completed"}\n```', "yourself"),
     ],
 )
 def test_an_attempt_that_cannot_be_taken_says_why(text: str, why: str) -> None:

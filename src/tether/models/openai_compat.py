@@ -214,6 +214,8 @@ class OpenAICompatModel:
         if second.tool_calls:
             return replace(_named(second, tools), usage=usage)
         again = textcalls.read(second.text, tools)
+        if textcalls.echoes_repair(second.text):  # a small model repeated the instructions back
+            again = textcalls.TextReading(prose=second.text, attempt=True, why="it repeated the request")
         if again.calls:
             return replace(second, text=again.prose, tool_calls=again.calls, usage=usage)
         if again.attempt:

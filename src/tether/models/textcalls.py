@@ -32,6 +32,9 @@ from tether.models.jsonfix import loads_lenient
 TAGGED = re.compile(r"<(tool_call|tools|function_call)>\s*(.*?)\s*(?:</\1>|$)", re.DOTALL)
 FENCED = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.DOTALL)
 MARKERS = re.compile(r"</?(?:tool_call|tools|function_call)>|<\|python_tag\|>|<function=|\[TOOL_CALLS\]")
+# A tool's result in the template's own tag: only tether writes those (a model that writes one made it up).
+RESULT_TAG = re.compile(r"<tool_response>.*?(?:</tool_response>|$)", re.DOTALL)
+FILLED_RESULT_TAG = re.compile(r"<tool_response>\s*[^<\s]")
 # A chat template's markup that a model may echo instead of answering: nothing a person should read.
 TEMPLATE = re.compile(r"</?tool_response>|<\|im_(?:start|end)\|>|<\|eot_id\|>|<\|endoftext\|>")
 # ``start_game()``, ``demo__farm_instance(instance_name="金币")``: a call in a programming language's form.
@@ -141,22 +144,34 @@ def _unwrapped(arguments: dict[str, Any], tool: ToolDef) -> dict[str, Any]:
 
 def _pieces(text: str) -> tuple[list[tuple[str, str]], str]:
     """The parts of ``text`` that may hold calls, each with how it was marked (``tag``, ``fence``,
-    ``bare``, ``line``), and the prose left around them."""
-    tagged = [body for _, body in TAGGED.findall(text)]
-    if tagged:
-        return [(t, "tag") for t in tagged if t.strip()], TAGGED.sub("", text)
-    fences = [f for f in FENCED.findall(text) if f.strip().startswith(("{", "["))]
-    if fences:  # code in other languages is an answer, not a call
-        rest = FENCED.sub(lambda m: "" if m.group(1).strip().startswith(("{", "[")) else m.group(0), text)
-        return [(f, "fence") for f in fences], rest
-    stripped = text.strip()
+    ``bare``, ``line``), and the prose left around them. Every kind is looked for: a small model mixes
+    them (a call on a line of its own, then a fenced block with what it imagines the result to be)."""
+    pieces: list[tuple[str, str]] = [(body, "tag") for _, body in TAGGED.findall(text) if body.strip()]
+    rest = TAGGED.sub("", text)
+    pieces += [(f, "fence") for f in FENCED.findall(rest) if f.strip().startswith(("{", "["))]
+    # A fence that held JSON goes with it; code in other languages is an answer, and stays.
+    rest = FENCED.sub(lambda m: "" if m.group(1).strip().startswith(("{", "[")) else m.group(0), rest)
+    stripped = rest.strip()
     if stripped.startswith(("{", "[")) and _decode(stripped, lenient=False) is not None:
-        return [(stripped, "bare")], ""
-    lines = [line.strip() for line in text.splitlines()]
+        return [*pieces, (stripped, "bare")], ""
+    lines = [line.strip() for line in rest.splitlines()]
     objects = [line for line in lines if line.startswith("{") and line.endswith("}")]
-    if objects:  # one call per line, maybe between sentences
-        return [(line, "line") for line in objects], "\n".join(line for line in lines if line not in objects)
-    return [], text
+    pieces += [(line, "line") for line in objects]  # one call per line, maybe between sentences
+    prose = "\n".join(line for line in lines if line not in objects and line.strip("`") != "")
+    return pieces, prose
+
+
+def _results(value: Any) -> bool:
+    """Whether a decoded value is a tool's result the model wrote itself (tether's result shape)."""
+    items = value if isinstance(value, list) else [value]
+    return any(
+        isinstance(i, dict) and "status" in i and ("task_id" in i or "execution_id" in i) for i in items
+    )
+
+
+FABRICATED = (
+    "you wrote a tool's result yourself: a tool runs only when you call it, and tether gives you its result"
+)
 
 
 def read(text: str, tools: Sequence[ToolDef]) -> TextReading:
@@ -166,11 +181,14 @@ def read(text: str, tools: Sequence[ToolDef]) -> TextReading:
     pieces, prose = _pieces(text)
     calls: list[ToolCall] = []
     problems: list[str] = []
+    made_up = bool(FILLED_RESULT_TAG.search(text))
     for raw, kind in pieces:
         value = _decode(raw.strip(), lenient=kind in ("tag", "fence"))
         items = list(_shaped(value)) if value is not None else []
         if not items:
-            if kind == "tag":  # marked as a call, yet not one
+            if value is not None and _results(value):
+                made_up = True  # never shown to the person, never taken for what happened
+            elif kind == "tag":  # marked as a call, yet not one
                 problems.append(f"{raw.strip()[:80]!r} is not a JSON call")
             continue
         for item in items:
@@ -180,9 +198,11 @@ def read(text: str, tools: Sequence[ToolDef]) -> TextReading:
             else:
                 problems.append(made)
     if calls and not problems:
-        return TextReading(calls=tuple(calls), prose=prose.strip())
+        return TextReading(calls=tuple(calls), prose=RESULT_TAG.sub("", prose).strip())
     if problems:
         return TextReading(prose=text, attempt=True, why="; ".join(problems))
+    if made_up:
+        return TextReading(prose=text, attempt=True, why=FABRICATED)
     if MARKERS.search(text):
         return TextReading(prose=text, attempt=True, why="a tool-call marker without a readable call")
     if TEMPLATE.search(text) and not TEMPLATE.sub("", text).strip():
@@ -235,6 +255,11 @@ REPAIR = (
     "arguments from the tool list. If no tool is needed, answer the person in plain words, with no "
     "JSON and no code."
 )
+
+
+def echoes_repair(text: str) -> bool:
+    """Whether an answer repeats the repair request instead of answering it."""
+    return REPAIR.split("{why}")[0].strip() in text
 
 
 def repair_request(why: str) -> str:
