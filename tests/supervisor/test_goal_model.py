@@ -276,3 +276,20 @@ def test_a_plan_bad_twice_falls_back_to_the_offline_plan_when_that_is_usable_and
     # When the offline planner cannot plan it either, the model's problem is what the person reads.
     with pytest.raises(PlanError, match="even after one repair request: the planner gave no plan: sorry"):
         asyncio.run(plan_goal("book me a flight", registry, ScriptedModel([bad, say("sorry")])))
+
+
+def test_a_goal_whose_plan_could_not_be_made_says_why_not_failed_empty(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """With a real small model the goal ended in 'failed ()'."""
+    home = tmp_path / "home"
+    home.mkdir()
+    fake_openai.responder = lambda request: completion("I cannot plan that.")
+    (home / "settings.toml").write_text(
+        f'[model]\nprovider = "vllm"\nmodel = "qwen2.5"\nbase_url = "{fake_openai.url}"\n', encoding="utf-8"
+    )
+    code, out, err = tether_cli(
+        "goal", "book me a flight", home=home, TETHER_CLI_SERVER="0", TETHER_MODEL_STREAM="0", timeout=120
+    )
+    assert code == 1
+    assert "failed ()" not in out + err and "I cannot plan that" in out + err, (out, err)

@@ -62,7 +62,9 @@ def summary(run: RunRecord) -> str:
     for state in run.tasks:
         counts[state.status] = counts.get(state.status, 0) + 1
     parts = ", ".join(f"{n} {status}" for status, n in counts.items())
-    text = f"run {run.run_id}: {run.status} ({parts})"
+    text = f"run {run.run_id}: {run.status}" + (f" ({parts})" if parts else "")
+    if not run.tasks and run.message:  # it ended before it had tasks (its plan could not be made): why
+        text += f": {run.message}"
     if run.status == "waiting_for_human":
         waiting = [t for t in run.tasks if t.status == "waiting_for_human"]
         lines = [text]
