@@ -154,10 +154,15 @@ def test_a_background_job_moves_its_progress_bar_and_stops_from_the_page(page: A
     row.wait_for()
     row.locator("progress").wait_for()
     text = row.get_by_test_id("job-progress-text")
-    page.wait_for_function("el => el.textContent.trim() !== ''", arg=text.element_handle())
-    first = text.inner_text()
+    # Looked up again at each check: the list may redraw the row (an element handle would go stale).
+    shown = (
+        "document.querySelector('[data-testid=job-row][data-status=running] "
+        "[data-testid=job-progress-text]')?.textContent.trim()"
+    )
+    page.wait_for_function(f"() => Boolean({shown})")
+    first = text.inner_text().strip()
     # The worker's next report moves it, live (the farm reports each attempt).
-    page.wait_for_function("([el, was]) => el.textContent !== was", arg=[text.element_handle(), first])
+    page.wait_for_function(f"was => Boolean({shown}) && {shown} !== was", arg=first)
     shot(page, "04-job-running")
     row.get_by_test_id("job-log").click()
     row.get_by_test_id("job-log-text").wait_for()
