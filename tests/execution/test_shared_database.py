@@ -86,23 +86,37 @@ def test_stop_or_status_from_another_home_says_where_the_job_runs_and_does_nothi
     assert status_of(homes, homes.a, eid)["status"] == "running"
 
 
-def test_pruning_from_another_home_leaves_its_rows_and_folders(homes: Homes) -> None:
+EVENTS = """
+import json, sys
+from tether.runtime import Runtime
+with Runtime.open() as rt:
+    print(json.dumps(len(rt.events.read(topics=[f"job:{sys.argv[1]}"]))))
+"""
+
+
+def test_pruning_from_another_home_leaves_its_rows_folders_and_events(homes: Homes) -> None:
     code, out, err = homes.cli(homes.a, "task", "run", "t.quick", "--json")
     assert code == 0, (out, err)
     theirs = json.loads(out)["execution_id"]
+    told = homes.python(homes.a, EVENTS, theirs)
+    assert told, "A's job left no event"
+    with (homes.b / "settings.toml").open("a") as settings:
+        settings.write("keep_events = 1\n")  # [store]: B keeps almost none of its own events
     own = []
     for _ in range(2):
         code, out, err = homes.cli(homes.b, "task", "run", "t.quick", "--json", isolated=True)
         assert code == 0, (out, err)
         own.append(json.loads(out)["execution_id"])
 
-    pruned = homes.json(homes.b, "job", "prune", "--keep", "1", isolated=True)
+    pruned = homes.json(homes.b, "job", "prune", "--older-than-days", "0", "--keep", "1", isolated=True)
     assert isinstance(pruned, dict)
     assert pruned["executions"] == 1, pruned  # B's older job: A's is not B's to count or remove
     assert status_of(homes, homes.a, theirs)["status"] == "completed"
     assert (homes.a / "executions" / theirs).is_dir()
     assert homes.cli(homes.b, "job", "status", own[0], isolated=True)[0] == 2
     assert homes.cli(homes.b, "job", "status", own[1], isolated=True)[0] == 0
+    assert homes.python(homes.a, EVENTS, theirs) == told  # B's event retention counts and prunes B's
+    assert homes.python(homes.b, EVENTS, own[0], isolated=True) == 0
 
 
 def test_the_same_home_path_on_another_host_is_another_installation(

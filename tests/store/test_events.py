@@ -104,3 +104,30 @@ def test_a_row_this_version_cannot_read_is_skipped_not_fatal(open_db: Callable[[
     last = log.append(RunChanged(topic="run:r", run_id="r", status="completed"))
     assert [e.id for e in log.read(0)] == [first.id, last.id]
     assert [e.id for e in log.read(first.id, topics=["run:r"])] == [last.id]
+
+
+def test_each_home_keeps_and_prunes_only_its_own_events(
+    open_db: Callable[[], Database], database_url: str
+) -> None:
+    """Two homes on one database read one log; one's retention never removes the other's history."""
+    ours = EventLog(open_db())
+    other_db = Database(database_url, installation="0123456789abcdef")
+    try:
+        theirs = EventLog(other_db)
+
+        def event(n: int) -> TurnFinished:
+            return TurnFinished(
+                topic="thread:x", thread_id="x", turn=n, index=0, status="completed", final=""
+            )
+
+        for n in range(4):
+            theirs.append(event(n))
+            ours.append(event(n))
+        assert len(ours.read()) == 8  # one log for everyone
+        assert ours.prune(before_ts=float("inf"), keep=1) == 3
+        assert [e.id for e in theirs.read()] == [e.id for e in ours.read()]
+        assert len(ours.read()) == 5
+        assert theirs.prune(before_ts=float("inf"), keep=0) == 4
+        assert len(ours.read()) == 1
+    finally:
+        other_db.close()

@@ -31,6 +31,7 @@ DEFAULT_BUSY_TIMEOUT_S = 10.0
 
 
 INSTALLATION_RE = re.compile(r"^[0-9a-f]{16}$")
+INSTALLATION_OPTION = "tether_installation"  # on a write transaction's connection: whose rows it writes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,7 +164,9 @@ class Database:
             # lock wait in SQLite's busy handler, which sleeps in growing steps (up to 100 ms) — a
             # mutex hands the turn over at once. Other processes still meet the busy timeout.
             with self._writer, self.engine.connect() as conn:
-                conn = conn.execution_options(tether_write=True)
+                conn = conn.execution_options(
+                    tether_write=True, **{INSTALLATION_OPTION: self.installation.id}
+                )
                 with conn.begin():
                     yield conn
         except DBAPIError as exc:

@@ -4,6 +4,9 @@ any id onward, from any process.
 Ids only grow, in commit order: SQLite serializes writers (``BEGIN IMMEDIATE``), and on PostgreSQL
 each append takes a transaction-scoped advisory lock, so an id is never handed to a transaction that
 commits after one with a larger id (a reader that resumes "after id N" misses nothing).
+
+Every home on the database reads the whole log; each event records the installation (tether home) that
+wrote it, and a home's retention counts and removes only its own.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from sqlalchemy import delete, func, insert, select, text
 
 from tether.events import EVENT, Event
 from tether.store import schema
-from tether.store.database import Database
+from tether.store.database import INSTALLATION_OPTION, Database
 
 E = schema.events
 log = logging.getLogger("tether.events")
@@ -30,7 +33,8 @@ _LOCK = text("SELECT pg_advisory_xact_lock(:key)")
 
 
 def append_event(conn: Any, event: Event) -> int:
-    """Append ``event`` in the caller's write transaction; returns its id."""
+    """Append ``event`` in the caller's write transaction (``Database.write``, which names the
+    installation it writes for); returns its id."""
     if conn.dialect.name == "postgresql":
         conn.execute(_LOCK, {"key": EVENTS_LOCK})
     # Fields at their defaults are left out (a reader's validation puts them back): most of an event.
@@ -40,6 +44,7 @@ def append_event(conn: Any, event: Event) -> int:
         "kind": event.kind,
         "topic": event.topic,
         "payload": json.dumps(payload, ensure_ascii=False),
+        "installation": conn.get_execution_options().get(INSTALLATION_OPTION),
     }
     result = conn.execute(_INSERT, row)
     return int(result.inserted_primary_key[0])
@@ -114,11 +119,15 @@ class EventLog:
                 await asyncio.sleep(poll_s)
 
     def prune(self, *, before_ts: float, keep: int) -> int:
-        """Delete events older than ``before_ts`` beyond the newest ``keep``; returns how many."""
+        """Delete this installation's events older than ``before_ts`` beyond its newest ``keep``; returns
+        how many. Another home's events are its own to count and remove."""
+        mine = E.c.installation == self.db.installation.id
         with self.db.write() as conn:
-            newest = conn.execute(select(func.max(E.c.id))).scalar() or 0
-            floor = max(0, int(newest) - keep)
-            result = conn.execute(delete(E).where(E.c.id <= floor, E.c.ts < before_ts))
+            floor = conn.execute(select(E.c.id).where(mine).order_by(E.c.id.desc()).offset(keep).limit(1))
+            last = floor.scalar()
+            if last is None:
+                return 0
+            result = conn.execute(delete(E).where(mine, E.c.id <= last, E.c.ts < before_ts))
             return int(result.rowcount or 0)
 
 

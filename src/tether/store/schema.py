@@ -139,6 +139,7 @@ events = Table(
     Column("kind", String, nullable=False),
     Column("topic", String, nullable=False),
     Column("payload", Text, nullable=False),
+    Column("installation", String),
 )
 
 runs = Table(
@@ -428,6 +429,13 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX runs_installation ON runs(installation, status);
     CREATE INDEX turns_installation ON turns(installation, status);
     CREATE INDEX artifacts_installation ON artifacts(installation, superseded_at);
+    """,
+    # 10: the installation that wrote an event: every home reads the whole log, and each one's retention
+    # counts and removes only its own events (the events already there are the migrating home's).
+    """
+    ALTER TABLE events ADD COLUMN installation TEXT;
+    UPDATE events SET installation = :installation;
+    CREATE INDEX events_installation ON events(installation, id);
     """,
 )
 
