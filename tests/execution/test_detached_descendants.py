@@ -52,7 +52,34 @@ def detaches(ctx: TaskContext) -> str:
     return "slept"
 
 
+def detaches_then_fails(ctx: TaskContext) -> str:
+    params = ctx.params
+    assert isinstance(params, Tagged)
+    subprocess.run([sys.executable, "-c", DETACH, params.tag], check=True)
+    raise RuntimeError("broke after starting a helper")
+
+
+def detaches_and_completes(ctx: TaskContext) -> str:
+    params = ctx.params
+    assert isinstance(params, Tagged)
+    subprocess.run([sys.executable, "-c", DETACH, params.tag], check=True)
+    return "started a daemon on purpose"
+
+
 registry = Registry(ref=f"{__name__}:registry")
+for name, handler in (
+    ("t.detaches_then_fails", "detaches_then_fails"),
+    ("t.detaches_ok", "detaches_and_completes"),
+):
+    registry.add(
+        TaskSpec(
+            task_id=name,
+            handler=f"{__name__}:{handler}",
+            params=Tagged,
+            exposed_to=frozenset({CLI}),
+            resources=(),
+        )
+    )
 registry.add(
     TaskSpec(
         task_id="t.detaches",
@@ -66,16 +93,6 @@ registry.add(
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/bin/sleep and /proc")
-@pytest.mark.xfail(
-    strict=True,
-    reason="execution/worker.py (not the shell's files): a handler's setsid + double-forked grandchild "
-    "is re-parented to init at once, so neither the worker's group kill nor kill_tree's reading of its "
-    "descendants reaches it, and a cooperative stop ends the worker without it. Needed: the worker "
-    "declares itself a child subreaper first thing (prctl PR_SET_CHILD_SUBREAPER; orphans then stay "
-    "below it, where kill_tree now stops and kills them) and, when the handler ends stopped, failed or "
-    "interrupted, ends what is still below it before it exits (tether.toolkits.shell.containment does "
-    "both for commands; a completed task may leave a process on purpose, demo.start_game does)",
-)
 def test_a_stop_ends_a_handlers_detached_grandchild(
     make_executor: Callable[..., Executor], home: Path
 ) -> None:
@@ -91,5 +108,24 @@ def test_a_stop_ends_a_handlers_detached_grandchild(
         wait_for(lambda: not tagged(tag), timeout=5, what="the detached grandchild to end with the job")
     finally:
         for pid in tagged(tag):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/bin/sleep and /proc")
+def test_what_a_failed_task_started_ends_with_it_and_a_completed_one_may_leave_a_daemon(
+    make_executor: Callable[..., Executor],
+) -> None:
+    executor = make_executor(registry)
+    failed, kept = f"tether-test-{uuid.uuid4().hex}", f"tether-test-{uuid.uuid4().hex}"
+    try:
+        result = executor.execute_sync("t.detaches_then_fails", {"tag": failed}, caller="cli")
+        assert result.status is TaskStatus.FAILED and result.data.get("ended_processes") == 1, result
+        assert not tagged(failed)  # ended before the failure was published
+        result = executor.execute_sync("t.detaches_ok", {"tag": kept}, caller="cli")
+        assert result.status is TaskStatus.COMPLETED
+        assert tagged(kept)  # a completed task's daemon lives on (demo.start_game leaves its game)
+    finally:
+        for pid in tagged(failed) + tagged(kept):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

@@ -184,6 +184,33 @@ def _stopped_descendants(pid: int) -> list[ProcessRef]:
     return list(found)
 
 
+def end_descendants(pid: int) -> int:
+    """Kill every descendant of ``pid`` (stopped first, so none forks past the kill); how many there
+    were. A worker calls it on itself when its handler did not complete: what the handler started ends
+    with it."""
+    found = _stopped_descendants(pid)
+    _kill_each(found, signal.SIGKILL)
+    return len(found)
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux): a descendant whose parent exits is re-parented to
+    it, not to init, so a handler's double-forked, ``setsid`` grandchild stays in its tree, where the
+    stop's kill step (and ``end_descendants``) reaches it. False where the OS offers no such thing."""
+    if not _linux:
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 def _children_files() -> bool:
     """Whether this kernel lists each thread's children in /proc (CONFIG_PROC_CHILDREN)."""
     return _linux and Path(f"/proc/self/task/{os.getpid()}/children").exists()

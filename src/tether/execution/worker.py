@@ -230,6 +230,7 @@ def _kill_own_group() -> None:
     logging.shutdown()
     if sys.platform == "win32":
         os._exit(1)
+    process.end_descendants(os.getpid())  # those that left the group too (a setsid grandchild)
     os.killpg(os.getpid(), signal.SIGKILL)
 
 
@@ -253,6 +254,9 @@ def consent_problem(spec: TaskSpec, request: Request, clean: dict[str, Any]) -> 
 
 def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
     me = process.current()
+    # Orphans of the handler's processes stay below this worker instead of going to init: a
+    # double-forked, setsid grandchild is still in the tree that a stop ends.
+    process.become_subreaper()
     faults.point("worker.before_claim")
     if not claim_for_worker(paths, me.pid, me.create_time):
         try:
@@ -358,6 +362,13 @@ def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
         # The outcome is decided: a late SIGINT/SIGTERM must not turn it into a lost result.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if status is not TaskStatus.COMPLETED:
+            # What the handler started ends with a task that did not complete (a completed one may
+            # leave a process running on purpose: demo.start_game leaves the game).
+            ended = process.end_descendants(os.getpid())
+            if ended:
+                log.info("ended %d process(es) the task had started", ended)
+                data = {**data, "ended_processes": ended}
         # Release before publishing: whoever sees the terminal state may start the next task at once.
         locks.release()
         publisher.final(status, message, data)
