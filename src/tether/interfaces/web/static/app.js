@@ -45,6 +45,7 @@ const state = {
   // live turn state, by thread id
   working: new Set(),
   workingSince: new Map(),
+  thinking: new Map(), // thread → the model's last ModelThinking (seconds, tokens), until it decides
   finishedTurn: new Map(),
   unread: new Set(),
   execOfThread: new Map(),
@@ -755,6 +756,14 @@ function renderConversation({ scroll = false } = {}) {
 }
 
 function workingText() {
+  const thinking = state.thinking.get(state.currentId);
+  if (thinking) {
+    // A slow model (a cold prompt on a CPU takes minutes): it works, it is not frozen.
+    const seconds = Math.round(thinking.elapsed_s);
+    return thinking.tokens
+      ? t('chat.thinkingTokens', { seconds, tokens: thinking.tokens })
+      : t('chat.thinking', { seconds });
+  }
   const execution = state.execOfThread.get(state.currentId);
   const progress = execution ? state.progress.get(execution) : null;
   if (!progress) return t('chat.working');
@@ -1618,7 +1627,13 @@ function onTurnStarted(e) {
   renderTrace();
 }
 
+function onModelThinking(e) {
+  state.thinking.set(e.thread_id, { elapsed_s: e.elapsed_s, tokens: e.tokens });
+  if (e.thread_id === state.currentId) renderWorking();
+}
+
 function onTraceEvent(e) {
+  if (state.thinking.delete(e.thread_id) && e.thread_id === state.currentId) renderWorking();
   if (e.thread_id !== state.currentId) return;
   if (addLiveCard(e)) renderTrace();
 }
@@ -1646,6 +1661,7 @@ function onConfirmationEvent(e) {
 }
 
 function onTurnFinished(e) {
+  state.thinking.delete(e.thread_id);
   state.finishedTurn.set(e.thread_id, Math.max(e.turn, state.finishedTurn.get(e.thread_id) || 0));
   setWorking(e.thread_id, false);
   touchThread(e.thread_id, { running: false });
@@ -1673,6 +1689,7 @@ function onRunEvent(e) {
 const HANDLERS = {
   turn_started: onTurnStarted,
   model_decided: onTraceEvent,
+  model_thinking: onModelThinking,
   tool_started: onToolStarted,
   tool_progress: onToolProgress,
   tool_finished: onTraceEvent,
