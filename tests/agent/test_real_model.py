@@ -123,3 +123,25 @@ def test_questions_are_answered_and_complete(
 ) -> None:
     (turn,) = converse(home, fake_openai, session, message)
     assert turn["status"] == "completed" and tools_run(turn) == tools
+
+
+def test_a_result_the_model_made_up_is_never_taken_for_the_farm(home: Path, fake_openai: FakeOpenAI) -> None:
+    """After the start, the model wrote a farm's result itself ("completed") instead of calling it, twice;
+    that made-up result was once the turn's answer."""
+    (turn,) = converse(home, fake_openai, "real_run_made_up_result", "打开游戏然后刷两次经验书")
+    assert turn["status"] == "failed" and tools_run(turn) == [("demo.start_game", "completed")]
+    assert "instead of calling the tool" in turn["final"]
+    assert game.load_state(home)["farm_attempts_total"] == 0
+
+
+def test_a_destructive_call_asks_the_person_and_runs_once_on_their_yes(
+    home: Path, fake_openai: FakeOpenAI
+) -> None:
+    """The model wrote the salvage call and, after it, the result it imagined; only the call counts."""
+    started, asked, answered = converse(
+        home, fake_openai, "real_run_salvage_confirmed", "启动游戏", "分解四星遗器", "是"
+    )
+    assert started["status"] == "completed"
+    assert asked["status"] == "needs_confirmation" and tools_run(asked) == []
+    assert answered["status"] == "completed" and tools_run(answered) == [("demo.salvage_relics", "completed")]
+    assert "Salvaged 2" in answered["final"]

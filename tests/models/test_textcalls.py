@@ -106,9 +106,9 @@ def test_one_call_per_line_keeps_their_order_and_the_prose() -> None:
         # and a result it made up for a farm that never ran (shown as the answer, status completed)
         (
             '<tool_response>\n{"task_id": "demo.farm_instance", "status": "completed", "message": "done"}',
-            "yourself",
+            "instead of calling",
         ),
-        ('```json\n{"task_id": "demo.farm_instance", "status": "completed"}\n```', "yourself"),
+        ('```json\n{"task_id": "demo.farm_instance", "status": "completed"}\n```', "instead of calling"),
     ],
 )
 def test_an_attempt_that_cannot_be_taken_says_why(text: str, why: str) -> None:

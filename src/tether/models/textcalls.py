@@ -170,7 +170,8 @@ def _results(value: Any) -> bool:
 
 
 FABRICATED = (
-    "you wrote a tool's result yourself: a tool runs only when you call it, and tether gives you its result"
+    "a tool's result was written in the answer instead of calling the tool (a tool runs only when it is "
+    "called, and its result comes back from tether)"
 )
 
 
