@@ -62,14 +62,16 @@ def detach(name, hold):
 
 def chain():
     # a process that keeps moving: each generation starts its successor in a new session and exits
+    # (bounded: if containment ever failed, the chain must not outlive the test run by much)
     if os.fork():
         return
-    while True:
+    for _ in range(6000):
         os.setsid()
         note("chain")
         time.sleep(0.01)
         if os.fork():
             os._exit(0)
+    os._exit(0)
 
 if how == "hang":  # the output held open by a detached grandchild, the command itself hanging
     detach("held", True)
