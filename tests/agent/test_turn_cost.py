@@ -9,6 +9,7 @@ messages it reads for the prompt stay bounded however long the thread gets.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,9 @@ def test_a_turn_on_a_long_thread_reads_what_a_turn_on_a_short_one_reads(home: Pa
                 _assert_indexed(runtime, recorder.seen)
             recorder.active = False
         short, long = profile[5], profile[250]
-        assert sorted(long[0]) == sorted(short[0])  # the same statements, not more of them
+        # The same statements, not more of them (the difference is shown, both ways, when it fails).
+        more, fewer = Counter(long[0]) - Counter(short[0]), Counter(short[0]) - Counter(long[0])
+        assert not more and not fewer, {"only on the long thread": more, "only on the short": fewer}
         # Messages read (prompts, compression): bounded by the compression settings, not by the 1,000
         # messages the thread holds by then; a turn builds at most three prompts.
         assert long[1] <= 3 * settings.compress_after_messages, long[1]

@@ -289,3 +289,30 @@ def hostile_text(ctx: TaskContext) -> tuple[str, dict[str, object]]:
 
 
 registry.add(TaskSpec(task_id="t.hostile_text", handler=H + "hostile_text", exposed_to=EVERY, resources=()))
+
+
+def inline_waits(ctx: TaskContext) -> str:
+    """An inline task that looks for a stop while it waits (a cooperative handler)."""
+    (ctx.home / "inline-started").touch()
+    for _ in range(3000):
+        if not ctx.sleep(0.01):
+            ctx.check_stop()
+    return "waited"
+
+
+def inline_busy(ctx: TaskContext) -> str:
+    """An inline task that never looks for a stop: it works until it is done, within its timeout."""
+    (ctx.home / "inline-started").touch()
+    while not (ctx.home / "inline-go").exists():
+        time.sleep(0.01)
+    return "finished its work"
+
+
+registry.add(
+    TaskSpec(task_id="t.inline_waits", handler=H + "inline_waits", exposed_to=EVERY, resources=(),
+             isolation=Isolation.INLINE, timeout_s=60)
+)  # fmt: skip
+registry.add(
+    TaskSpec(task_id="t.inline_busy", handler=H + "inline_busy", exposed_to=EVERY, resources=(),
+             isolation=Isolation.INLINE, timeout_s=60)
+)  # fmt: skip

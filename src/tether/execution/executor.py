@@ -53,7 +53,7 @@ from tether.errors import (
 )
 from tether.execution import faults, lock, process
 from tether.execution.environment import worker_env
-from tether.execution.jobs import POLL_S, JobManager, Pruned
+from tether.execution.jobs import INLINE, POLL_S, JobManager, Pruned
 from tether.execution.protocol import (
     KEYS_DIR,
     REQUEST_KEY,
@@ -428,11 +428,27 @@ class Executor:
     ) -> TaskResult:
         """A safe, lockless task in this process, under the same timeout and stop semantics as a
         worker: a sync handler runs in a thread, and a timeout asks it to stop and answers ``failed``."""
+        me = process.current()
+        inline = {INLINE: True, "timeout_s": spec.timeout_s}
         if where.given:
-            # A caller-chosen id is claimed before the handler runs, so a twin call adopts this one.
-            pending = TaskResult(task_id=spec.task_id, execution_id=execution_id, status=TaskStatus.PENDING)
+            # A caller-chosen id is claimed before the handler runs, so a twin call adopts this one. It
+            # is on record as running in this process: a stop from anywhere finds it, and a process that
+            # dies with it leaves a record that says so (``JobManager``'s inline handling).
+            running = TaskResult(
+                task_id=spec.task_id,
+                execution_id=execution_id,
+                status=TaskStatus.RUNNING,
+                message=f"running inside pid {me.pid}",
+                data=inline,
+            )
             inserted = await _io(
-                self.store.insert, pending, caller=caller, params=clean, if_absent=True, **where.record
+                self.store.insert,
+                running,
+                caller=caller,
+                params=clean,
+                if_absent=True,
+                starter=(me.pid, me.create_time),
+                **where.record,
             )
             if not inserted:
                 known = await _io(self.store.get, execution_id)
@@ -446,6 +462,7 @@ class Executor:
             paths=ExecutionPaths.of(self.home, execution_id),
             log=logging.getLogger(f"tether.task.{spec.task_id}"),
         )
+        self.jobs.register_inline(execution_id, ctx)
         try:
             handler = load_object(spec.handler)
             if inspect.iscoroutinefunction(handler):
@@ -473,6 +490,12 @@ class Executor:
         except Exception as exc:
             log.exception("inline handler %s raised", spec.handler)
             status, message, data = TaskStatus.FAILED, f"{type(exc).__name__}: {exc}", {}
+        finally:
+            self.jobs.unregister_inline(execution_id)
+        if status is TaskStatus.COMPLETED and ctx.stop_reason is not None and where.given:
+            # It finished although a stop was asked: the record (a stop may have said so) and the
+            # answer both say completed.
+            data = {**data, "stop_came_late": ctx.stop_reason}
         result = bounded(
             TaskResult(
                 task_id=spec.task_id,
@@ -480,12 +503,14 @@ class Executor:
                 status=status,
                 message=message,
                 duration_seconds=round(time.monotonic() - started, 6),
-                data=data,
+                data={**data, **inline},
             )
         )
         try:
             if where.given:
-                await _io(self.store.transition, result)
+                recorded = await _io(self.store.transition, result)
+                if recorded.status is not result.status:  # the record ended otherwise first: it wins
+                    return recorded.to_result()
             else:
                 await _io(self.store.insert, result, caller=caller, params=clean, **where.record)
         except StoreError as exc:  # the handler ran: its result is still the answer

@@ -67,6 +67,9 @@ EXIT_CODE_WAIT_S = 1.0
 POLL_S = 0.01
 T = TypeVar("T")
 STEPS = ("cooperative", "interrupt", "kill")
+# In a job's data: it runs inline, in the process its starter fields name (no worker, no files but a
+# stop request).
+INLINE = "inline"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +97,7 @@ class JobManager:
         self.settings = settings
         self.spawner = spawner
         self.installation = store.installation
+        self._inline: dict[str, Any] = {}  # execution id → the context of an inline task running here
 
     def mine(self, record: JobRecord) -> bool:
         """Whether the job is this home's: its worker and files are here, not on another installation."""
@@ -118,6 +122,8 @@ class JobManager:
         record = self.record(execution_id)
         if record.terminal or not self.mine(record):
             return record
+        if record.data.get(INLINE):
+            return self._reconcile_inline(record)
         paths = self.paths(execution_id)
         published, problem = _read(paths)
         if published is not None and published.status is not record.status:
@@ -130,6 +136,56 @@ class JobManager:
         if found is None or process.is_alive(found):
             return record
         return self._dead(record, paths, problem)
+
+    # -- inline tasks: they run in the process that called them, not in a worker ---------------------
+
+    def register_inline(self, execution_id: str, ctx: Any) -> None:
+        """An inline task of this process is running: a stop asked here reaches its handler at once."""
+        self._inline[execution_id] = ctx
+
+    def unregister_inline(self, execution_id: str) -> None:
+        self._inline.pop(execution_id, None)
+
+    def _reconcile_inline(self, record: JobRecord) -> JobRecord:
+        """An inline task runs as long as the process that runs it: when that process is gone, so is it."""
+        if record.starter_pid is None or record.starter_create_time is None:
+            return record
+        if process.is_alive(ProcessRef(pid=record.starter_pid, create_time=record.starter_create_time)):
+            return record
+        return self.finish(
+            record,
+            self.paths(record.execution_id),
+            TaskStatus.FAILED,
+            f"interrupted: the process that ran it (pid {record.starter_pid}) exited",
+        )
+
+    async def _stop_inline(self, record: JobRecord, reason: str) -> TaskResult:
+        """Ask the handler to stop (the file its context looks for, and at once when it runs here), and
+        wait the two graces of a worker's stop: it ends stopped if it looked, or completes meanwhile.
+        A handler that never looks cannot be stopped (a thread is not killed): the answer says so, and
+        the record stays what it is until the task ends, within its timeout."""
+        execution_id = record.execution_id
+        await _io(request_stop, self.paths(execution_id), reason)
+        ctx = self._inline.get(execution_id)
+        if ctx is not None:
+            ctx.request_stop(reason)
+        graces = self.settings.stop_grace_cooperative_s + self.settings.stop_grace_interrupt_s
+        deadline = time.monotonic() + graces
+        while True:
+            record = await _io(self.reconcile, execution_id)
+            if record.terminal or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(POLL_S)
+        described = await _io(self.describe, record)
+        if record.terminal:
+            return described
+        timeout = record.data.get("timeout_s")
+        within = f"its timeout of {timeout:g} s" if isinstance(timeout, int | float) else "its time limit"
+        message = (
+            f"{record.task_id} cannot be stopped: it runs inside the process that called it "
+            f"(pid {record.starter_pid}) and does not look for a stop; it ends within {within}"
+        )
+        return described.model_copy(update={"message": message}).with_data(stop_refused=True)
 
     def _starter_gone_or_late(self, record: JobRecord) -> str | None:
         """Why an unclaimed execution may be given up now, or None while its starter may still start it."""
@@ -380,6 +436,8 @@ class JobManager:
         if not self.mine(record):  # its worker is not this home's to signal: nothing is done
             refused = await _io(self.describe, record)
             return refused.model_copy(update={"message": elsewhere(record)}).with_data(stop_refused=True)
+        if record.data.get(INLINE):  # no worker to signal: never the process that runs it
+            return await self._stop_inline(record, reason)
         paths = self.paths(execution_id)
         await _io(request_stop, paths, reason)
         status = stopped_status(reason)
