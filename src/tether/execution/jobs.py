@@ -327,6 +327,9 @@ class JobManager:
         except (ProtocolError, OSError, ValueError) as exc:
             log.warning("job %s could not be reconciled: %s", record.execution_id, exc)
             return record
+        except StoreError as exc:  # a store that cannot be written (a full disk): as on record
+            log.debug("job %s could not be reconciled: %s", record.execution_id, exc.message)
+            return record
 
     def describe(self, record: JobRecord) -> TaskResult:
         extra: dict[str, Any] = {

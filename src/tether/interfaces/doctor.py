@@ -77,11 +77,14 @@ def check_store(home: Path) -> Check:
         try:
             runtime.jobs.list(limit=1)
             url = f"{runtime.db.dialect} {runtime.db.where}"
-            problems = _integrity(runtime.db)
+            full = runtime.db.full
+            problems = [] if full else _integrity(runtime.db)
         finally:
             runtime.close()
     except TetherError as exc:
         return Check(name="store", status=FAIL, detail=exc.message, fix="see `[store].database_url`")
+    if full:  # readable as last saved, but nothing can be recorded
+        return Check(name="store", status=FAIL, detail=full, fix="free some space on that disk")
     if problems:
         return Check(
             name="store",

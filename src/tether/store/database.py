@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import socket
 import threading
 from collections.abc import Iterator
@@ -64,11 +65,14 @@ def default_url(home: Path) -> str:
     return sqlite_url(home / DB_FILE)
 
 
-def describe(where: str, exc: BaseException) -> str:
-    """One sentence a person can act on, for a database error."""
+def describe(where: str, exc: BaseException, *, folder: Path | None = None) -> str:
+    """One sentence a person can act on, for a database error. ``folder``: where a SQLite store lives,
+    to tell a full disk (SQLite says only "disk I/O error" when it cannot grow its shared memory)."""
     orig = getattr(exc, "orig", None) or exc
     text = " ".join(str(orig).split())[:300]
     lowered = text.lower()
+    if folder is not None and "disk i/o error" in lowered and disk_full(folder):
+        return full_disk(where, folder)
     if "not a database" in lowered or "malformed" in lowered:
         return f"the store {where} is damaged or not a tether database ({text}); move it away to start afresh"
     if "locked" in lowered or "busy" in lowered or "could not obtain lock" in lowered:
@@ -80,6 +84,24 @@ def describe(where: str, exc: BaseException) -> str:
     if "unable to open" in lowered or "connection refused" in lowered or "could not connect" in lowered:
         return f"the store {where} cannot be opened ({text})"
     return f"the store {where} failed: {text}"
+
+
+FULL_BELOW_BYTES = 256 * 1024  # less room than this for a SQLite store and its WAL is a full disk
+
+
+def disk_full(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free < FULL_BELOW_BYTES
+    except OSError:
+        return False
+
+
+def full_disk(where: str, folder: Path) -> str:
+    try:
+        free = f"{shutil.disk_usage(folder).free // 1024} KB free"
+    except OSError:
+        free = "no room"
+    return f"the disk holding the store {where} is full ({free}): free some space and try again"
 
 
 class Database:
@@ -143,12 +165,32 @@ class Database:
 
         from tether.store.schema import migrate
 
+        self.folder = Path(parsed.database).parent if self.dialect == "sqlite" else None
+        self.full: str | None = None  # why this store is read-only (a full disk), or None
         try:
             with self.write() as conn:
                 migrate(conn, self.dialect, self.installation.values())
+        except StoreError:
+            if self.folder is None or not disk_full(self.folder) or not _up_to_date(Path(parsed.database)):
+                self.engine.dispose()
+                raise
+            self._read_only(Path(parsed.database))
         except BaseException:
             self.engine.dispose()
             raise
+
+    def _read_only(self, path: Path) -> None:
+        """The disk is full: SQLite cannot make room for the shared memory even a reader of a WAL store
+        needs. What was last saved is read from the file as it is (``immutable``); every write says the
+        disk is full. (A write that a crash left in the WAL, never folded into the file, is not seen.)"""
+        from sqlalchemy import create_engine
+
+        assert self.folder is not None
+        self.engine.dispose()
+        self.full = full_disk(self.where, self.folder)
+        self.engine = create_engine(
+            f"sqlite:///file:{path}?mode=ro&immutable=1&uri=true", connect_args={"check_same_thread": False}
+        )
 
     @property
     def is_sqlite(self) -> bool:
@@ -159,6 +201,8 @@ class Database:
         """A connection in a write transaction (``BEGIN IMMEDIATE`` on SQLite), committed on success."""
         from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+        if self.full is not None:
+            raise StoreError(self.full)
         try:
             # SQLite: one writer at a time in this process. Connections that contend for the file's
             # lock wait in SQLite's busy handler, which sleeps in growing steps (up to 100 ms) — a
@@ -170,9 +214,9 @@ class Database:
                 with conn.begin():
                     yield conn
         except DBAPIError as exc:
-            raise StoreError(describe(self.where, exc)) from None
+            raise StoreError(describe(self.where, exc, folder=self.folder)) from None
         except SQLAlchemyError as exc:
-            raise StoreError(describe(self.where, exc)) from None
+            raise StoreError(describe(self.where, exc, folder=self.folder)) from None
 
     @contextmanager
     def read(self) -> Iterator[Any]:
@@ -182,12 +226,25 @@ class Database:
             with self.engine.connect() as conn, conn.begin():
                 yield conn
         except DBAPIError as exc:
-            raise StoreError(describe(self.where, exc)) from None
+            raise StoreError(describe(self.where, exc, folder=self.folder)) from None
         except SQLAlchemyError as exc:
-            raise StoreError(describe(self.where, exc)) from None
+            raise StoreError(describe(self.where, exc, folder=self.folder)) from None
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _up_to_date(path: Path) -> bool:
+    """Whether a SQLite store's schema is this tether's (read without SQLite's shared memory)."""
+    import sqlite3
+
+    from tether.store.schema import MIGRATIONS
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)) as conn:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0]) == len(MIGRATIONS)
+    except sqlite3.Error:
+        return False
 
 
 def _create_private(path: Path) -> None:
