@@ -90,3 +90,42 @@ def test_lock_set_is_all_or_nothing(tmp_path: Path) -> None:
     free.acquire(execution_id="z", task_id="t")
     free.release()
     busy.release()
+
+
+BARE_HOLDER = """
+import fcntl, os, sys, time
+from pathlib import Path
+path = Path(sys.argv[1]) / "locks" / "automation.lock"
+path.parent.mkdir(parents=True, exist_ok=True)
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_contender_never_names_an_unknown_holder(tmp_path: Path) -> None:
+    """A refusal once read 'in use by execution unknown (?)': the holder was between taking the lock and
+    writing its record, or between removing its record and letting go."""
+    # A holder that lets go within the contender's settling time: the contender gets the lock.
+    quick = subprocess.Popen(
+        [sys.executable, "-c", BARE_HOLDER, str(tmp_path), "0.2"], stdout=subprocess.PIPE, text=True
+    )
+    assert quick.stdout is not None and quick.stdout.readline().strip() == "held"
+    lock = ResourceLock(tmp_path, "automation")
+    lock.acquire(execution_id="e2", task_id="t.two")
+    lock.release()
+    quick.wait(timeout=30)
+    # A holder that never writes a record: the refusal says what is known, not "unknown (?)".
+    slow = subprocess.Popen(
+        [sys.executable, "-c", BARE_HOLDER, str(tmp_path), "30"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert slow.stdout is not None and slow.stdout.readline().strip() == "held"
+        with pytest.raises(LockBusy) as caught:
+            ResourceLock(tmp_path, "automation").acquire(execution_id="e3", task_id="t.three")
+        assert "unknown" not in caught.value.message and "?" not in caught.value.message, caught.value.message
+        assert "automation" in caught.value.message
+    finally:
+        slow.kill()
+        slow.wait(timeout=30)

@@ -51,16 +51,25 @@ class ResourceLock:
         """Take the lock now or raise ``LockBusy`` naming the holder."""
         # Python opens files non-inheritable, so a handler's subprocesses never keep the lock alive.
         handle = _open_private(self.path)
-        if not _try_lock(handle):
-            handle.close()
-            owner = self.live_owner(settle_s=OWNER_SETTLE_S)
-            holder = owner.get("execution_id", "unknown")
-            raise LockBusy(
-                f"resource {self.name!r} is in use by execution {holder} ({owner.get('task_id', '?')})",
-                resource=self.name,
-                blocked_by=holder,
-                holder=owner,
-            )
+        owner: dict[str, Any] = {}
+        deadline = time.monotonic() + OWNER_SETTLE_S
+        while not _try_lock(handle):
+            # Busy: by its owner on record; or by a holder between taking the lock and writing its
+            # record, or between removing it and letting go — look again (it may be free by now).
+            owner = self.live_owner()
+            if owner or time.monotonic() >= deadline:
+                handle.close()
+                if owner:
+                    message = (
+                        f"resource {self.name!r} is in use by execution {owner.get('execution_id')} "
+                        f"({owner.get('task_id')})"
+                    )
+                else:
+                    message = f"resource {self.name!r} is in use by a task that is starting or ending"
+                raise LockBusy(
+                    message, resource=self.name, blocked_by=owner.get("execution_id"), holder=owner
+                )
+            time.sleep(0.01)
         self._handle = handle
         me = process.current()
         record = {
