@@ -338,7 +338,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (401, "no valid token"),
         (403, "a cross-site request"),
         (404, "no such thing (or not visible to this caller)"),
-        (409, "the thread is in a turn already (or, to cancel, in one run by another process)"),
+        (409, "the thread is in a turn already (or, to cancel, in one run by another process); a job that "
+              "cannot be stopped or read here (it runs on another host, or cannot be stopped: the message says)"),
         (405, "the path does not take that method"),
         (413, "the request body is too large"),
         (421, "not a loopback host"),
@@ -672,14 +673,22 @@ def _job_routes(app: FastAPI, ctx: WebContext) -> None:
     async def job_status(execution_id: ExecutionId) -> Job:
         return _job(await _visible_job(ctx, execution_id, "status"))
 
-    @app.post("/api/jobs/{execution_id}/stop", response_model=Job)
+    @app.post("/api/jobs/{execution_id}/stop", response_model=Job, responses={409: ERRORS[409]})
     async def stop_job(execution_id: ExecutionId) -> Job:
-        """Stop a job: cooperatively, then SIGINT, then kill its process tree."""
-        return _job(await _visible_job(ctx, execution_id, "stop"))
+        """Stop a job: cooperatively, then SIGINT, then kill its process tree. A job this home cannot
+        stop (it runs on another installation of a shared database, or inside a process and does not
+        look for a stop) is answered 409, saying where it runs or when it ends."""
+        result = await _visible_job(ctx, execution_id, "stop")
+        if result.data.get("stop_refused"):
+            raise ApiError(409, "not_stoppable", result.message)
+        return _job(result)
 
-    @app.get("/api/jobs/{execution_id}/log", response_model=JobLog)
+    @app.get("/api/jobs/{execution_id}/log", response_model=JobLog, responses={409: ERRORS[409]})
     async def job_log(execution_id: ExecutionId, lines: Annotated[int, Query(ge=1, le=500)] = 50) -> JobLog:
         result = await _visible_job(ctx, execution_id, "status")
+        elsewhere = result.data.get("elsewhere")
+        if isinstance(elsewhere, dict):  # its log is on the host that ran it
+            raise ApiError(409, "elsewhere", str(elsewhere.get("message", "it ran on another host")))
         paths = ExecutionPaths.of(ctx.runtime.home, result.execution_id)
         text = await asyncio.to_thread(log_tail, paths, lines)
         return JobLog(execution_id=result.execution_id, text=text)

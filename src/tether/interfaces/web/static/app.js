@@ -1274,9 +1274,11 @@ function jobRow(job) {
   const log = state.jobLogs.get(id);
   const logOpen = state.jobLogs.has(id);
   const origin = job.data && job.data.origin;
+  // Another installation's job (a database shared by several homes): shown, never acted on here.
+  const elsewhere = job.data && job.data.elsewhere;
   return h(
     'li',
-    { class: 'job-row', 'data-testid': 'job-row', 'data-job': id, 'data-status': job.status },
+    { class: 'job-row', 'data-testid': 'job-row', 'data-job': id, 'data-status': job.status, 'data-elsewhere': elsewhere ? 'true' : null },
     h(
       'div',
       { class: 'job-head' },
@@ -1288,14 +1290,15 @@ function jobRow(job) {
     ),
     job.message ? h('p', { class: 'job-msg prewrap' }, job.message) : null,
     h('p', { class: 'muted small job-id' }, id, origin ? ` · ${t('jobs.origin', { origin })}` : ''),
+    elsewhere ? h('p', { class: 'muted small', 'data-testid': 'job-elsewhere' }, t('jobs.elsewhere', { host: elsewhere.host || '?' })) : null,
     progressBlock(job),
     h(
       'div',
       { class: 'row' },
-      ACTIVE_JOB.has(job.status)
+      ACTIVE_JOB.has(job.status) && !elsewhere
         ? h('button', { type: 'button', class: 'small danger', 'data-testid': 'job-stop', 'data-focus-key': `stop:${id}`, onclick: (e) => stopJob(job, e.currentTarget) }, t('jobs.stop'))
         : null,
-      h(
+      elsewhere ? null : h(
         'button',
         { type: 'button', class: 'small', 'data-testid': 'job-log', 'data-focus-key': `log:${id}`, 'aria-expanded': logOpen ? 'true' : 'false', onclick: () => toggleLog(id) },
         logOpen ? t('jobs.hideLog') : t('jobs.log'),
