@@ -118,3 +118,30 @@ def test_running_the_same_step_again_never_starts_a_second_worker(support: Execu
     assert again.data["attached"] is True and (home / "destroyed").read_text() == "x"
     with pytest.raises(Exception, match="already belongs to"):
         support.execute_sync("t.quick", caller="cli", execution_id=execution_id)
+
+
+def test_another_homes_interrupted_turn_is_answered_never_run_again_here(tmp_path: Path) -> None:
+    """Two homes on one database continue one thread: home A settling home B's dead turn must not run
+    B's step again in A (another host, perhaps) nor wait for it; B's outcome is known on B's host."""
+    from tests.support.helpers import FAST
+    from tests.support.registry import registry
+    from tether.runtime import Runtime
+
+    database = tmp_path / "shared.db"
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder in (a, b):
+        folder.mkdir()
+        (folder / "settings.toml").write_text(f'[store]\ndatabase_url = "sqlite:///{database}"\n')
+    execution_id = run_turn_and_kill(b, "t__idempotent_work", "idem", kill_worker=True)
+    with Runtime.open(b) as runtime_b:  # B's next command sees its turn's process gone
+        runtime_b.threads.interrupt_orphans(lambda pid, started: False)
+    executor = Executor(registry, home=a, settings=FAST)
+    try:
+        model = ScriptedModel([say("checked")])
+        ConversationSession(executor, model).send_sync("th", "what happened?")
+        settled = {s.call_id: s.result for s in executor.runtime.threads.steps("th", 1) if s.kind == "tool"}
+        assert settled["c1"]["status"] == "unknown" and "another tether home" in settled["c1"]["message"]
+        assert settled["c1"]["execution_id"] == execution_id
+        assert not (a / "idem").exists()  # never run again in this home
+    finally:
+        executor.close()

@@ -85,6 +85,19 @@ async def _outcome(
             "message": "not run: the turn was interrupted before it started",
             "execution_id": step.execution_id,
         }
+    if not executor.jobs.mine(record):
+        # Another home's job (a database shared by several homes): its outcome is known there, and it
+        # is never re-run or waited for here.
+        return {
+            "task_id": record.task_id,
+            "execution_id": record.execution_id,
+            "status": ToolOutcome.UNKNOWN.value,
+            "message": (
+                f"it ran on host {record.host or 'unknown'} (another tether home on this database): its "
+                "outcome is known there"
+            ),
+            "data": {"elsewhere": {"installation": record.installation, "host": record.host}},
+        }
     record = await asyncio.to_thread(executor.jobs.reconcile, step.execution_id)
     if not (record.terminal and record.status is TaskStatus.FAILED and record.data.get("interrupted")):
         described = await asyncio.to_thread(executor.jobs.describe, record)
