@@ -461,3 +461,26 @@ def test_a_slow_model_is_seen_thinking_on_the_threads_events(executor: Executor)
         assert thinking[-1].elapsed_s >= thinking[0].elapsed_s
     finally:
         fake.close()
+
+
+def test_a_call_a_turn_left_unanswered_is_answered_before_the_model_reads_the_thread(
+    executor: Executor,
+) -> None:
+    """A turn cancelled (Ctrl-C, the page's Cancel) after the model's call and before its result left a
+    call with no answer; real servers refuse such a conversation (every tool call needs its result)."""
+    threads = executor.runtime.threads
+    model = ScriptedModel([say("first"), say("second")])
+    chat = session(executor, model)
+    chat.send_sync("cut", "hello")
+    dangling = {"id": "c9", "type": "function", "function": {"name": "demo__status", "arguments": "{}"}}
+    threads.append("cut", 1, 90, {"role": "assistant", "content": "", "tool_calls": [dangling]})
+    threads.append(
+        "cut", 1, 91, {"role": "tool", "tool_call_id": "zz", "name": "x", "content": "{}"}
+    )  # no call
+    chat.send_sync("cut", "again")
+    sent = model.requests[-1][0]
+    calls = [c["id"] for m in sent if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
+    answers = [m["tool_call_id"] for m in sent if m.get("role") == "tool"]
+    assert calls == answers == ["c9"], sent
+    answer = next(m for m in sent if m.get("role") == "tool")
+    assert "not run" in answer["content"]

@@ -817,7 +817,7 @@ class ConversationSession:
         system = self._prompt.replace("{{memory}}", state.summary or "(nothing yet)")
         messages: list[Message] = [
             {"role": "system", "content": system},
-            *self.threads.messages(state.thread_id, from_seq=state.folded),
+            *well_formed(self.threads.messages(state.thread_id, from_seq=state.folded)),
         ]
         if context.open_jobs:
             zh = self.settings.language == "zh"
@@ -852,6 +852,38 @@ class ConversationSession:
         if state is None:
             return 0
         return memory.chars(self._messages(state, self._turn_context(state, None)))
+
+
+UNANSWERED = json.dumps(
+    {"status": ToolOutcome.SKIPPED.value, "message": "not run: the turn ended before this call ran"}
+)
+
+
+def well_formed(history: Sequence[Message]) -> list[Message]:
+    """The conversation as every server takes it: each tool call of an assistant message answered by a
+    tool message before the next message (a turn cancelled after the model's call left one unanswered),
+    and no tool message that answers no call (a fold can cut a call from its answer)."""
+    out: list[Message] = []
+    waiting: dict[str, str] = {}  # call id → tool name, of the last assistant message's calls
+
+    def answer_the_rest() -> None:
+        for call_id, name in waiting.items():
+            out.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": UNANSWERED})
+        waiting.clear()
+
+    for message in history:
+        role = message.get("role")
+        if role == "tool":
+            if waiting.pop(str(message.get("tool_call_id")), None) is not None:
+                out.append(message)
+            continue
+        answer_the_rest()
+        out.append(message)
+        if role == "assistant":
+            for call in message.get("tool_calls") or []:
+                waiting[str(call.get("id"))] = str((call.get("function") or {}).get("name", "tool"))
+    answer_the_rest()
+    return out
 
 
 def _call_key(call: ToolCall) -> str:
