@@ -3,6 +3,9 @@
 - ``ScriptedModel``: a list of expected turns. Each turn is a ``ModelResponse`` (or a function of the
   messages and tools returning one). It fails the test on a call it did not expect, and
   ``assert_consumed()`` fails it when scripted turns were left unused.
+- ``SmallModel``: a scripted model that behaves like a small local one — calls written as text
+  (``written``, in the shapes a real one wrote), results it makes up (``made_up_result``), the same call
+  again (``repeated``) — read exactly as the real client reads them.
 - ``Cassette``: records the HTTP exchange of an OpenAI-compatible client (an ``httpx`` transport) to a
   JSON file and replays it without a server; ``Authorization`` headers are never written.
 - ``forbid_model_requests()``: sets the switch that makes real (non-loopback) model requests fail.
@@ -72,6 +75,90 @@ class ScriptedModel:
     def assert_consumed(self) -> None:
         if self._turns:
             raise AssertionError(f"{self.name}: {len(self._turns)} scripted turn(s) were never used")
+
+
+class SmallModel(ScriptedModel):
+    """A ``ScriptedModel`` that behaves like a small local model behind an OpenAI-compatible server: its
+    scripted answers may be calls written as text (``written``), which are read exactly as the real
+    client reads them — taken when they are near misses, sent back once with the repair request (which
+    the next scripted turn answers) when they cannot be taken, never returned as the answer."""
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDef], *, context: TurnContext | None = None
+    ) -> ModelResponse:
+        from tether.models import textcalls
+
+        first = await super().complete(messages, tools, context=context)
+        if not tools:
+            return first
+
+        async def again(why: str) -> ModelResponse:
+            repair: list[Message] = [
+                *messages,
+                {"role": "assistant", "content": first.text},
+                {"role": "user", "content": textcalls.repair_request(why)},
+            ]
+            return await ScriptedModel.complete(self, repair, tools, context=context)
+
+        return await textcalls.settle(first, tools, again)
+
+
+# How a small local model writes a call as text (Qwen2.5-Coder-1.5B on llama.cpp's llama-server never
+# produced a native call: ../shared/notes/real-model.md and tests/**/sessions/real_*.json).
+SHAPES = (
+    "fenced", "tagged", "bare", "no_prefix", "function_name", "no_arguments", "schema_echo", "in_sentence"
+)  # fmt: skip
+
+
+def written(name: str, arguments: dict[str, Any] | None = None, *, shape: str = "fenced") -> ModelResponse:
+    """An answer that writes the call ``name(arguments)`` as text, in one of ``SHAPES`` (for
+    ``SmallModel``); ``in_sentence`` cannot be taken as a call and gets the repair request."""
+    args = arguments or {}
+    short = name.rsplit("__", 1)[-1]
+    one = json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
+    pretty = json.dumps({"name": name, "arguments": args}, ensure_ascii=False, indent=2)
+    texts = {
+        "fenced": f"```json\n{pretty}\n```",
+        "tagged": f"<tool_call>\n{one}\n</tool_call>",
+        "bare": one,
+        "no_prefix": json.dumps({"name": short, "arguments": args}, ensure_ascii=False),
+        "function_name": json.dumps({"function_name": name, "arguments": args}, ensure_ascii=False),
+        "no_arguments": json.dumps({"name": name}),
+        "schema_echo": "<tools>\n"
+        + json.dumps(
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": "…",
+                    "parameters": {"type": "object", "properties": args},
+                },
+            },
+            ensure_ascii=False,
+        )
+        + "\n</tools>",
+        "in_sentence": f"Sure, I will call {one} for you now.",
+    }
+    if shape not in texts:
+        raise ValueError(f"shape is one of {', '.join(SHAPES)}, not {shape!r}")
+    return ModelResponse(text=texts[shape], model="small")
+
+
+def made_up_result(task_id: str, message: str = "done") -> ModelResponse:
+    """An answer that writes a tool's result the model imagined, instead of calling the tool (a small
+    model does: it claimed a farm that never ran)."""
+    result = {
+        "task_id": task_id,
+        "execution_id": "5ead971d5549f1ba51e",
+        "status": "completed",
+        "message": message,
+    }
+    return ModelResponse(text=f"<tool_response>\n{json.dumps(result, ensure_ascii=False)}\n</tool_response>")
+
+
+def repeated(turn: Turn, times: int) -> list[Turn]:
+    """The same answer ``times`` times (a small model repeats a refused call)."""
+    return [turn] * times
 
 
 def forbid_model_requests() -> None:

@@ -484,3 +484,44 @@ def test_a_call_a_turn_left_unanswered_is_answered_before_the_model_reads_the_th
     assert calls == answers == ["c9"], sent
     answer = next(m for m in sent if m.get("role") == "tool")
     assert "not run" in answer["content"]
+
+
+# -- a small local model's repertoire (tether.testing.SmallModel) ----------------------------------
+
+
+@pytest.mark.parametrize("shape", ["fenced", "tagged", "bare", "no_prefix", "function_name", "schema_echo"])
+def test_a_call_a_small_model_writes_as_text_runs(running_game: Executor, home: Path, shape: str) -> None:
+    from tether.testing import SmallModel, written
+
+    model = SmallModel(
+        [written("demo__farm_instance", {**GOLD, "attempts": 1}, shape=shape), say("Farmed once.")]
+    )
+    result = session(running_game, model).send_sync("t", "farm gold once")
+    model.assert_consumed()
+    assert tool_steps(result) == [("demo.farm_instance", "completed")] and result.status == "completed"
+    assert game.load_state(home)["farm_attempts_total"] == 1
+
+
+def test_a_call_in_a_sentence_is_sent_back_once_and_its_repair_runs(running_game: Executor) -> None:
+    from tether.testing import SmallModel, written
+
+    model = SmallModel([
+        written("demo__status", shape="in_sentence"),
+        written("demo__status", shape="tagged"),  # the answer to the repair request
+        say("The game is running."),
+    ])  # fmt: skip
+    result = session(running_game, model).send_sync("t", "status?")
+    model.assert_consumed()
+    assert tool_steps(result) == [("demo.status", "completed")]
+    assert "cannot be used" in str(model.requests[1][0][-1]["content"])
+
+
+def test_a_result_a_small_model_makes_up_is_never_the_answer(running_game: Executor, home: Path) -> None:
+    from tether.testing import SmallModel, made_up_result
+
+    model = SmallModel(
+        [made_up_result("demo.farm_instance", "farmed 2 times"), made_up_result("demo.farm_instance")]
+    )
+    result = session(running_game, model).send_sync("t", "farm gold twice")
+    assert result.status == "failed" and "instead of calling the tool" in result.final
+    assert game.load_state(home)["farm_attempts_total"] == 0

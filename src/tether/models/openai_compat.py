@@ -22,7 +22,6 @@ import os
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from tether.errors import ModelConnectionError, ModelError, ModelHTTPError, ModelOutputError, ModelRefused
@@ -192,39 +191,19 @@ class OpenAICompatModel:
         response = await self._resilience.call(lambda: self._attempt(kwargs, progress))
         if not tools:
             return response
-        if response.tool_calls:
-            return _named(response, tools)
-        reading = textcalls.read(response.text, tools)
-        if reading.calls:
-            return replace(response, text=reading.prose, tool_calls=reading.calls)
-        if not reading.attempt:
-            return response
-        # A call the model wrote but that cannot be taken: it is asked once to write it again, and
-        # never shown to the person as the answer.
-        repair = {
-            **kwargs,
-            "messages": [
-                *kwargs["messages"],
-                {"role": "assistant", "content": response.text},
-                {"role": "user", "content": textcalls.repair_request(reading.why)},
-            ],
-        }
-        second = await self._resilience.call(lambda: self._attempt(repair, progress))
-        usage = response.usage + second.usage
-        if second.tool_calls:
-            return replace(_named(second, tools), usage=usage)
-        again = textcalls.read(second.text, tools)
-        if textcalls.echoes_repair(second.text):  # a small model repeated the instructions back
-            again = textcalls.TextReading(prose=second.text, attempt=True, why="it repeated the request")
-        if again.calls:
-            return replace(second, text=again.prose, tool_calls=again.calls, usage=usage)
-        if again.attempt:
-            raise ModelOutputError(
-                "the model wrote a tool call that cannot be used, even after one repair request: "
-                f"{again.why}",
-                answer=second.text[:500],
-            )
-        return replace(second, usage=usage)
+
+        async def again(why: str) -> ModelResponse:
+            repair = {
+                **kwargs,
+                "messages": [
+                    *kwargs["messages"],
+                    {"role": "assistant", "content": response.text},
+                    {"role": "user", "content": textcalls.repair_request(why)},
+                ],
+            }
+            return await self._resilience.call(lambda: self._attempt(repair, progress))
+
+        return await textcalls.settle(response, tools, again)
 
     async def _attempt(self, kwargs: dict[str, Any], progress: Progress | None = None) -> ModelResponse:
         try:
@@ -407,20 +386,6 @@ def _tokens_in(chunk: dict[str, Any]) -> int:
         for choice in chunk.get("choices") or []
         if (choice.get("delta") or {}).get("content") or (choice.get("delta") or {}).get("tool_calls")
     )
-
-
-def _named(response: ModelResponse, tools: Sequence[ToolDef]) -> ModelResponse:
-    """Native calls with a near-miss name (``start_game`` for ``demo__start_game``) renamed to the one
-    offered tool they name; any other name is left for the executor to answer ``not_found``."""
-    offered = {tool.name for tool in tools}
-    calls = []
-    for call in response.tool_calls:
-        if call.name not in offered:
-            name, _ = textcalls.resolve_name(call.name, tools)
-            if name is not None:
-                call = replace(call, name=name)
-        calls.append(call)
-    return replace(response, tool_calls=tuple(calls))
 
 
 async def _chunks(stream: Any) -> AsyncIterator[dict[str, Any]]:

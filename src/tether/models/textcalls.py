@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from tether.models.base import ToolCall, ToolDef
+from tether.errors import ModelOutputError
+from tether.models.base import ModelResponse, ToolCall, ToolDef
 from tether.models.jsonfix import loads_lenient
 
 # Qwen's template asks for <tool_call>; a small model also writes <tools> (the tag its prompt lists the
@@ -266,3 +267,47 @@ def echoes_repair(text: str) -> bool:
 def repair_request(why: str) -> str:
     """What the model is told, once, when its answer was a call attempt that cannot be taken."""
     return REPAIR.format(why=why)
+
+
+def named(response: ModelResponse, tools: Sequence[ToolDef]) -> ModelResponse:
+    """Native calls with a near-miss name (``start_game`` for ``demo__start_game``) renamed to the one
+    offered tool they name; any other name is left for the executor to answer ``not_found``."""
+    offered = {tool.name for tool in tools}
+    calls = []
+    for call in response.tool_calls:
+        if call.name not in offered:
+            name, _ = resolve_name(call.name, tools)
+            if name is not None:
+                call = replace(call, name=name)
+        calls.append(call)
+    return replace(response, tool_calls=tuple(calls))
+
+
+async def settle(
+    response: ModelResponse, tools: Sequence[ToolDef], again: Callable[[str], Awaitable[ModelResponse]]
+) -> ModelResponse:
+    """``response`` with the calls it wrote as text taken as calls; an attempt that cannot be taken is
+    sent back once (``again(why)`` asks the model with the repair request), and never returned as the
+    answer: a second unusable attempt is ``ModelOutputError``."""
+    if response.tool_calls:
+        return named(response, tools)
+    reading = read(response.text, tools)
+    if reading.calls:
+        return replace(response, text=reading.prose, tool_calls=reading.calls)
+    if not reading.attempt:
+        return response
+    second = await again(reading.why)
+    usage = response.usage + second.usage
+    if second.tool_calls:
+        return replace(named(second, tools), usage=usage)
+    reread = read(second.text, tools)
+    if echoes_repair(second.text):  # a small model repeated the instructions back
+        reread = TextReading(prose=second.text, attempt=True, why="it repeated the request")
+    if reread.calls:
+        return replace(second, text=reread.prose, tool_calls=reread.calls, usage=usage)
+    if reread.attempt:
+        raise ModelOutputError(
+            f"the model wrote a tool call that cannot be used, even after one repair request: {reread.why}",
+            answer=second.text[:500],
+        )
+    return replace(second, usage=usage)
