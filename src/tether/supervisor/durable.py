@@ -303,6 +303,28 @@ def _slots(home: Path) -> list[tuple[int, Path]]:
     return found
 
 
+def holder_alive(home: Path, executor: str | None) -> bool | None:
+    """Whether the executor id ``executor`` (``<host>/<installation>/slot-N``) is held by a live process
+    of this home; None when that cannot be told from here (another host's or another home's)."""
+    if not executor:
+        return None
+    prefix, _, slot = executor.rpartition("/slot-")
+    if not slot.isdigit() or executor != executor_id(home, int(slot)) or prefix == "":
+        return None
+    return int(slot) in live_executors(home)
+
+
+def segment_holder(runtime: Runtime, run_id: str, segment: int) -> tuple[str | None, str | None]:
+    """A segment's DBOS status and the executor id it is pending under (None when not pending)."""
+    with client(runtime) as c:
+        found = c.list_workflows(
+            workflow_ids=[segment_id(run_id, segment)], load_input=False, load_output=False
+        )
+    if not found:
+        return None, None
+    return found[0].status, found[0].executor_id if found[0].status == "PENDING" else None
+
+
 def live_executors(home: Path) -> list[int]:
     """The slots a live process holds (an executor runs there)."""
     live = []

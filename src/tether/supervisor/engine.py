@@ -64,6 +64,7 @@ class Host:
     executor: Executor
     model_for: Callable[[str | None], Any] | None = None
     slot: durable.Slot | None = None
+    watch: asyncio.Task[None] | None = None  # the look for dead executors' slots
 
 
 _HOST: Host | None = None
@@ -622,11 +623,31 @@ async def launch(
     _HOST = Host(runtime=runtime, executor=executor, model_for=model_for, slot=slot)
     await _io(reconcile_runs, runtime)
     await _io(durable.prune, runtime)
+    _HOST.watch = asyncio.get_running_loop().create_task(_watch_slots(runtime, slot))
     return _HOST
+
+
+# How often a live executor looks for the slots of executors that died after it launched: what they held
+# is handed back to the queue within this long (a launch only recovered the slots dead at that moment).
+WATCH_SLOTS_S = 2.0
+
+
+async def _watch_slots(runtime: Runtime, slot: durable.Slot) -> None:
+    while True:
+        await asyncio.sleep(WATCH_SLOTS_S)
+        try:
+            recovered = await _io(durable.recover_free_slots, runtime.home, slot)
+        except Exception:  # a store or DBOS hiccup: the next look may do better
+            log.warning("looking for dead executors' work failed", exc_info=True)
+            continue
+        if recovered:
+            log.warning("took over %d workflow(s) of executors of %s that died", recovered, runtime.home)
 
 
 def shutdown() -> None:
     global _HOST
+    if _HOST is not None and _HOST.watch is not None:
+        _HOST.watch.cancel()
     DBOS.destroy(workflow_completion_timeout_sec=0)
     if _HOST is not None and _HOST.slot is not None:
         _HOST.slot.close()

@@ -251,12 +251,17 @@ def resume(runtime: Runtime, run_id: str) -> tuple[RunRecord, str]:
         _continue(runtime, run.run_id)
         done = "its unfinished tasks run again"
     else:
-        status = durable.segment_status(runtime, run.run_id, run.segment)
+        status, holder = durable.segment_holder(runtime, run.run_id, run.segment)
         if status in durable.NO_LIVE_SEGMENT:
             _continue(runtime, run.run_id)
             done = "its next segment was enqueued"
+        elif status == "PENDING" and durable.holder_alive(runtime.home, holder) is False:
+            # Its executor died: a live executor of this home takes the segment over within seconds
+            # (each watches for dead slots); with none alive, the executor this command starts does.
+            done = f"its executor ({holder}) died: it is handed to a live executor"
         else:
-            done = f"it is {status.lower()} already"
+            assert status is not None
+            done = f"it is {status.lower()} already" + (f" (executor {holder})" if holder else "")
     record = runtime.runs.get(run.run_id)
     assert record is not None
     return record, done

@@ -1,0 +1,145 @@
+"""Executors cover for each other: while any executor of a home lives, a dead one's work is picked up
+within seconds, and a run whose segment nobody holds is never left ``running`` forever.
+
+``tether serve`` beside a ``tether worker``, or two ``tether goal`` commands at once, make several
+executors ordinary. A dead executor's slot was recovered only when an executor *launched*: with two
+workers, SIGKILL the one that held a flow's segment and the run stayed ``running`` forever."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.flowkit import ledger
+from tests.support.helpers import ROOT, tether_cli, wait_for
+
+FLOWS = "tests.support.flowkit:flows"
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+
+def _env(home: Path) -> dict[str, str]:
+    return {
+        **os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0",
+        "TETHER_STOP_GRACE_COOPERATIVE_S": "0.5", "TETHER_STOP_GRACE_INTERRUPT_S": "0.5",
+    }  # fmt: skip
+
+
+class Worker:
+    """A ``tether worker`` and the executor id it announced."""
+
+    def __init__(self, home: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "worker"],
+            env=_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        found = re.search(r"executor (\S+) runs", line)
+        assert found, line
+        self.executor_id = found.group(1)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGKILL)  # the executor only: its workers live on (detached)
+        self.proc.wait(timeout=30)
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@pytest.fixture
+def workers(home: Path) -> Iterator[list[Worker]]:
+    started: list[Worker] = []
+    yield started
+    for worker in started:
+        worker.close()
+
+
+def _segment_executor(home: Path, run_id: str) -> str | None:
+    """The executor id a run's current segment is pending under, read through DBOS's client."""
+    from tether.runtime import Runtime
+    from tether.supervisor import durable
+
+    with Runtime.open(home) as runtime:
+        run = runtime.runs.get(run_id)
+        assert run is not None
+        with durable.client(runtime) as client:
+            found = client.list_workflows(workflow_ids=[durable.segment_id(run_id, run.segment)])
+    return found[0].executor_id if found and found[0].status == "PENDING" else None
+
+
+def _flow(tmp_path: Path, tasks: int, seconds: float) -> Path:
+    steps: list[dict[str, Any]] = []
+    for n in range(tasks):
+        step: dict[str, Any] = {
+            "id": f"t{n}",
+            "call": {"task": "f.once", "args": {"key": f"k{n}", "seconds": seconds}},
+        }
+        if n:
+            step["depends_on"] = [f"t{n - 1}"]
+        steps.append(step)
+    flow = tmp_path / "long.yaml"
+    flow.write_text(yaml.safe_dump({"caller": "cli", "tasks": steps}))
+    return flow
+
+
+def test_a_live_executor_takes_over_the_run_of_one_killed_beside_it(
+    home: Path, tmp_path: Path, workers: list[Worker]
+) -> None:
+    workers += [Worker(home), Worker(home)]
+    code, out, err = tether_cli(
+        "--registry", FLOWS, "flow", "run", str(_flow(tmp_path, 8, 0.4)), "--detach", "--json", home=home
+    )
+    assert code == 0, err
+    run_id = json.loads(out)["run_id"]
+    holder = wait_for(lambda: _segment_executor(home, run_id), timeout=60, what="an executor to take the run")
+    victim = next(w for w in workers if w.executor_id == holder)
+    victim.kill()
+    # The other executor notices the dead slot by itself: no executor starts, nobody resumes the run.
+    code, out, err = tether_cli("--registry", FLOWS, "flow", "show", run_id, "--json", home=home)
+
+    def ended() -> dict[str, Any] | None:
+        _, shown, _ = tether_cli("--registry", FLOWS, "flow", "show", run_id, "--json", home=home)
+        run = json.loads(shown)
+        return run if run["status"] != "running" else None
+
+    run = wait_for(ended, timeout=120, what="the run to end with the executor left alive")
+    assert run["status"] == "completed", run
+    effects = Counter(str(m["key"]) for m in ledger(home))
+    assert all(effects[f"k{n}"] == 1 for n in range(8)), effects
+
+
+def test_resume_of_a_run_whose_executor_died_says_so_and_drives_it(
+    home: Path, tmp_path: Path, workers: list[Worker]
+) -> None:
+    """`tether flow resume` answered "it is pending already" and followed forever."""
+    workers.append(Worker(home))
+    code, out, err = tether_cli(
+        "--registry", FLOWS, "flow", "run", str(_flow(tmp_path, 6, 0.3)), "--detach", "--json", home=home
+    )
+    assert code == 0, err
+    run_id = json.loads(out)["run_id"]
+    wait_for(lambda: _segment_executor(home, run_id), timeout=60, what="the executor to take the run")
+    workers[0].kill()  # the only executor: nobody watches
+    code, out, err = tether_cli("--registry", FLOWS, "flow", "resume", run_id, home=home, timeout=180)
+    assert code == 0, (out, err)
+    assert "died" in out and "completed" in out, out
+    effects = Counter(str(m["key"]) for m in ledger(home))
+    assert all(effects[f"k{n}"] == 1 for n in range(6)), effects
