@@ -8,6 +8,7 @@ workers, SIGKILL the one that held a flow's segment and the run stayed ``running
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -143,3 +144,41 @@ def test_resume_of_a_run_whose_executor_died_says_so_and_drives_it(
     assert "died" in out and "completed" in out, out
     effects = Counter(str(m["key"]) for m in ledger(home))
     assert all(effects[f"k{n}"] == 1 for n in range(6)), effects
+
+
+# -- runs that want a busy resource wait their turn ------------------------------------------------
+
+
+def test_runs_that_want_a_busy_resource_wait_their_turn_in_order_never_for_a_person(
+    home: Path, tmp_path: Path, workers: list[Worker]
+) -> None:
+    """Five goals at once that all needed the game: 13 of 20 ended waiting_for_human at their first task
+    (a lock refusal was taken for any refusal). The lock held; a busy resource is not a failure."""
+    workers.append(Worker(home))
+    runs = []
+    for n in range(5):
+        flow = tmp_path / f"arm{n}.yaml"
+        flow.write_text(yaml.safe_dump({"caller": "cli", "tasks": [
+            {"id": "move", "call": {"task": "f.arm", "args": {"key": f"arm{n}", "seconds": 0.6}}},
+        ]}))  # fmt: skip
+        code, out, err = tether_cli(
+            "--registry", FLOWS, "flow", "run", str(flow), "--detach", "--json", home=home
+        )
+        assert code == 0, err
+        runs.append(json.loads(out)["run_id"])
+
+    def shown(run_id: str) -> dict[str, Any]:
+        _, out, _ = tether_cli("--registry", FLOWS, "flow", "show", run_id, "--json", home=home)
+        return json.loads(out)
+
+    ended = wait_for(
+        lambda: all(shown(r)["status"] != "running" for r in runs) and [shown(r) for r in runs],
+        timeout=180, what="the five runs to end",
+    )  # fmt: skip
+    statuses = [r["status"] for r in ended]
+    assert statuses == ["completed"] * 5, [(r["status"], r["tasks"][0]["message"]) for r in ended]
+    moves = sorted(ledger(home), key=lambda m: m["began"])
+    for first, second in itertools.pairwise(moves):
+        assert first["ended"] <= second["began"], "two moves of the one arm overlapped"
+    # The runs asked in the order they were started: they got the arm in that order.
+    assert [m["key"] for m in moves] == [f"arm{n}" for n in range(5)], [m["key"] for m in moves]

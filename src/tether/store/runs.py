@@ -17,6 +17,7 @@ share the database: each lists every run, but only its own executors drive, cont
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
@@ -33,6 +34,7 @@ from tether.store.jobs import now
 R = schema.runs
 RT = schema.run_tasks
 RA = schema.run_attempts
+W = schema.resource_waits
 
 RUN_STATUSES = ("running", "waiting_for_human", "completed", "failed", "cancelled")
 RUN_TERMINAL = frozenset({"completed", "failed", "cancelled"})
@@ -137,6 +139,9 @@ class RunStore(Protocol):
     def plan(self, run_id: str) -> tuple[dict[str, Any], int]: ...
     def list(self, *, limit: int = 50, status: str | None = None) -> list[RunRecord]: ...
     def task_counts(self, run_ids: list[str]) -> dict[str, tuple[int, int]]: ...
+    def wait_for(self, resources: Sequence[str], run_id: str, task_id: str, since: float) -> None: ...
+    def done_waiting(self, run_id: str, task_id: str | None = None) -> None: ...
+    def first_waiters(self, resources: Sequence[str]) -> dict[str, tuple[str, str]]: ...
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]: ...
 
 
@@ -363,6 +368,51 @@ class SqlRunStore:
         query = select(R.c.run_id).where(R.c.run_id.like(pattern, escape="\\")).limit(limit)
         with self.db.read() as conn:
             return [row[0] for row in conn.execute(query)]
+
+    # -- waiting for a resource ---------------------------------------------------------------------
+
+    def wait_for(self, resources: Sequence[str], run_id: str, task_id: str, since: float) -> None:
+        """``task_id`` of ``run_id`` waits for ``resources`` since ``since`` (kept if already waiting)."""
+        with self.db.write() as conn:
+            for resource in resources:
+                known = select(W.c.since).where(
+                    W.c.resource == resource, W.c.run_id == run_id, W.c.task_id == task_id
+                )
+                if conn.execute(known).first() is None:
+                    conn.execute(
+                        insert(W),
+                        {"resource": resource, "run_id": run_id, "task_id": task_id, "since": since,
+                         "installation": self.installation.id},
+                    )  # fmt: skip
+
+    def done_waiting(self, run_id: str, task_id: str | None = None) -> None:
+        """A task (or every task of a run) waits no more: it ran, gave up, or its run ended."""
+        query = delete(W).where(W.c.run_id == run_id)
+        if task_id is not None:
+            query = query.where(W.c.task_id == task_id)
+        with self.db.write() as conn:
+            conn.execute(query)
+
+    def first_waiters(self, resources: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """For each of ``resources``, the task of this installation's running runs that has waited for it
+        longest: ``(run_id, task_id)``. A waiter whose run is no longer running does not count."""
+        if not resources:
+            return {}
+        query = (
+            select(W.c.resource, W.c.run_id, W.c.task_id, W.c.since)
+            .join(R, R.c.run_id == W.c.run_id)
+            .where(
+                W.c.installation == self.installation.id,
+                W.c.resource.in_(list(resources)),
+                R.c.status == "running",
+            )
+            .order_by(W.c.since, W.c.run_id, W.c.task_id)
+        )
+        found: dict[str, tuple[str, str]] = {}
+        with self.db.read() as conn:
+            for row in conn.execute(query):
+                found.setdefault(row.resource, (row.run_id, row.task_id))
+        return found
 
     def active(self) -> list[RunRecord]:
         """This installation's runs that are not over (running, or paused for a person)."""
@@ -676,6 +726,7 @@ class SqlRunStore:
             for chunk in range(0, len(ids), 500):
                 part = ids[chunk : chunk + 500]
                 conn.execute(delete(RA).where(RA.c.run_id.in_(part)))
+                conn.execute(delete(W).where(W.c.run_id.in_(part)))
                 conn.execute(delete(RT).where(RT.c.run_id.in_(part)))
                 conn.execute(delete(R).where(R.c.run_id.in_(part)))
         return rows

@@ -181,6 +181,18 @@ run_tasks = Table(
     Column("rev", Integer, nullable=False, server_default="0"),
 )
 
+# Tasks of this installation's runs waiting for a resource another job holds: the earliest asked goes
+# first when it frees (a busy resource is a wait in the order asked, never a failure).
+resource_waits = Table(
+    "resource_waits",
+    metadata,
+    Column("resource", String, primary_key=True),
+    Column("run_id", String, primary_key=True),
+    Column("task_id", String, primary_key=True),
+    Column("since", Float, nullable=False),
+    Column("installation", String, nullable=False),
+)
+
 run_attempts = Table(
     "run_attempts",
     metadata,
@@ -436,6 +448,18 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE events ADD COLUMN installation TEXT;
     UPDATE events SET installation = :installation;
     CREATE INDEX events_installation ON events(installation, id);
+    """,
+    # 11: tasks that wait for a busy resource, so that they take it in the order they asked for it.
+    """
+    CREATE TABLE resource_waits (
+        resource     TEXT NOT NULL,
+        run_id       TEXT NOT NULL,
+        task_id      TEXT NOT NULL,
+        since        REAL NOT NULL,
+        installation TEXT NOT NULL,
+        PRIMARY KEY (resource, run_id, task_id)
+    );
+    CREATE INDEX resource_waits_order ON resource_waits(installation, resource, since);
     """,
 )
 

@@ -42,6 +42,7 @@ from tether.supervisor.policies import (
     Move,
     after_attempt,
     as_text_where_text,
+    busy,
     call_args,
     context_of,
     executor_of,
@@ -133,7 +134,11 @@ async def decide(run_id: str, segment: int) -> dict[str, Any]:
         return {"end": run.status, "run": []}
     known = await _io(_plan_of, h, run)
     plan, resources = known.plan, known.resources
-    decision = schedule(plan, run, now=time.time(), started=_epoch(run.created_at), resources=resources)
+    claimed = sorted({r for rs in resources.values() for r in rs})
+    heads = await _io(store.first_waiters, claimed) if claimed else {}
+    decision = schedule(
+        plan, run, now=time.time(), started=_epoch(run.created_at), resources=resources, first_waiters=heads
+    )
     for move in decision.moves:
         await _io(_apply, store, run_id, move)
     if decision.moves:
@@ -249,6 +254,17 @@ def _resources(h: Host, plan: Plan) -> dict[str, tuple[str, ...]]:
 
 def _apply(store: Any, run_id: str, move: Move) -> None:
     store.update_task(run_id, move.task_id, **move.fields())
+    _queue(store, run_id, move)
+
+
+def _queue(store: Any, run_id: str, move: Move) -> None:
+    """Keep the resource queue with a move: a task that waits for a resource is in it (from when it first
+    asked), any other move takes it out."""
+    stage = (move.overrides or {}).get("stage") or {}
+    if move.status == "pending" and stage.get("waiting_for"):
+        store.wait_for(stage["waiting_for"], run_id, move.task_id, float(stage.get("waiting_since") or 0))
+    else:
+        store.done_waiting(run_id, move.task_id)
 
 
 # -- one attempt ------------------------------------------------------------------------------------
@@ -334,6 +350,8 @@ async def _finish(
     """Settle an attempt: its outcome on record and the task moved as its failure policy says."""
     store = h.runtime.runs
     run_id = run.run_id
+    if busy(outcome, data):  # a resource another job holds: the task waits its turn (not a failure)
+        outcome = "busy"
     plan = known.plan
     task = known.tasks[task_id]
     state = run.task(task_id)
@@ -380,6 +398,7 @@ async def _finish(
         duration_s=duration,
         task=move.fields(),
     )
+    await _io(_queue, store, run_id, move)
     return {"status": outcome, "next": move.status}
 
 

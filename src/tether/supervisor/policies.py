@@ -24,6 +24,23 @@ from tether.tasks.spec import TaskSpec
 BREAKER_TASK = 4  # failed attempts of one task before its retries are skipped
 BREAKER_EXECUTOR = 6  # failed attempts on one executor (profile or caller) across the run
 FAILED = ("failed", "stopped", "unknown", "rejected", "not_found")
+# A resource held by another job is a wait, not a failure: the task tries again after a pause that grows
+# to RESOURCE_POLL_MAX_S, in the order the waiting tasks asked, for as long as its ``timeout_s`` (or
+# RESOURCE_WAIT_S when it has none), and only then goes to a person.
+RESOURCE_POLL_S = 0.5
+RESOURCE_POLL_MAX_S = 5.0
+RESOURCE_WAIT_S = 1800.0
+
+
+def busy(outcome: str, data: dict[str, Any]) -> bool:
+    """Whether an attempt was refused only because a resource it claims is held (a lock's refusal)."""
+    return outcome == "rejected" and bool(data.get("resource")) and ("holder" in data or "blocked_by" in data)
+
+
+def waiting_for(state: TaskState) -> list[str]:
+    """The resources a task waits for (in the queue of those that asked before it), if any."""
+    stage = state.overrides.get("stage") or {}
+    return [str(r) for r in stage.get("waiting_for") or ()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +160,11 @@ def schedule(
     now: float,
     started: float,
     resources: dict[str, tuple[str, ...]],
+    first_waiters: dict[str, tuple[str, str]] | None = None,
 ) -> Decision:
     """The next wave of ``run`` (``now`` and ``started`` are epoch seconds; ``resources`` maps a
-    registry task to the resources it claims)."""
+    registry task to the resources it claims; ``first_waiters`` names, per resource, the task of this
+    home's runs that has waited for it longest: another task that needs it waits behind it)."""
     decision = Decision()
     if run.status == "cancelled":
         decision.end = "cancelled"
@@ -213,6 +232,21 @@ def schedule(
         needs = set(resources_of(task, resources))
         if needs & claimed:
             continue  # the lock would serialize them anyway: run it in a later wave
+        ahead = sorted(
+            r for r in needs if (first_waiters or {}).get(r, (run.run_id, task.id)) != (run.run_id, task.id)
+        )
+        if ahead:  # a task that asked for it earlier is waiting: this one queues behind it
+            if not waiting_for(state):
+                stage = {**(state.overrides.get("stage") or {}), "waiting_since": now, "waiting_for": ahead}
+                decision.moves.append(
+                    Move(task.id, "pending", f"waits for {', '.join(ahead)}: tasks that asked first go first",
+                         overrides={**state.overrides, "stage": stage})
+                )  # fmt: skip
+                continue
+            later += 1
+            due = now + RESOURCE_POLL_S
+            soonest = due if soonest is None else min(soonest, due)
+            continue
         claimed |= needs
         attempt = state.attempts if state.status == "running" else state.attempts + 1
         decision.run.append((task.id, attempt))
@@ -348,6 +382,25 @@ def after_attempt(
             overrides={**overrides, "stage": stage},
         )
 
+    if outcome == "busy":
+        since = float(stage.get("waiting_since") or now)
+        bound = task.timeout_s or RESOURCE_WAIT_S
+        resource = str(data.get("resource") or "?")
+        holder = data.get("blocked_by") or "another job"
+        if now - since >= bound:
+            return ask(
+                "busy", f"resource {resource} stayed in use for {now - since:.0f} s (by {holder}): {message}"
+            )
+        waits = int(stage.get("waits", 0)) + 1
+        pause = min(RESOURCE_POLL_MAX_S, RESOURCE_POLL_S * 2 ** min(waits - 1, 4))
+        stage = {**stage, "waiting_since": since, "waiting_for": [resource], "waits": waits}
+        return Move(
+            task.id,
+            "pending",
+            f"waits for {resource} (in use by {holder}) since {now - since:.0f} s; again in {pause:g} s",
+            overrides={**overrides, "stage": stage, "not_before": now + pause},
+            diagnostics=diagnostics,
+        )
     if outcome == "not_started":
         # Its starter died before the worker began, and the claim was abandoned so it never will: running
         # it again is safe for any task and is no failure of the task.
