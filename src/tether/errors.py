@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from typing import Any
 
+MAX_MESSAGE_CHARS = 2_000
+
 
 class TetherError(Exception):
     """Root of every error tether raises on purpose."""
@@ -46,6 +48,11 @@ class TetherError(Exception):
     code = "tether"
 
     def __init__(self, message: str, **data: Any) -> None:
+        # Bounded wherever it is built: an error may quote what it refuses (a 900 KB task id was
+        # echoed whole), and every error is printed, logged and stored somewhere.
+        if len(message) > MAX_MESSAGE_CHARS:
+            cut = MAX_MESSAGE_CHARS - 40
+            message = f"{message[:cut]}… [{len(message) - cut} more characters]"
         super().__init__(message)
         self.message = message
         self.data = data

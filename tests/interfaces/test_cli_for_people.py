@@ -72,3 +72,11 @@ def test_durations_and_times_are_for_people() -> None:
     assert human_duration(0.4213) == "0.42 s" and human_duration(125) == "2 min 5 s"
     assert human_duration(3725) == "1 h 2 min"
     assert ":" in human_time(1764763200.0) and "1764763200" not in human_time(1764763200.0)
+
+
+def test_an_argument_error_names_the_task_once_and_a_huge_value_is_clipped(home: Path) -> None:
+    code, out, _ = tether_cli("task", "run", "demo.farm_instance", "-p", "instance_type=nope", home=home)
+    assert code == 2 and out.count("demo.farm_instance") == 1, out
+    from tether.errors import MAX_MESSAGE_CHARS, ConfigError
+
+    assert len(ConfigError("x" * 900_000).message) <= MAX_MESSAGE_CHARS  # an error never echoes a page

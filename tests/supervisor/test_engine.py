@@ -139,6 +139,8 @@ def test_a_path_that_keeps_failing_asks_a_person_with_diagnostics_and_an_answer_
     final = _settle(home, run["run_id"])
     assert final["status"] == "failed", final
     assert statuses(final) == {"broken": "rejected", "after": "skipped"}
+    # It says what the person did, not what it waited for before.
+    assert final["tasks"][0]["message"] == "rejected by person:cli: no disk", final["tasks"][0]
     assert ledger(home) == []
 
 

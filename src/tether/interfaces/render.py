@@ -161,7 +161,9 @@ def print_result(result: TaskResult, console: Any = out) -> None:
     task, execution = escape(result.task_id), escape(result.execution_id)
     console.print(f"[bold {style}]{result.status.value}[/]  {task}  [dim]{execution}[/]")
     if result.message:
-        console.print(f"  {escape(result.message)}")
+        # The headline names the task already: "demo.farm_instance: instance_name: …" says it twice.
+        message = result.message.removeprefix(f"{result.task_id}: ")
+        console.print(f"  {escape(message)}")
     shown = {k: v for k, v in result.data.items() if k not in HIDDEN and v is not None}
     for key, value in shown.items():
         if key == "progress":

@@ -641,8 +641,13 @@ class SqlRunStore:
                 return None
             review.update(answer)
             at = now()
+            # The task's message says what the person did (it said "waits for a person's approval").
+            said = f"{answer.get('answer')}ed by {answer.get('by', 'a person')}".replace("eed ", "ed ")
+            if answer.get("reason"):
+                said += f": {str(answer['reason'])[:300]}"
             values: dict[str, Any] = {
-                "review": _dumps(review), "status": status, "updated_at": at, "rev": _bump(conn, run_id)
+                "review": _dumps(review), "status": status, "updated_at": at, "rev": _bump(conn, run_id),
+                "message": said,
             }  # fmt: skip
             if overrides is not None:
                 values["overrides"] = _dumps(overrides)
