@@ -139,7 +139,9 @@ def test_another_homes_interrupted_turn_is_answered_never_run_again_here(tmp_pat
     try:
         model = ScriptedModel([say("checked")])
         ConversationSession(executor, model).send_sync("th", "what happened?")
-        settled = {s.call_id: s.result for s in executor.runtime.threads.steps("th", 1) if s.kind == "tool"}
+        settled = {
+            s.call_id: s.result or {} for s in executor.runtime.threads.steps("th", 1) if s.kind == "tool"
+        }
         assert settled["c1"]["status"] == "unknown" and "another tether home" in settled["c1"]["message"]
         assert settled["c1"]["execution_id"] == execution_id
         assert not (a / "idem").exists()  # never run again in this home

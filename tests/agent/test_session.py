@@ -437,6 +437,7 @@ def test_rejections_count_as_failures_in_the_budget_review(running_game: Executo
     s = ConversationSession(running_game, model, manager=manager, settings=AgentSettings(max_steps=2))
     result = s.send_sync("t", "status of my jobs")
     review = next(step for step in result.steps if step.kind == "budget")
+    assert review.args is not None
     assert review.args["failed_steps"] == 2 and review.args["completed_steps"] == 0
 
 

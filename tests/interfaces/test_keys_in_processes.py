@@ -54,7 +54,7 @@ def test_no_worker_or_server_holds_a_key_that_a_command_was_handed(
     jobs: list[str] = []
 
     def run(*args: str, **env: str) -> dict[str, object]:
-        done = served.run(*args, "--json", TETHER_HOME=str(home), **env)
+        done = served.run(*args, "--json", timeout=60.0, TETHER_HOME=str(home), **env)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 

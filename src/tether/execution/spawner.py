@@ -178,7 +178,7 @@ class ForkServerSpawner:
                     raise JobError(
                         f"the fork server could not start a worker: {answer.get('error', answer)!r}"
                     )
-                return _identity(int(answer["pid"]))
+                return _identity(int(str(answer["pid"])))
         raise AssertionError("unreachable")
 
     def reap(self) -> None:

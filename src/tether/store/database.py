@@ -165,16 +165,17 @@ class Database:
 
         from tether.store.schema import migrate
 
-        self.folder = Path(parsed.database).parent if self.dialect == "sqlite" else None
+        database = parsed.database or ""
+        self.folder = Path(database).parent if self.dialect == "sqlite" else None
         self.full: str | None = None  # why this store is read-only (a full disk), or None
         try:
             with self.write() as conn:
                 migrate(conn, self.dialect, self.installation.values())
         except StoreError:
-            if self.folder is None or not disk_full(self.folder) or not _up_to_date(Path(parsed.database)):
+            if self.folder is None or not disk_full(self.folder) or not _up_to_date(Path(database)):
                 self.engine.dispose()
                 raise
-            self._read_only(Path(parsed.database))
+            self._read_only(Path(database))
         except BaseException:
             self.engine.dispose()
             raise

@@ -338,8 +338,12 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (401, "no valid token"),
         (403, "a cross-site request"),
         (404, "no such thing (or not visible to this caller)"),
-        (409, "the thread is in a turn already (or, to cancel, in one run by another process); a job that "
-              "cannot be stopped or read here (it runs on another host, or cannot be stopped: the message says)"),
+        (
+            409,
+            "the thread is in a turn already (or, to cancel, in one run by another process); a job "
+            "that cannot be stopped or read here (it runs on another host, or cannot be stopped: the "
+            "message says)",
+        ),
         (405, "the path does not take that method"),
         (413, "the request body is too large"),
         (421, "not a loopback host"),
