@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 
@@ -182,3 +183,95 @@ def test_runs_that_want_a_busy_resource_wait_their_turn_in_order_never_for_a_per
         assert first["ended"] <= second["began"], "two moves of the one arm overlapped"
     # The runs asked in the order they were started: they got the arm in that order.
     assert [m["key"] for m in moves] == [f"arm{n}" for n in range(5)], [m["key"] for m in moves]
+
+
+def test_a_command_that_became_the_executor_hands_on_what_it_took_for_others(
+    home: Path, tmp_path: Path
+) -> None:
+    """A `tether flow run` with no executor around becomes the home's executor and dequeues whatever is
+    queued, other runs' segments too. It left when its own run ended, and (DBOS destroyed with no grace)
+    the other run stayed `running` with nobody to execute it until some command launched again."""
+    own = tmp_path / "own.yaml"
+    own.write_text(yaml.safe_dump({"caller": "cli", "tasks": [
+        {"id": "mine", "call": {"task": "f.safe", "args": {"key": "mine", "seconds": 60}}},
+    ]}))  # fmt: skip
+    following = subprocess.Popen(
+        [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "flow", "run", str(own),
+         "--json"],
+        env=_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        from tether.supervisor import durable
+
+        wait_for(lambda: durable.live_executors(home), timeout=60, what="the command to become the executor")
+        code, out, err = tether_cli(
+            "--registry", FLOWS, "flow", "run", str(_flow(tmp_path, 6, 1.5)), "--detach", "--json", home=home
+        )
+        assert code == 0, err
+        other = json.loads(out)["run_id"]
+        taken = wait_for(lambda: _segment_executor(home, other), timeout=60, what="the executor to take it")
+        assert taken.endswith("/slot-0"), taken  # the command's: nobody else is an executor here
+        # Its own run ends (cancelled), so the command leaves, holding the other run's segment.
+        _, listed, _ = tether_cli("--registry", FLOWS, "flow", "list", "--json", home=home)
+        mine = next(r["run_id"] for r in json.loads(listed) if r["run_id"] != other)
+        code, out, err = tether_cli("--registry", FLOWS, "flow", "cancel", mine, home=home)
+        assert code == 0, (out, err)
+        done, errors = following.communicate(timeout=120)
+        assert json.loads(done)["status"] == "cancelled", (done, errors)
+        _, shown, _ = tether_cli("--registry", FLOWS, "flow", "show", other, "--json", home=home)
+        assert json.loads(shown)["status"] == "running"  # six steps of 1.5 s each: not done yet
+
+        def ended() -> dict[str, Any] | None:
+            _, shown, _ = tether_cli("--registry", FLOWS, "flow", "show", other, "--json", home=home)
+            run = json.loads(shown)
+            return run if run["status"] != "running" else None
+
+        run = wait_for(ended, timeout=120, what="the other run to end with nobody resuming it")
+        assert run["status"] == "completed", run
+        effects = Counter(str(m["key"]) for m in ledger(home))
+        assert all(effects[f"k{n}"] == 1 for n in range(6)), effects
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(following.pid, signal.SIGKILL)
+        following.communicate(timeout=30)  # reaped, its pipes closed
+        for proc in psutil.process_iter(["cmdline"]):  # the background worker, if it is still idling
+            command = proc.info["cmdline"] or []
+            if "--until-idle" in command and str(home) in command:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+
+
+def test_a_command_following_a_run_nobody_executes_says_so_and_gets_it_executed(
+    home: Path, tmp_path: Path, workers: list[Worker]
+) -> None:
+    """`tether goal` / `flow run` beside a live executor only follow the record. A run whose segment
+    ended while the run is on record as running (DBOS gave up on it, or it was cancelled outside
+    tether) was followed forever, in silence: the live executors never look at it again."""
+    workers.append(Worker(home))
+    following = subprocess.Popen(
+        [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "flow", "run",
+         str(_flow(tmp_path, 3, 2.0)), "--json"],
+        env=_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        from tether.runtime import Runtime
+        from tether.supervisor import durable
+
+        def taken() -> str | None:
+            _, listed, _ = tether_cli("--registry", FLOWS, "flow", "list", "--json", home=home)
+            runs = json.loads(listed)
+            return runs[0]["run_id"] if runs and _segment_executor(home, runs[0]["run_id"]) else None
+
+        run_id = wait_for(taken, timeout=60, what="the worker to take the run")
+        with Runtime.open(home) as runtime, durable.client(runtime) as client:
+            client.cancel_workflow(durable.segment_id(run_id, 0))  # nothing of tether's knows
+        done, said = following.communicate(timeout=180)
+        assert following.returncode == 0, (done, said)
+        assert "nothing was executing it" in said.decode(), said
+        assert json.loads(done)["status"] == "completed"
+        effects = Counter(str(m["key"]) for m in ledger(home))
+        assert all(effects[f"k{n}"] == 1 for n in range(3)), effects
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(following.pid, signal.SIGKILL)
+        following.communicate(timeout=30)  # reaped, its pipes closed

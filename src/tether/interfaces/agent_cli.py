@@ -511,19 +511,13 @@ class _Follower:
             await asyncio.sleep(0.05)
 
     async def _execute_here(self, registry_ref: str) -> dict[str, Any]:
-        from tether.execution.executor import Executor
         from tether.interfaces.cli import load_registry
-        from tether.supervisor import engine
-        from tether.supervisor.runner import models_of
+        from tether.supervisor.runner import executing
 
         if self.render:
             err.print("[yellow]the executor left: this command goes on with the turn, from its last step[/]")
-        with Executor(load_registry(registry_ref), runtime=self.runtime) as executor:
-            await engine.launch(self.runtime, executor, model_for=models_of(self.runtime))
-            try:
-                return await self.follow(None)
-            finally:
-                engine.shutdown()
+        async with executing(self.runtime, load_registry(registry_ref), registry_ref):
+            return await self.follow(None)
 
 
 def _print_turn(result: Any, *, as_json: bool, detach: bool, model: str) -> None:

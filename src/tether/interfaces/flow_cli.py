@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tether.interfaces.render import out
+from tether.interfaces.render import err, out
 
 if TYPE_CHECKING:
     from tether.supervisor.service import Verb
@@ -149,7 +149,15 @@ def register(app: typer.Typer, state: Any) -> None:
         printer = None if (as_json or detach) else LinePrinter()
         try:
             final = asyncio.run(
-                drive(rt, reg, record.run_id, printer, detach=detach, registry_ref=state.registry_ref)
+                drive(
+                    rt,
+                    reg,
+                    record.run_id,
+                    printer,
+                    detach=detach,
+                    registry_ref=state.registry_ref,
+                    on_note=lambda text: err.print(text, markup=False, soft_wrap=True),
+                )
             )
         except KeyboardInterrupt:
             if not as_json:

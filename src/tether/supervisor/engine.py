@@ -663,6 +663,17 @@ async def _watch_slots(runtime: Runtime, slot: durable.Slot) -> None:
             log.warning("took over %d workflow(s) of executors of %s that died", recovered, runtime.home)
 
 
+async def held_here() -> list[str]:
+    """The workflows this executor has dequeued and not finished (other runs' segments and turns as
+    well as its own): ``shutdown`` abandons them, so whoever leaves early hands them on first."""
+    if _HOST is None or _HOST.slot is None:
+        return []
+    found = await DBOS.list_workflows_async(
+        status="PENDING", executor_id=_HOST.slot.executor_id, load_input=False, load_output=False
+    )
+    return [w.workflow_id for w in found]
+
+
 def shutdown() -> None:
     global _HOST
     if _HOST is not None and _HOST.watch is not None:

@@ -12,11 +12,12 @@ starts a background ``tether worker --until-idle`` that exits once nothing is le
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,19 +88,39 @@ async def execute_here(
     registry: Registry,
     run_id: str,
     on_change: Callable[[RunRecord], None] | None = None,
+    *,
+    registry_ref: str | None = None,
 ) -> RunRecord:
     """Be the home's executor until ``run_id`` stops."""
+    async with executing(runtime, registry, registry_ref):
+        run = await follow(runtime, run_id, on_change)
+        await _segment_settled(runtime, run)
+        return run
+
+
+@contextlib.asynccontextmanager
+async def executing(
+    runtime: Runtime, registry: Registry, registry_ref: str | None = None
+) -> AsyncIterator[Any]:
+    """This process is one of the home's executors for the duration (a command that found none). What
+    it dequeued for others and has not finished is handed on when it leaves: a live executor of the
+    home takes it over within seconds (each watches for dead slots); with none alive, a background
+    ``tether worker --until-idle`` does, so nothing it took waits for the next command to start."""
     from tether.execution.executor import Executor
     from tether.supervisor import engine
 
     with Executor(registry, runtime=runtime) as executor:
-        await engine.launch(runtime, executor, model_for=models_of(runtime))
+        host = await engine.launch(runtime, executor, model_for=models_of(runtime))
+        left: list[str] = []
         try:
-            run = await follow(runtime, run_id, on_change)
-            await _segment_settled(runtime, run)
-            return run
+            yield host
+            with contextlib.suppress(Exception):  # a store hiccup: the next executor to launch recovers
+                left = await engine.held_here()
         finally:
+            # Interrupted (Ctrl-C), it leaves everything where it is, as it says, for `tether worker`.
             engine.shutdown()
+        if left and not durable.live_executors(runtime.home):  # our own slot is let go by now
+            spawn_worker(runtime.home, registry_ref)
 
 
 async def drive(
@@ -110,8 +131,10 @@ async def drive(
     *,
     detach: bool = False,
     registry_ref: str | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> RunRecord:
-    """Make sure something executes ``run_id``; follow it unless ``detach``."""
+    """Make sure something executes ``run_id``; follow it unless ``detach``. A run nobody executes is
+    never waited on in silence: ``on_note`` hears what this command found and did about it."""
     live = durable.live_executors(runtime.home)
     if detach:
         if not live:
@@ -119,28 +142,70 @@ async def drive(
         run = runtime.runs.get(run_id)
         assert run is not None
         return run
+    note = on_note or (lambda text: None)
     while live:
         # Another process executes it; if that one leaves first (a `tether flow run` that became the
         # executor for its own run ends with it), this one takes over.
-        run = await follow(runtime, run_id, on_change, until=_stopped_or_orphaned(runtime))
+        watch = _Watch(runtime, note)
+        run = await follow(runtime, run_id, on_change, until=watch.until)
         if stopped(run):
             return run
-        live = durable.live_executors(runtime.home)
-    return await execute_here(runtime, registry, run_id, on_change)
+        live = [] if watch.take_over else durable.live_executors(runtime.home)
+    return await execute_here(runtime, registry, run_id, on_change, registry_ref=registry_ref)
 
 
-def _stopped_or_orphaned(runtime: Runtime) -> Callable[[RunRecord], bool]:
-    checked = [time.monotonic()]
+# A followed run that shows no change for this long is looked at: is anything executing it?
+STALL_S = 10.0
 
-    def until(run: RunRecord) -> bool:
+
+class _Watch:
+    """What a command that follows another executor's run looks for: every second, whether any executor
+    is left; after ``STALL_S`` with no change, whether the run's segment is executed at all. A segment
+    that ended while the run is on record as running (DBOS gave up on it, or it was cancelled outside
+    tether) is enqueued again; one whose executor died and that no live executor took over within the
+    watch's period is taken over by this command."""
+
+    def __init__(self, runtime: Runtime, note: Callable[[str], None]) -> None:
+        self.runtime = runtime
+        self.note = note
+        self.take_over = False
+        self._checked = self._changed = time.monotonic()
+        self._mark: tuple[Any, ...] | None = None
+
+    def until(self, run: RunRecord) -> bool:
         if stopped(run):
             return True
-        if time.monotonic() - checked[0] < 1.0:
+        now = time.monotonic()
+        mark = (run.updated_at, run.segment, tuple((t.status, t.attempts) for t in run.tasks))
+        if mark != self._mark:
+            self._mark, self._changed = mark, now
+        if now - self._checked < 1.0:
             return False
-        checked[0] = time.monotonic()
-        return not durable.live_executors(runtime.home)
+        self._checked = now
+        if not durable.live_executors(self.runtime.home):
+            return True
+        if now - self._changed < STALL_S:
+            return False
+        self._changed = now  # looked at: the next look is a period later
+        return self._stalled(run)
 
-    return until
+    def _stalled(self, run: RunRecord) -> bool:
+        try:
+            status, holder = durable.segment_holder(self.runtime, run.run_id, run.segment)
+        except Exception:  # a store hiccup: look again a period later
+            return False
+        if status in durable.NO_LIVE_SEGMENT:
+            durable.continue_run(self.runtime, run.run_id, run.segment)
+            ended = (status or "missing").lower().replace("_", " ")
+            self.note(f"run {run.run_id}: nothing was executing it (its segment {run.segment} is {ended}): "
+                      "enqueued it again for the live executors")  # fmt: skip
+            return False
+        if status == "PENDING" and durable.holder_alive(self.runtime.home, holder) is False:
+            self.note(f"run {run.run_id}: its executor ({holder}) died and no live executor took it over: "
+                      "this command executes it")  # fmt: skip
+            self.take_over = True
+            return True
+        return False
 
 
 def spawn_worker(home: Path, registry_ref: str | None) -> int:
