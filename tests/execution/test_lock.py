@@ -115,7 +115,7 @@ def test_a_contender_never_names_an_unknown_holder(tmp_path: Path) -> None:
     lock = ResourceLock(tmp_path, "automation")
     lock.acquire(execution_id="e2", task_id="t.two")
     lock.release()
-    quick.wait(timeout=30)
+    quick.communicate(timeout=30)  # reaped, its pipe closed
     # A holder that never writes a record: the refusal says what is known, not "unknown (?)".
     slow = subprocess.Popen(
         [sys.executable, "-c", BARE_HOLDER, str(tmp_path), "30"], stdout=subprocess.PIPE, text=True
@@ -128,4 +128,4 @@ def test_a_contender_never_names_an_unknown_holder(tmp_path: Path) -> None:
         assert "automation" in caught.value.message
     finally:
         slow.kill()
-        slow.wait(timeout=30)
+        slow.communicate(timeout=30)

@@ -150,7 +150,7 @@ def test_a_dead_executor_s_workflows_are_recovered_by_its_own_home_only_even_at_
         executor.kill()  # the executor only: the flow's worker is detached and goes on
         executor.wait(timeout=30)
         left = homes.python(homes.a, SEGMENT, f"{theirs}.0")
-        assert isinstance(left, dict) and left["status"] == "PENDING", left
+        assert isinstance(left, dict) and left["status"] == "PENDING", (left, show(homes, homes.a, theirs))
 
         homes.start(homes.b, "worker", isolated=True)
         own = start_run(homes, homes.b, "b-probe", isolated=True)

@@ -68,6 +68,9 @@ def check_settings(home: Path) -> Check:
     )
 
 
+DAMAGED_FIX = "move it away to start afresh (tether creates a new one), or put back a copy you kept"
+
+
 def check_store(home: Path) -> Check:
     from tether.errors import TetherError
     from tether.runtime import Runtime
@@ -82,7 +85,14 @@ def check_store(home: Path) -> Check:
         finally:
             runtime.close()
     except TetherError as exc:
-        return Check(name="store", status=FAIL, detail=exc.message, fix="see `[store].database_url`")
+        # Damage can stop the store from opening at all (where it lies decides when it is read).
+        damaged = "damaged" in exc.message
+        return Check(
+            name="store",
+            status=FAIL,
+            detail=exc.message,
+            fix=DAMAGED_FIX if damaged else "see `[store].database_url`",
+        )
     if full:  # readable as last saved, but nothing can be recorded
         return Check(name="store", status=FAIL, detail=full, fix="free some space on that disk")
     if problems:
@@ -90,7 +100,7 @@ def check_store(home: Path) -> Check:
             name="store",
             status=FAIL,
             detail=f"the store {url} is damaged: {'; '.join(problems)}",
-            fix="move it away to start afresh (tether creates a new one), or put back a copy you kept",
+            fix=DAMAGED_FIX,
         )
     return Check(name="store", status=OK, detail=url)
 
