@@ -62,6 +62,15 @@ with Runtime.open() as rt, durable.client(rt) as c:
     print(json.dumps({"status": found.status, "by": found.executor_id, "dequeued_at": found.dequeued_at}))
 """
 
+SEGMENTS = """
+import json, sys
+from tether.runtime import Runtime
+from tether.supervisor import durable
+with Runtime.open() as rt, durable.client(rt) as c:
+    found = c.list_workflows(workflow_id_prefix=sys.argv[1] + ".", load_input=False)
+    print(json.dumps([[f.workflow_id, f.status, f.executor_id, str(f.output)[:300]] for f in found]))
+"""
+
 SETTLE_TURNS = """
 import json, sys
 from tether.execution import process
@@ -150,7 +159,10 @@ def test_a_dead_executor_s_workflows_are_recovered_by_its_own_home_only_even_at_
         executor.kill()  # the executor only: the flow's worker is detached and goes on
         executor.wait(timeout=30)
         left = homes.python(homes.a, SEGMENT, f"{theirs}.0")
-        assert isinstance(left, dict) and left["status"] == "PENDING", (left, show(homes, homes.a, theirs))
+        said = json.dumps(
+            [left, show(homes, homes.a, theirs), homes.python(homes.a, SEGMENTS, theirs)], default=str
+        )
+        assert isinstance(left, dict) and left["status"] == "PENDING", said
 
         homes.start(homes.b, "worker", isolated=True)
         own = start_run(homes, homes.b, "b-probe", isolated=True)
