@@ -132,3 +132,20 @@ def test_each_home_drives_and_prunes_only_its_own_runs(
         assert theirs.delete_ended("9999") == [("run-theirs", 0)]
     finally:
         other_db.close()
+
+
+def test_a_waiter_whose_task_moved_on_never_holds_the_queue(open_db: Callable[[], Database]) -> None:
+    """A task's move and its leaving the resource queue are two writes: an executor killed between them
+    left the task first in the queue after it had run, and every later task that wanted the resource
+    waited behind it forever (8 runs stranded at their second move of the arm in a kill storm)."""
+    store = SqlRunStore(open_db())
+    for run in ("r1", "r2"):
+        store.create(run, goal="g", plan=_plan(2), caller="cli")
+    store.wait_for(["arm"], "r1", "t0", since=1.0)
+    store.wait_for(["arm"], "r2", "t0", since=2.0)
+    assert store.first_waiters(["arm"]) == {"arm": ("r1", "t0")}
+    store.update_task("r1", "t0", status="running")  # ...and the executor dies before done_waiting
+    assert store.first_waiters(["arm"]) == {"arm": ("r2", "t0")}
+    store.update_task("r1", "t0", status="completed")
+    store.wait_for(["arm"], "r1", "t1", since=3.0)
+    assert store.first_waiters(["arm"]) == {"arm": ("r2", "t0")}

@@ -395,16 +395,20 @@ class SqlRunStore:
 
     def first_waiters(self, resources: Sequence[str]) -> dict[str, tuple[str, str]]:
         """For each of ``resources``, the task of this installation's running runs that has waited for it
-        longest: ``(run_id, task_id)``. A waiter whose run is no longer running does not count."""
+        longest: ``(run_id, task_id)``. A waiter whose run is no longer running, or whose task is no longer
+        pending (it ran: an executor that died between the move and leaving the queue left it there),
+        does not count."""
         if not resources:
             return {}
         query = (
             select(W.c.resource, W.c.run_id, W.c.task_id, W.c.since)
             .join(R, R.c.run_id == W.c.run_id)
+            .join(RT, (RT.c.run_id == W.c.run_id) & (RT.c.task_id == W.c.task_id))
             .where(
                 W.c.installation == self.installation.id,
                 W.c.resource.in_(list(resources)),
                 R.c.status == "running",
+                RT.c.status == "pending",
             )
             .order_by(W.c.since, W.c.run_id, W.c.task_id)
         )
