@@ -205,7 +205,7 @@ def test_a_command_that_became_the_executor_hands_on_what_it_took_for_others(
 
         wait_for(lambda: durable.live_executors(home), timeout=60, what="the command to become the executor")
         code, out, err = tether_cli(
-            "--registry", FLOWS, "flow", "run", str(_flow(tmp_path, 6, 1.5)), "--detach", "--json", home=home
+            "--registry", FLOWS, "flow", "run", str(_flow(tmp_path, 5, 4.0)), "--detach", "--json", home=home
         )
         assert code == 0, err
         other = json.loads(out)["run_id"]
@@ -219,7 +219,7 @@ def test_a_command_that_became_the_executor_hands_on_what_it_took_for_others(
         done, errors = following.communicate(timeout=120)
         assert json.loads(done)["status"] == "cancelled", (done, errors)
         _, shown, _ = tether_cli("--registry", FLOWS, "flow", "show", other, "--json", home=home)
-        assert json.loads(shown)["status"] == "running"  # six steps of 1.5 s each: not done yet
+        assert json.loads(shown)["status"] == "running"  # five steps of 4 s each: not done yet
 
         def ended() -> dict[str, Any] | None:
             _, shown, _ = tether_cli("--registry", FLOWS, "flow", "show", other, "--json", home=home)
@@ -229,7 +229,7 @@ def test_a_command_that_became_the_executor_hands_on_what_it_took_for_others(
         run = wait_for(ended, timeout=120, what="the other run to end with nobody resuming it")
         assert run["status"] == "completed", run
         effects = Counter(str(m["key"]) for m in ledger(home))
-        assert all(effects[f"k{n}"] == 1 for n in range(6)), effects
+        assert all(effects[f"k{n}"] == 1 for n in range(5)), effects
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(following.pid, signal.SIGKILL)
@@ -250,7 +250,7 @@ def test_a_command_following_a_run_nobody_executes_says_so_and_gets_it_executed(
     workers.append(Worker(home))
     following = subprocess.Popen(
         [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "flow", "run",
-         str(_flow(tmp_path, 3, 2.0)), "--json"],
+         str(_flow(tmp_path, 3, 4.0)), "--json"],
         env=_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
     try:
