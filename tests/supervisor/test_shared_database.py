@@ -154,6 +154,13 @@ def test_a_dead_executor_s_workflows_are_recovered_by_its_own_home_only_even_at_
         pytest.skip(f"NOT TESTED ON POSTGRESQL: {problem}")
     with fresh_pg_database() as url, two_homes(tmp_path, url, FLOWS, same_path=True) as homes:
         executor = homes.start(homes.a, "worker")
+        # Launched (it announces itself after reconciling): a run recorded while an executor reconciles
+        # may have its first segment superseded by the one the reconcile enqueues, harmlessly.
+        log = homes.a / f"started-{len(homes.started) - 1}.log"
+        until(
+            lambda: log.exists() and "runs the flows" in log.read_text(errors="replace"),
+            "A's executor to launch",
+        )
         theirs = start_run(homes, homes.a, "a-slow", seconds=20)  # outlasts what B is given
         until(lambda: bool(show(homes, homes.a, theirs)["tasks"][0]["steps"]), "A's attempt to start")
         executor.kill()  # the executor only: the flow's worker is detached and goes on
