@@ -104,8 +104,11 @@ async def run_segment(run_id: str, segment: int) -> str:
     except Exception as exc:  # a bug or a broken store: the run must not stay "running"
         if type(exc).__name__ in ("DBOSWorkflowCancelledError", "DBOSAwaitedWorkflowCancelledError"):
             raise
-        if _HOST is None or (isinstance(exc, RuntimeError) and "after shutdown" in str(exc)):
-            raise  # this executor is shutting down: the segment is recovered by the next one
+        if _HOST is None or (
+            isinstance(exc, RuntimeError)
+            and ("after shutdown" in str(exc) or "not a tether executor" in str(exc))
+        ):
+            raise  # this executor is starting or shutting down: the segment is recovered, never given up
         await give_up(run_id, f"{type(exc).__name__}: {exc}"[:1000])
         raise
 
@@ -632,14 +635,17 @@ async def launch(
     own = durable.names(runtime.installation.id)
     await _io(durable.prepare, durable.system_url(runtime), own)  # database round trips: not on the loop
     slot = await _io(durable.take_slot, runtime.home)
+    # The host is in place before DBOS launches: its queue and its own recovery may start a segment at
+    # once, and a segment that found no host failed its run ("not a tether executor") under load.
+    _HOST = Host(runtime=runtime, executor=executor, model_for=model_for, slot=slot)
     try:
         DBOS(config=durable.config(runtime, slot))  # type: ignore[arg-type]
         DBOS.launch()
         await _io(durable.recover_free_slots, runtime.home, slot)
     except BaseException:
+        _HOST = None
         slot.close()
         raise
-    _HOST = Host(runtime=runtime, executor=executor, model_for=model_for, slot=slot)
     await _io(reconcile_runs, runtime)
     await _io(durable.prune, runtime)
     _HOST.watch = asyncio.get_running_loop().create_task(_watch_slots(runtime, slot))
