@@ -185,6 +185,27 @@ def fresh_pg_database() -> Iterator[str]:
         admin.close()
 
 
+@contextlib.contextmanager
+def pg_home(home: Path, settings: str = "") -> Iterator[dict[str, str]]:
+    """``home`` on a fresh PostgreSQL database (its settings.toml written, ``settings`` appended); yields
+    the environment its commands need (the password, as tether reads it: never in the settings file).
+    Skips without a server, or fails where one is required."""
+    problem = pg_problem()
+    if problem is not None:
+        if os.environ.get(PG_REQUIRED_ENV) == "1":
+            pytest.fail(f"{PG_REQUIRED_ENV}=1 but {problem}")
+        pytest.skip(f"NOT TESTED ON POSTGRESQL: {problem}")
+    from sqlalchemy.engine import make_url
+
+    with fresh_pg_database() as url:
+        parsed = make_url(url)
+        (home / "settings.toml").write_text(
+            f'[store]\ndatabase_url = "postgresql+psycopg://{parsed.username}@{parsed.host}:'
+            f'{parsed.port or 5432}/{parsed.database}"\n' + settings
+        )
+        yield {"TETHER_API_KEY_DATABASE": parsed.password or ""}
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """The same store test on a SQLite file and on a real PostgreSQL server."""

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PG_REQUIRED_ENV, fresh_pg_database, pg_problem
+from tests.conftest import pg_home
 from tests.support.figures import count as record_figure
 from tests.support.flowkit import ledger
 from tests.support.helpers import ROOT, wait_for
@@ -229,20 +229,9 @@ def test_executors_killed_among_live_ones_strand_nothing_on_sqlite(home: Path) -
 def test_executors_killed_among_live_ones_strand_nothing_on_postgresql(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    problem = pg_problem()
-    if problem is not None:
-        if os.environ.get(PG_REQUIRED_ENV) == "1":
-            pytest.fail(f"{PG_REQUIRED_ENV}=1 but {problem}")
-        pytest.skip(f"NOT TESTED ON POSTGRESQL: {problem}")
-    from sqlalchemy.engine import make_url
-
-    with fresh_pg_database() as url:
-        parsed = make_url(url)
-        (home / "settings.toml").write_text(
-            f'[store]\ndatabase_url = "postgresql+psycopg://{parsed.username}@{parsed.host}:'
-            f'{parsed.port or 5432}/{parsed.database}"\n'
-        )
-        extra = {"TETHER_API_KEY_DATABASE": parsed.password or ""}
-        monkeypatch.setenv("TETHER_API_KEY_DATABASE", parsed.password or "")  # this process's store too
+    with pg_home(home) as extra:
+        monkeypatch.setenv(
+            "TETHER_API_KEY_DATABASE", extra["TETHER_API_KEY_DATABASE"]
+        )  # this process's store
         seed = int(os.environ.get("TETHER_EXECUTOR_SEED", str(random.randrange(1 << 30))))
         _record(storm(home, max(3, KILLS * 2 // 3), extra, seed), "PostgreSQL")

@@ -87,6 +87,13 @@ def _segment_executor(home: Path, run_id: str) -> str | None:
     return found[0].executor_id if found and found[0].status == "PENDING" else None
 
 
+def _ended(home: Path, run_id: str) -> dict[str, Any] | None:
+    """The run as `flow show --json` prints it, once it is no longer running."""
+    _, shown, _ = tether_cli("--registry", FLOWS, "flow", "show", run_id, "--json", home=home)
+    run = json.loads(shown)
+    return run if run["status"] != "running" else None
+
+
 def _flow(tmp_path: Path, tasks: int, seconds: float) -> Path:
     steps: list[dict[str, Any]] = []
     for n in range(tasks):
@@ -115,14 +122,9 @@ def test_a_live_executor_takes_over_the_run_of_one_killed_beside_it(
     victim = next(w for w in workers if w.executor_id == holder)
     victim.kill()
     # The other executor notices the dead slot by itself: no executor starts, nobody resumes the run.
-    code, out, err = tether_cli("--registry", FLOWS, "flow", "show", run_id, "--json", home=home)
-
-    def ended() -> dict[str, Any] | None:
-        _, shown, _ = tether_cli("--registry", FLOWS, "flow", "show", run_id, "--json", home=home)
-        run = json.loads(shown)
-        return run if run["status"] != "running" else None
-
-    run = wait_for(ended, timeout=120, what="the run to end with the executor left alive")
+    run = wait_for(
+        lambda: _ended(home, run_id), timeout=120, what="the run to end with the executor left alive"
+    )
     assert run["status"] == "completed", run
     effects = Counter(str(m["key"]) for m in ledger(home))
     assert all(effects[f"k{n}"] == 1 for n in range(8)), effects
@@ -221,12 +223,9 @@ def test_a_command_that_became_the_executor_hands_on_what_it_took_for_others(
         _, shown, _ = tether_cli("--registry", FLOWS, "flow", "show", other, "--json", home=home)
         assert json.loads(shown)["status"] == "running"  # five steps of 4 s each: not done yet
 
-        def ended() -> dict[str, Any] | None:
-            _, shown, _ = tether_cli("--registry", FLOWS, "flow", "show", other, "--json", home=home)
-            run = json.loads(shown)
-            return run if run["status"] != "running" else None
-
-        run = wait_for(ended, timeout=120, what="the other run to end with nobody resuming it")
+        run = wait_for(
+            lambda: _ended(home, other), timeout=120, what="the other run to end with nobody resuming it"
+        )
         assert run["status"] == "completed", run
         effects = Counter(str(m["key"]) for m in ledger(home))
         assert all(effects[f"k{n}"] == 1 for n in range(5)), effects

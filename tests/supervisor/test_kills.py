@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import PG_REQUIRED_ENV, fresh_pg_database, pg_problem
+from tests.conftest import pg_home
 from tests.support.fake_openai import FakeOpenAI, completion
 from tests.support.figures import count as record_figure
 from tests.support.flowkit import ledger
@@ -213,20 +213,8 @@ def test_a_twenty_task_flow_survives_an_executor_killed_at_random_on_sqlite(
 
 
 def test_the_same_storm_on_postgresql(home: Path, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    problem = pg_problem()
-    if problem is not None:
-        if os.environ.get(PG_REQUIRED_ENV) == "1":
-            pytest.fail(f"{PG_REQUIRED_ENV}=1 but {problem}")
-        pytest.skip(f"NOT TESTED ON POSTGRESQL: {problem}")
-    from sqlalchemy.engine import make_url
-
-    with fresh_pg_database() as url:
-        parsed = make_url(url)
-        (home / "settings.toml").write_text(
-            f'[store]\ndatabase_url = "postgresql+psycopg://{parsed.username}@{parsed.host}:'
-            f'{parsed.port or 5432}/{parsed.database}"\n' + model_settings(fake_openai)
-        )
-        extra = {"TETHER_API_KEY_DATABASE": parsed.password or "", **MODEL_ENV}
+    with pg_home(home, model_settings(fake_openai)) as database:
+        extra = {**database, **MODEL_ENV}
         seed = int(os.environ.get("TETHER_FLOW_SEED", str(random.randrange(1 << 30))))
         landed, runs = storms(home, tmp_path, max(3, KILLS // 2), extra, seed)
         record_figure("flow executor kills landed (PostgreSQL)", landed)

@@ -71,9 +71,14 @@ class Host:
 _HOST: Host | None = None
 
 
+class NotAnExecutor(RuntimeError):
+    """A workflow ran in a process that is not (or no longer) a launched tether executor: the work is
+    recovered by an executor, never given up."""
+
+
 def host() -> Host:
     if _HOST is None:
-        raise RuntimeError("this process is not a tether executor (engine.launch was not called)")
+        raise NotAnExecutor("this process is not a tether executor (engine.launch was not called)")
     return _HOST
 
 
@@ -104,9 +109,10 @@ async def run_segment(run_id: str, segment: int) -> str:
     except Exception as exc:  # a bug or a broken store: the run must not stay "running"
         if type(exc).__name__ in ("DBOSWorkflowCancelledError", "DBOSAwaitedWorkflowCancelledError"):
             raise
-        if _HOST is None or (
-            isinstance(exc, RuntimeError)
-            and ("after shutdown" in str(exc) or "not a tether executor" in str(exc))
+        if (
+            _HOST is None
+            or isinstance(exc, NotAnExecutor)
+            or (isinstance(exc, RuntimeError) and "after shutdown" in str(exc))
         ):
             raise  # this executor is starting or shutting down: the segment is recovered, never given up
         await give_up(run_id, f"{type(exc).__name__}: {exc}"[:1000])

@@ -2,8 +2,9 @@
 
 ``drive`` follows a run to the point where it stops (over, or waiting for a person). If a live
 executor holds a slot of the home (``tether worker``, ``tether serve``), the run was enqueued for it
-and this process only follows the record; otherwise this process becomes the home's executor for the
-duration (and whatever it leaves unfinished, a later executor recovers). ``--detach`` with no executor
+and this process only follows the record (and, when the record stands still, checks that something
+executes it: ``_Watch``); otherwise this process becomes the home's executor for the duration, and hands
+on what it took for other runs when it leaves (``executing``). ``--detach`` with no executor
 starts a background ``tether worker --until-idle`` that exits once nothing is left to run.
 
 ``serve`` is ``tether worker``: a long-lived executor.
