@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from tests.support.helpers import ROOT, tether_cli
-from tether.interfaces.cli import parse_params
+from tether.interfaces.task_cli import parse_params
 
 GOLD = ["-p", "instance_type=拟造花萼（金）", "-p", "instance_name=藏珍之蕾"]
 

@@ -56,7 +56,7 @@ def test_replies_in_chinese_carry_no_english_status_words() -> None:
 
 def test_the_live_view_does_not_say_running_running(capsys: object) -> None:
     from tether.interfaces import render
-    from tether.interfaces.agent_cli import render_event
+    from tether.interfaces.turnview import render_event
 
     render.reset()
     event = ToolFinished(

@@ -309,7 +309,7 @@ def test_a_changed_module_gets_a_fresh_server(tmp_path: Path) -> None:
 def test_no_socket_where_others_could_reach_it_or_the_path_is_too_long(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
-    from tether.interfaces import client
+    from tether.interfaces import handoff as client
 
     shared = tmp_path / "shared"
     (shared / f"tether-{os.getuid()}").mkdir(parents=True)
@@ -344,6 +344,7 @@ def test_the_client_imports_only_the_standard_library() -> None:
         "tether",
         "tether.interfaces",
         "tether.interfaces.client",
+        "tether.interfaces.handoff",
     }
 
 

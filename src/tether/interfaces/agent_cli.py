@@ -1,5 +1,5 @@
 """The conversation commands of the CLI: ``tether run``, ``tether chat``, ``tether threads``,
-``tether trace`` and ``tether auth``. Registered on the main app by ``cli.py``.
+and ``tether trace``.
 
 While an executor runs in the home (``tether worker``, ``tether serve``), ``tether run`` hands the turn
 to it and follows the thread's events: the turn is then durable step by step (a crash of the executor
@@ -15,35 +15,23 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from tether.errors import ConfigError
-from tether.events import BudgetReviewed, Event, ModelDecided, ModelThinking, ToolFinished
-from tether.interfaces.render import STATUS_STYLE, err, human_duration, human_size, out
-from tether.tasks.result import TaskStatus
-
-auth_app = typer.Typer(
-    help="Store API keys in the OS keyring (never in files or arguments).", no_args_is_help=True
-)
+from tether.interfaces.base import JsonFlag, app, guarded, load_registry, state
+from tether.interfaces.render import err, human_size, out, print_error
+from tether.interfaces.turnview import STEP_ICONS, render_event
 
 CONTROL = ("get_task_status", "stop_task")
-STEP_ICONS = {"model": "🤔", "tool": "⚙", "confirmation": "❓", "budget": "⏳", "final": "💬"}
 EXIT_NEEDS_CONFIRMATION = 3
-AGENT_THREAD = "run-"  # an agent task's thread in a goal run (run-<execution id>): the run's, not a person's
-
-
-def new_thread_id() -> str:
-    return f"th-{secrets.token_hex(4)}"
 
 
 def _session(home: str | None, registry_ref: str, *, detach: bool = False) -> Any:
     from tether.agent.session import ConversationSession
     from tether.execution.executor import Executor
-    from tether.interfaces.cli import load_registry
     from tether.models.factory import model_from_settings, resolve
 
     executor = Executor(load_registry(registry_ref), home=home)
@@ -79,6 +67,8 @@ def resolve_thread(session: Any, given: str) -> str:
 
 
 def _start_thread(session: Any, thread: str | None, new_thread: str | None) -> str:
+    from tether.supervisor.conversations import AGENT_THREAD, new_thread_id  # DBOS: only when a turn runs
+
     if thread is not None and new_thread is not None:
         raise ConfigError("give --thread (an existing thread) or --new-thread (a new one), not both")
     if (new_thread or "").startswith(AGENT_THREAD):
@@ -100,271 +90,225 @@ def _start_thread(session: Any, thread: str | None, new_thread: str | None) -> s
     return new_thread_id()
 
 
-THINKING_SAID_AT_S = (5, 15, 30, 60, 120, 240, 480, 960)  # a line each, not one every few seconds
-_thinking_said: dict[tuple[str, int, int], int] = {}
-
-
-def render_event(event: Event) -> None:
-    """The live view of a turn: one line per step."""
-    if isinstance(event, ModelThinking):
-        key = (event.thread_id, event.turn, event.index)
-        said = _thinking_said.get(key, 0)
-        due = sum(1 for at in THINKING_SAID_AT_S if event.elapsed_s >= at)
-        if due > said:
-            _thinking_said[key] = due
-            tokens = f", {event.tokens} tokens so far" if event.tokens else ", no token yet"
-            err.print(f"  [dim]… the model is thinking ({human_duration(event.elapsed_s)}{tokens})[/]")
-    elif isinstance(event, ModelDecided) and event.tool_calls:
-        names = ", ".join(
-            f"{c['name']}({json.dumps(c['arguments'], ensure_ascii=False)})" for c in event.tool_calls
-        )
-        err.print(f"  [dim]{STEP_ICONS['model']} decides:[/] {escape(names)}")
-    elif isinstance(event, ToolFinished):
-        status = str(event.result.get("status", "?"))
-        try:
-            style = STATUS_STYLE[TaskStatus(status)]
-        except ValueError:
-            style = "yellow"
-        message = str(event.result.get("message", "")).strip()
-        if message.lower().startswith(status):
-            message = message[len(status) :].strip()  # "stopped (asked by …)" after "→ stopped"
-        said = escape(message)
-        tool = escape(event.tool)
-        err.print(f"  [dim]{STEP_ICONS['tool']}[/] {tool} → [{style}]{escape(status)}[/] {said}".rstrip())
-    elif isinstance(event, BudgetReviewed):
-        err.print(f"  [dim]{STEP_ICONS['budget']} budget: {escape(event.reason)}[/]")
-
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document.")]
 ThreadOption = Annotated[str | None, typer.Option(help="Continue this thread (its id or a unique prefix)")]
 NewThreadOption = Annotated[
     str | None, typer.Option("--new-thread", help="Start a new thread with this name")
 ]
 
 
-def _guarded(as_json: bool, body: Callable[[], int]) -> None:
-    from tether.interfaces.cli import _guard
+@app.command("run")
+def run_command(
+    goal: Annotated[
+        str | None, typer.Argument(help="What you want done, in plain words (中文 or English)")
+    ] = None,
+    thread: ThreadOption = None,
+    new_thread: NewThreadOption = None,
+    confirm: Annotated[
+        bool,
+        typer.Option("--confirm", help="With --thread: you confirm the one call that thread is waiting on"),
+    ] = False,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="Background jobs it starts outlive this command")
+    ] = False,
+    here: Annotated[
+        bool,
+        typer.Option("--here", help="Run the turn in this process even while an executor runs"),
+    ] = False,
+    formats: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="Generate these files from the turn's result: md, html, pptx, pdf (repeat, or pptx,pdf)",
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """One turn: the agent plans, calls tools through the executor, and reports.
 
-    _guard(as_json, body)
+    A turn that needs your consent ends asking for it (exit code 3); answer with
+    `tether run --thread ID --confirm` (exactly that call runs), `tether run --thread ID "是"`,
+    or `tether run --thread ID "no"`."""
 
-
-def register(app: typer.Typer, state: Any) -> None:
-    app.add_typer(auth_app, name="auth")
-
-    @app.command("run")
-    def run_command(
-        goal: Annotated[
-            str | None, typer.Argument(help="What you want done, in plain words (中文 or English)")
-        ] = None,
-        thread: ThreadOption = None,
-        new_thread: NewThreadOption = None,
-        confirm: Annotated[
-            bool,
-            typer.Option(
-                "--confirm", help="With --thread: you confirm the one call that thread is waiting on"
-            ),
-        ] = False,
-        detach: Annotated[
-            bool, typer.Option("--detach", help="Background jobs it starts outlive this command")
-        ] = False,
-        here: Annotated[
-            bool,
-            typer.Option("--here", help="Run the turn in this process even while an executor runs"),
-        ] = False,
-        formats: Annotated[
-            list[str] | None,
-            typer.Option(
-                "--format",
-                "-f",
-                help="Generate these files from the turn's result: md, html, pptx, pdf (repeat, or pptx,pdf)",
-            ),
-        ] = None,
-        as_json: JsonFlag = False,
-    ) -> None:
-        """One turn: the agent plans, calls tools through the executor, and reports.
-
-        A turn that needs your consent ends asking for it (exit code 3); answer with
-        `tether run --thread ID --confirm` (exactly that call runs), `tether run --thread ID "是"`,
-        or `tether run --thread ID "no"`."""
-
-        def body() -> int:
-            if confirm and (thread is None or goal is not None):
-                raise ConfigError(
-                    "--confirm answers the question a thread is waiting on: use "
-                    "`tether run --thread ID --confirm` without a message"
-                )
-            if not confirm and not (goal or "").strip():
-                raise ConfigError('say what you want done: tether run "..."')
-            ticked = _formats(formats, confirm)
-            if not here:
-                handed = _hand_over(
-                    state.home, state.registry_ref, goal, thread, new_thread,
-                    confirm=confirm, as_json=as_json, formats=ticked,
-                )  # fmt: skip
-                if handed is not None:
-                    return handed
-            session = _session(state.home, state.registry_ref, detach=detach)
-            if not as_json:
-                session.events.subscribe(render_event)
-            try:
-                thread_id = _start_thread(session, thread, new_thread)
-                if confirm:
-                    if session.pending(thread_id) is None:
-                        raise ConfigError(f"thread {thread_id!r} is not waiting for a confirmation")
-                    result = asyncio.run(session.confirm(thread_id, approve=True, source="person:cli"))
-                else:
-                    assert goal is not None
-                    result = asyncio.run(session.send(thread_id, goal, formats=ticked))
-            finally:
-                session.executor.close()
-            _print_turn(result, as_json=as_json, detach=detach, model=session.model_label)
-            return _exit_code(result.status.value)
-
-        _guarded(as_json, body)
-
-    @app.command("chat")
-    def chat_command(
-        thread: ThreadOption = None,
-        new_thread: NewThreadOption = None,
-    ) -> None:
-        """A conversation. ↑/↓ recall what you typed; Ctrl-C cancels the turn in progress (the
-        conversation goes on); 'exit' or Ctrl-D leaves, asking first what to do with background jobs."""
-
-        def body() -> int:
-            from tether.interfaces.chat import Chat
-
-            session = _session(state.home, state.registry_ref, detach=True)
-            try:
-                thread_id = _start_thread(session, thread, new_thread)
-                return Chat(session, thread_id).run()
-            finally:
-                session.executor.close()
-
-        _guarded(False, body)
-
-    threads_app = typer.Typer(help="Conversation threads: list (the default), rename, delete.")
-    app.add_typer(threads_app, name="threads")
-
-    @threads_app.callback(invoke_without_command=True)
-    def threads_command(ctx: typer.Context, as_json: JsonFlag = False) -> None:
-        """Conversation threads, newest first."""
-        if ctx.invoked_subcommand is not None:
-            return
-
-        def body() -> int:
-            store = _thread_store(state.home)
-            rows = [
-                {"thread_id": t.thread_id, "title": t.title, "turns": t.turns, "updated_at": t.updated_at}
-                for t in store.threads()
-            ]
-            if as_json:
-                print(json.dumps(rows, ensure_ascii=False))
-                return 0
-            from tether.interfaces.render import human_time
-
-            for row in rows:
-                out.print(
-                    f"{row['thread_id']}  {row['turns']:>3} turns  {human_time(row['updated_at']):>11}  "
-                    f"{row['title']}",
-                    markup=False,
-                    overflow="ellipsis",
-                    no_wrap=True,
-                )
-            return 0
-
-        _guarded(as_json, body)
-
-    @threads_app.command("rename")
-    def rename_command(
-        thread_id: Annotated[str, typer.Argument(help="The thread (or a unique prefix)")],
-        title: Annotated[str, typer.Argument(help="Its new title")],
-    ) -> None:
-        """Give a thread a new title."""
-
-        def body() -> int:
-            from tether.runtime import Runtime
-
-            shown = " ".join(title.split())[:200]
-            if not shown:
-                raise ConfigError("a title needs at least one visible character")
-            with Runtime.open(state.home) as runtime:
-                found = resolve_thread(runtime, thread_id)
-                runtime.threads.rename(found, shown)
-            out.print(f"thread {found} is now {shown!r}", markup=False)
-            return 0
-
-        _guarded(False, body)
-
-    @threads_app.command("delete")
-    def delete_command(
-        thread_id: Annotated[str, typer.Argument(help="The thread (or a unique prefix)")],
-        as_json: JsonFlag = False,
-    ) -> None:
-        """Delete a thread: its turn is cancelled, its jobs are stopped, then its records go."""
-
-        def body() -> int:
-            import asyncio
-
-            from tether.execution.executor import Executor
-            from tether.interfaces.cli import load_registry
-            from tether.supervisor import conversations, durable
-            from tether.tasks.spec import CLI
-
-            with Executor(load_registry(state.registry_ref), home=state.home) as executor:
-                runtime = executor.runtime
-                found = resolve_thread(runtime, thread_id)
-                with durable.client(runtime) as client:
-                    done = asyncio.run(
-                        conversations.delete_thread(runtime, executor, client, found, caller=CLI)
-                    )
-            if as_json:
-                print(json.dumps(done, ensure_ascii=False))
+    def body() -> int:
+        if confirm and (thread is None or goal is not None):
+            raise ConfigError(
+                "--confirm answers the question a thread is waiting on: use "
+                "`tether run --thread ID --confirm` without a message"
+            )
+        if not confirm and not (goal or "").strip():
+            raise ConfigError('say what you want done: tether run "..."')
+        ticked = _formats(formats, confirm)
+        if not here:
+            handed = _hand_over(
+                state.home, state.registry_ref, goal, thread, new_thread,
+                confirm=confirm, as_json=as_json, formats=ticked,
+            )  # fmt: skip
+            if handed is not None:
+                return handed
+        session = _session(state.home, state.registry_ref, detach=detach)
+        if not as_json:
+            session.events.subscribe(render_event)
+        try:
+            thread_id = _start_thread(session, thread, new_thread)
+            if confirm:
+                if session.pending(thread_id) is None:
+                    raise ConfigError(f"thread {thread_id!r} is not waiting for a confirmation")
+                result = asyncio.run(session.confirm(thread_id, approve=True, source="person:cli"))
             else:
-                stopped = len(done["stopped_jobs"])
-                out.print(f"deleted thread {found} ({stopped} job(s) stopped)", markup=False)
+                assert goal is not None
+                result = asyncio.run(session.send(thread_id, goal, formats=ticked))
+        finally:
+            session.executor.close()
+        _print_turn(result, as_json=as_json, detach=detach, model=session.model_label)
+        return _exit_code(result.status.value)
+
+    guarded(as_json, body)
+
+
+@app.command("chat")
+def chat_command(
+    thread: ThreadOption = None,
+    new_thread: NewThreadOption = None,
+) -> None:
+    """A conversation. ↑/↓ recall what you typed; Ctrl-C cancels the turn in progress (the
+    conversation goes on); 'exit' or Ctrl-D leaves, asking first what to do with background jobs."""
+
+    def body() -> int:
+        from tether.interfaces.chat import Chat
+
+        session = _session(state.home, state.registry_ref, detach=True)
+        try:
+            thread_id = _start_thread(session, thread, new_thread)
+            return Chat(session, thread_id).run()
+        finally:
+            session.executor.close()
+
+    guarded(False, body)
+
+
+threads_app = typer.Typer(help="Conversation threads: list (the default), rename, delete.")
+
+
+@threads_app.callback(invoke_without_command=True)
+def threads_command(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """Conversation threads, newest first."""
+    if ctx.invoked_subcommand is not None:
+        return
+
+    def body() -> int:
+        store = _thread_store(state.home)
+        rows = [
+            {"thread_id": t.thread_id, "title": t.title, "turns": t.turns, "updated_at": t.updated_at}
+            for t in store.threads()
+        ]
+        if as_json:
+            print(json.dumps(rows, ensure_ascii=False))
             return 0
+        from tether.interfaces.render import human_time
 
-        _guarded(as_json, body)
+        for row in rows:
+            out.print(
+                f"{row['thread_id']}  {row['turns']:>3} turns  {human_time(row['updated_at']):>11}  "
+                f"{row['title']}",
+                markup=False,
+                overflow="ellipsis",
+                no_wrap=True,
+            )
+        return 0
 
-    @app.command("trace")
-    def trace_command(
-        thread_id: Annotated[str, typer.Argument(help="The thread to show")],
-        as_json: JsonFlag = False,
-    ) -> None:
-        """Every step of every turn of a thread."""
+    guarded(as_json, body)
 
-        def body() -> int:
-            from tether.interfaces.cli import print_error
 
-            given = thread_id
-            store = _thread_store(state.home)
-            found = given if store.load(given) is not None else None
-            if found is None and len(given) >= 3:
-                matches = store.ids_with_prefix(given, 2)
-                found = matches[0] if len(matches) == 1 else None
-            if found is None:
-                print_error(f"no thread {given[:80]!r}", as_json=as_json, code="not_found")
-                return 2
-            thread = found
-            steps = [s.to_dict() for s in store.steps(thread)]
-            if as_json:
-                print(json.dumps({"thread_id": thread, "steps": steps}, ensure_ascii=False))
-                return 0
-            for s in steps:
-                head = f"{s['turn']}:{s['index']:<2} {STEP_ICONS.get(s['kind'], '·')} {s['kind']:<12}"
-                if s["kind"] == "tool":
-                    result = s["result"] or {}
-                    args = json.dumps(s["args"], ensure_ascii=False)
-                    shown = f"{s['tool']} {args} → {result.get('status')}: {result.get('message', '')}"
-                    out.print(f"{head} {shown}", markup=False)
-                elif s["kind"] == "model" and s["args"]:
-                    names = ", ".join(c["name"] for c in s["args"]["tool_calls"])
-                    out.print(f"{head} → {names}", markup=False)
-                else:
-                    out.print(f"{head} {s['text']}", markup=False)
+@threads_app.command("rename")
+def rename_command(
+    thread_id: Annotated[str, typer.Argument(help="The thread (or a unique prefix)")],
+    title: Annotated[str, typer.Argument(help="Its new title")],
+) -> None:
+    """Give a thread a new title."""
+
+    def body() -> int:
+        from tether.runtime import Runtime
+
+        shown = " ".join(title.split())[:200]
+        if not shown:
+            raise ConfigError("a title needs at least one visible character")
+        with Runtime.open(state.home) as runtime:
+            found = resolve_thread(runtime, thread_id)
+            runtime.threads.rename(found, shown)
+        out.print(f"thread {found} is now {shown!r}", markup=False)
+        return 0
+
+    guarded(False, body)
+
+
+@threads_app.command("delete")
+def delete_command(
+    thread_id: Annotated[str, typer.Argument(help="The thread (or a unique prefix)")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Delete a thread: its turn is cancelled, its jobs are stopped, then its records go."""
+
+    def body() -> int:
+        import asyncio
+
+        from tether.execution.executor import Executor
+        from tether.supervisor import conversations, durable
+        from tether.tasks.spec import CLI
+
+        with Executor(load_registry(state.registry_ref), home=state.home) as executor:
+            runtime = executor.runtime
+            found = resolve_thread(runtime, thread_id)
+            with durable.client(runtime) as client:
+                done = asyncio.run(conversations.delete_thread(runtime, executor, client, found, caller=CLI))
+        if as_json:
+            print(json.dumps(done, ensure_ascii=False))
+        else:
+            stopped = len(done["stopped_jobs"])
+            out.print(f"deleted thread {found} ({stopped} job(s) stopped)", markup=False)
+        return 0
+
+    guarded(as_json, body)
+
+
+@app.command("trace")
+def trace_command(
+    thread_id: Annotated[str, typer.Argument(help="The thread to show")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Every step of every turn of a thread."""
+
+    def body() -> int:
+
+        given = thread_id
+        store = _thread_store(state.home)
+        found = given if store.load(given) is not None else None
+        if found is None and len(given) >= 3:
+            matches = store.ids_with_prefix(given, 2)
+            found = matches[0] if len(matches) == 1 else None
+        if found is None:
+            print_error(f"no thread {given[:80]!r}", as_json=as_json, code="not_found")
+            return 2
+        thread = found
+        steps = [s.to_dict() for s in store.steps(thread)]
+        if as_json:
+            print(json.dumps({"thread_id": thread, "steps": steps}, ensure_ascii=False))
             return 0
+        for s in steps:
+            head = f"{s['turn']}:{s['index']:<2} {STEP_ICONS.get(s['kind'], '·')} {s['kind']:<12}"
+            if s["kind"] == "tool":
+                result = s["result"] or {}
+                args = json.dumps(s["args"], ensure_ascii=False)
+                shown = f"{s['tool']} {args} → {result.get('status')}: {result.get('message', '')}"
+                out.print(f"{head} {shown}", markup=False)
+            elif s["kind"] == "model" and s["args"]:
+                names = ", ".join(c["name"] for c in s["args"]["tool_calls"])
+                out.print(f"{head} → {names}", markup=False)
+            else:
+                out.print(f"{head} {s['text']}", markup=False)
+        return 0
 
-        _guarded(as_json, body)
+    guarded(as_json, body)
 
 
 def _formats(given: list[str] | None, confirm: bool) -> tuple[str, ...]:
@@ -441,7 +385,6 @@ def _cancel_handed_over(runtime: Any, client: Any, thread_id: str, registry_ref:
     """Ctrl-C while following a turn the executor runs cancels it there, as Ctrl-C cancels a turn run
     in this process: it ends, and the job it waits on is stopped (``conversations.cancel_turn``)."""
     from tether.execution.executor import Executor
-    from tether.interfaces.cli import load_registry
     from tether.supervisor import conversations
     from tether.tasks.spec import CLI
 
@@ -511,7 +454,6 @@ class _Follower:
             await asyncio.sleep(0.05)
 
     async def _execute_here(self, registry_ref: str) -> dict[str, Any]:
-        from tether.interfaces.cli import load_registry
         from tether.supervisor.runner import executing
 
         if self.render:
@@ -568,69 +510,3 @@ def _thread_store(home: str | None) -> Any:
     from tether.runtime import Runtime
 
     return Runtime.open(home).threads
-
-
-@auth_app.command("set")
-def auth_set(
-    provider: Annotated[str, typer.Argument(help="e.g. openai, deepseek, qwen")], as_json: JsonFlag = False
-) -> None:
-    """Store a key for PROVIDER in the OS keyring (typed, not echoed)."""
-
-    def body() -> int:
-        from tether.credentials import set_key
-
-        key = typer.prompt(f"API key for {provider}", hide_input=True, err=True)
-        set_key(provider, key)
-        _say(
-            {"provider": provider, "stored": True},
-            f"stored the key for {provider} in the OS keyring",
-            as_json,
-        )
-        return 0
-
-    _guarded(as_json, body)
-
-
-@auth_app.command("show")
-def auth_show(provider: Annotated[str, typer.Argument()], as_json: JsonFlag = False) -> None:
-    """Where the key for PROVIDER comes from (never the key itself)."""
-
-    def body() -> int:
-        from tether.credentials import env_names, key_info
-
-        info = key_info(provider)
-        document = {"provider": provider, "source": info.source, "length": info.length}
-        if info.source == "none":
-            hint = f"no key for {provider}: run `tether auth set {provider}` or set {env_names(provider)[0]}"
-            _say(document, hint, as_json)
-            return 1
-        _say(document, f"{provider}: a key of {info.length} characters, from {info.source}", as_json)
-        return 0
-
-    _guarded(as_json, body)
-
-
-@auth_app.command("delete")
-def auth_delete(provider: Annotated[str, typer.Argument()], as_json: JsonFlag = False) -> None:
-    """Remove the key for PROVIDER from the OS keyring."""
-
-    def body() -> int:
-        from tether.credentials import delete_key
-
-        removed = delete_key(provider)
-        text = (
-            f"removed the key for {provider}"
-            if removed
-            else f"there was no key for {provider} in the keyring"
-        )
-        _say({"provider": provider, "removed": removed}, text, as_json)
-        return 0
-
-    _guarded(as_json, body)
-
-
-def _say(document: dict[str, Any], text: str, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(document, ensure_ascii=False))
-    else:
-        out.print(text, markup=False)

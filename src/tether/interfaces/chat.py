@@ -37,7 +37,7 @@ class Chat:
     # -- the loop -------------------------------------------------------------------------------
 
     def run(self) -> int:
-        from tether.interfaces.agent_cli import render_event
+        from tether.interfaces.turnview import render_event
 
         self.session.events.subscribe(render_event)
         self._line_editing()

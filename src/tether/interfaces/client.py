@@ -18,7 +18,8 @@ import _socket
 import marshal
 import os
 import sys
-import zlib
+
+from tether.interfaces.handoff import HELD, IGNORED, hold_signals, identity, pending_signals, server_socket
 
 # Only what this module needs at start, and the C halves of signal and socket: their Python halves
 # import enum, functools and collections, which would double the time this command takes before it
@@ -28,7 +29,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
-SERVER_ENV = "TETHER_CLI_SERVER"
 WITH_VALUE = frozenset({"--home", "--registry"})  # global options that take a value
 # Run here, never in the server: they talk with the person at the terminal, or manage the server.
 LOCAL = (
@@ -37,20 +37,9 @@ LOCAL = (
 )
 CONNECT_TIMEOUT_S = 2.0
 LOG_LIMIT = 1024 * 1024
-SOCKET_PATH_LIMIT = 100  # sun_path holds 108 bytes on Linux, 104 on the BSDs
 RETRY_AFTER_FAILURE_S = 30.0
-LAST_RESORT = "/tmp"  # after $XDG_RUNTIME_DIR and $TMPDIR
 _LIFELINE: list[int] = []
 FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT)
-# What ends a command the way Ctrl-C does. From this module's first line until the command's own
-# handlers are in place (``guard.run``), these are held, never acted on: a SIGTERM during start-up
-# then ends the command like one that comes later (one JSON document under --json, exit 130).
-HELD = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
-_PENDING: list[int] = []
-# Signals this process was started with ignored (``nohup`` ignores SIGHUP): they stay ignored here and
-# in the command, as for any Unix program. SIGINT is the exception: a command started by ``cmd &``
-# still stops on Ctrl-C (``guard.run``).
-IGNORED: list[int] = []
 
 BOOT = (
     "import sys\n"
@@ -58,26 +47,6 @@ BOOT = (
     "from tether.interfaces.zygote import main\n"
     "sys.exit(main(sys.argv[1], sys.path))\n"
 )
-
-
-def hold(signum: int, frame: object) -> None:
-    _PENDING.append(signum)
-
-
-def hold_signals() -> None:
-    """Hold the signals that end a command until it can act on them (see ``HELD``)."""
-    for sig in HELD:
-        if sig != _signal.SIGINT and _signal.getsignal(sig) == _signal.SIG_IGN:
-            IGNORED.append(sig)
-        else:
-            _signal.signal(sig, hold)
-
-
-def pending_signals() -> list[int]:
-    """The signals held so far (and forgotten: each is acted on once)."""
-    held = list(_PENDING)
-    _PENDING.clear()
-    return held
 
 
 def command_words(argv: list[str]) -> tuple[str, ...]:
@@ -94,41 +63,6 @@ def command_words(argv: list[str]) -> tuple[str, ...]:
             if len(words) == 2:
                 break
     return tuple(words)
-
-
-def identity() -> list[Any]:
-    """What a server must share with this process to run its commands: interpreter, version, path."""
-    from tether import __version__
-
-    return [sys.executable, __version__, sys.path]
-
-
-def server_socket() -> str | None:
-    """The socket of the server for this user, interpreter and import path; None where none can be."""
-    if os.environ.get(SERVER_ENV, "1").strip().lower() in ("0", "off", "false", "no"):
-        return None
-    if not (hasattr(_socket, "AF_UNIX") and hasattr(_socket, "SCM_RIGHTS") and hasattr(os, "getuid")):
-        return None
-    executable, version, path_entries = identity()
-    # Not marshal: its bytes depend on reference counts. The server checks the full identity too.
-    key = zlib.crc32("\0".join([executable, version, *path_entries]).encode(errors="surrogatepass"))
-    for root in (os.environ.get("XDG_RUNTIME_DIR"), os.environ.get("TMPDIR"), LAST_RESORT):
-        if not root:
-            continue
-        path = os.path.join(root, f"tether-{os.getuid()}", f"cli-{key:08x}.sock")
-        if len(os.fsencode(path)) <= SOCKET_PATH_LIMIT and _private_folder(os.path.dirname(path)):
-            return path
-    return None
-
-
-def _private_folder(path: str) -> bool:
-    """Whether ``path`` is (now) a folder only this user can enter: the only place for our socket."""
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        stat = os.stat(path)
-    except OSError:
-        return False
-    return stat.st_uid == os.getuid() and not stat.st_mode & 0o077
 
 
 def run_here(argv: list[str]) -> NoReturn:

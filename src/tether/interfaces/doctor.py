@@ -126,7 +126,7 @@ def _integrity(db: Any) -> list[str]:
 
 def check_registry(ref: str) -> Check:
     from tether.errors import TetherError
-    from tether.interfaces.cli import load_registry
+    from tether.interfaces.base import load_registry
 
     try:
         registry = load_registry(ref)

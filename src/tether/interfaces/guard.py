@@ -29,7 +29,7 @@ CRASH_LOG = "cli-errors.log"
 
 
 def print_error(message: str, *, as_json: bool, code: str) -> None:
-    from tether.interfaces.cli import print_error as show
+    from tether.interfaces.render import print_error as show  # Rich only once an error is shown
 
     show(message, as_json=as_json, code=code)
 
@@ -191,7 +191,7 @@ def run(app: Any, argv: list[str]) -> int:
     as_json = "--json" in argv
     try:
         from tether import credentials
-        from tether.interfaces import client
+        from tether.interfaces import handoff
 
         _SAID.clear()
         _install_handlers()
@@ -202,7 +202,7 @@ def run(app: Any, argv: list[str]) -> int:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(AttributeError, ValueError):
                 stream.reconfigure(errors="replace")  # type: ignore[union-attr]
-        if client.pending_signals():  # a signal came while the command was starting
+        if handoff.pending_signals():  # a signal came while the command was starting
             raise KeyboardInterrupt
         bad = not_utf8(argv)
         if bad is not None:

@@ -81,6 +81,14 @@ out: Any = _Console(stderr=False)
 err: Any = _Console(stderr=True)
 
 
+def print_error(message: str, *, as_json: bool, code: str = "usage") -> None:
+    """The one line (or the one JSON document) that every failure of a command ends with."""
+    if as_json:
+        print(json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False))
+    else:
+        err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 def reset() -> None:
     """Forget the consoles (the process's streams or environment changed)."""
     out.reset()

@@ -162,8 +162,9 @@ AGENT_SCRIPT = (
 async def agent_tour(executor: Executor) -> int:
     """The agent on the offline model: plain requests in, controlled tool calls out, then the trace."""
     from tether.agent.session import ConversationSession
-    from tether.interfaces.agent_cli import new_thread_id, render_event
+    from tether.interfaces.turnview import render_event
     from tether.models.offline import OfflineModel
+    from tether.supervisor.conversations import new_thread_id
 
     await _stop_leftovers(executor)
     session = ConversationSession(executor, OfflineModel())

@@ -58,7 +58,7 @@ def _preload() -> dict[str, float]:
     from tether.tasks.spec import Registry
 
     with contextlib.suppress(Exception):  # a broken default registry is each command's own error
-        from tether.interfaces.cli import DEFAULT_REGISTRY, REGISTRY_ENV
+        from tether.interfaces.base import DEFAULT_REGISTRY, REGISTRY_ENV
 
         Registry.load(os.environ.get(REGISTRY_ENV) or DEFAULT_REGISTRY)
     _warm()
@@ -180,7 +180,7 @@ class Server:
 
     def serve(self) -> int:
         self.files = _preload()
-        from tether.interfaces.client import identity
+        from tether.interfaces.handoff import identity
 
         self.identity = identity()
         gc.collect()
@@ -376,12 +376,12 @@ def _send_to_spare(spare: Spare, message: dict[str, Any], fds: list[int]) -> Non
 
 def _spare(channel: socket.socket, inherited: list[int], socket_path: Path) -> None:
     """Runs in a forked spare: warm up, wait for one request, become that command; never returns."""
-    from tether.interfaces import client
+    from tether.interfaces import handoff
 
     # The client learns this process's pid, and forwards its signals here, as soon as the request is
     # handed over — maybe while this spare still warms up. Blocked, they wait in the kernel until the
     # command can act on them (``_command``), instead of ending a half-made command (-15) or the spare.
-    signal.pthread_sigmask(signal.SIG_BLOCK, client.HELD)
+    signal.pthread_sigmask(signal.SIG_BLOCK, handoff.HELD)
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -438,13 +438,13 @@ def _command(
     """Runs in the forked child: become the client's command, run it, never return."""
 
     def run() -> int:
-        from tether.interfaces import client
+        from tether.interfaces import handoff
 
         os.setsid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         ignored = {int(s) for s in message.get("ignored") or ()}
-        for sig in client.HELD:  # as the client's own: held until guard.run acts on them, or ignored
-            signal.signal(sig, signal.SIG_IGN if sig in ignored else client.hold)
+        for sig in handoff.HELD:  # as the client's own: held until guard.run acts on them, or ignored
+            signal.signal(sig, signal.SIG_IGN if sig in ignored else handoff.hold)
         signal.set_wakeup_fd(-1)
         for fd in inherited:
             with contextlib.suppress(OSError):
@@ -467,7 +467,7 @@ def _command(
         from tether.interfaces import guard
         from tether.interfaces.cli import app
 
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, client.HELD)  # what came meanwhile is held now
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, handoff.HELD)  # what came meanwhile is held now
         return guard.run(app, argv)
 
     process.run_as_forked_child(run)

@@ -45,6 +45,11 @@ FINISHING_S = 3.0  # how long a new turn waits for the previous turn's workflow 
 AGENT_THREAD = "run-"  # an agent task's thread in a goal run (run-<execution id>): the run's, not a person's
 
 
+def new_thread_id() -> str:
+    """The id of a person's new thread (never one of ``AGENT_THREAD``'s)."""
+    return f"th-{secrets.token_hex(4)}"
+
+
 Busy = durable.TurnBusy  # the thread is in a turn already
 
 

@@ -549,9 +549,8 @@ def _thread_routes(app: FastAPI, ctx: WebContext) -> None:
 
     @app.post("/api/threads", response_model=Thread, status_code=201)
     def create_thread(body: Annotated[NewThread | None, Body()] = None) -> Thread:
-        from tether.interfaces.agent_cli import new_thread_id
-
-        state = ThreadState(thread_id=new_thread_id(), title=" ".join((body or NewThread()).title.split()))
+        title = " ".join((body or NewThread()).title.split())
+        state = ThreadState(thread_id=conversations.new_thread_id(), title=title)
         threads.save(state)
         return _thread(ctx, _load(ctx, state.thread_id), set())
 

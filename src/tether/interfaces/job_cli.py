@@ -1,0 +1,193 @@
+"""``tether job list|status|stop|log|prune``: every execution, from any process, through the executor.
+
+A job of another home on the same database is listed and shown read-only, with the host it runs on;
+stopping it is left to that home (exit code 2 says where it runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from tether.interfaces.base import JsonFlag, guarded, open_executor, registry, state
+from tether.interfaces.render import (
+    STATUS_STYLE,
+    err,
+    human_time,
+    out,
+    print_error,
+    print_result,
+    progress_text,
+    visible,
+)
+from tether.tasks.result import TaskResult, TaskStatus
+from tether.tasks.spec import CLI
+
+job_app = typer.Typer(
+    help="List, inspect and stop jobs (any execution, from any process).", no_args_is_help=True
+)
+
+
+@job_app.command("list")
+def job_list(
+    active: Annotated[bool, typer.Option("--active", help="Only pending and running jobs")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most this many, newest first")] = 50,
+    before: Annotated[
+        str | None, typer.Option(help="The next page: jobs older than this execution id")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List jobs, newest first (a page at a time: --before the last id shown). Jobs of other homes on
+    the same database are listed too, read-only, with the host they run on."""
+
+    def body() -> int:
+        with open_executor() as executor:
+            results = executor.jobs_for(CLI, active=active, limit=limit, before=before)
+        if as_json:
+            print(json.dumps([r.model_dump(mode="json") for r in results], ensure_ascii=False))
+            return 0
+        others = any(r.data.get("elsewhere") for r in results)
+        table = Table(title="jobs", box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+        table.add_column("execution", no_wrap=True, min_width=19)  # never cut: people copy it
+        table.add_column("task", overflow="fold", max_width=22)
+        table.add_column("status", no_wrap=True)
+        table.add_column("started", no_wrap=True)
+        if others:
+            table.add_column("host", overflow="fold", max_width=24)  # blank: this home's
+        table.add_column("message", overflow="fold", ratio=1)
+        for r in results:
+            style = STATUS_STYLE.get(r.status, "white")
+            said = progress_text(r.data.get("progress")) if r.status is TaskStatus.RUNNING else r.message
+            where = [escape(str((r.data.get("elsewhere") or {}).get("host") or ""))] if others else []
+            table.add_row(
+                r.execution_id,
+                escape(r.task_id),
+                f"[{style}]{r.status.value}[/]",
+                human_time(r.data.get("created_at", "")),
+                *where,
+                escape(said[:120]),
+            )
+        out.print(table)
+        return 0
+
+    guarded(as_json, body)
+
+
+@job_app.command("prune")
+def job_prune(
+    older_than_days: Annotated[
+        float | None,
+        typer.Option(min=0, help="Remove ended jobs older than this (default: [store].keep_days)"),
+    ] = None,
+    keep: Annotated[
+        int | None,
+        typer.Option(min=0, help="Keep at most this many ended jobs (default: [store].keep_executions)"),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would go")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Remove ended executions (their folders and records) and old events; live jobs are never touched."""
+
+    def body() -> int:
+        with open_executor() as executor:
+            pruned = executor.prune(older_than_days=older_than_days, keep=keep, dry_run=dry_run)
+        document = {
+            "dry_run": dry_run,
+            "executions": len(pruned.executions),
+            "events": pruned.events,
+            "bytes_freed": pruned.bytes_freed,
+        }
+        if as_json:
+            print(json.dumps(document))
+        else:
+            verb = "would remove" if dry_run else "removed"
+            out.print(
+                f"{verb} {len(pruned.executions)} ended executions ({pruned.bytes_freed / 1e6:.1f} MB)"
+                + ("" if dry_run else f" and {pruned.events} events")
+            )
+        return 0
+
+    guarded(as_json, body)
+
+
+@job_app.command("status")
+def job_status(
+    execution_id: Annotated[str, typer.Argument(help="The execution id")], as_json: JsonFlag = False
+) -> None:
+    """Show a job's current state, pid, times and latest progress. A live job of another home on the
+    same database is shown as that home last recorded it, with where it runs (exit code 2)."""
+
+    def body() -> int:
+        with open_executor() as executor:
+            result = asyncio.run(executor.control(execution_id, "status", caller=CLI))
+        return _show_job(result, as_json)
+
+    guarded(as_json, body)
+
+
+@job_app.command("stop")
+def job_stop(
+    execution_id: Annotated[str, typer.Argument(help="The execution id")], as_json: JsonFlag = False
+) -> None:
+    """Stop a job: cooperatively, then SIGINT, then kill its process tree. An ended job is left as it is;
+    a job of another home on the same database is left to it (this says where it runs; exit code 2)."""
+
+    def body() -> int:
+        with open_executor() as executor:
+            result = asyncio.run(
+                executor.control(execution_id, "stop", caller=CLI, reason="asked from the command line")
+            )
+        return _show_job(result, as_json)
+
+    guarded(as_json, body)
+
+
+def _show_job(result: TaskResult, as_json: bool) -> int:
+    """Print a job's status, or what a stop did; the exit code: 2 for no such job, and for a live job of
+    another installation (its worker is out of this home's reach: it is acted on where it runs)."""
+    elsewhere = result.data.get("elsewhere")
+    if as_json:
+        print(result.model_dump_json())
+    elif elsewhere and result.data.get("stop_refused"):
+        print_error(result.message, as_json=False, code="job_elsewhere")
+    else:
+        shown = {k: v for k, v in result.data.items() if k != "elsewhere"}
+        print_result(result.model_copy(update={"data": shown}))
+        if elsewhere:
+            err.print(f"[yellow]{escape(str(elsewhere.get('message', '')))}[/yellow]", highlight=False)
+    if result.status is TaskStatus.NOT_FOUND:
+        return 2
+    return 2 if elsewhere and not result.status.terminal else 0
+
+
+@job_app.command("log")
+def job_log(
+    execution_id: Annotated[str, typer.Argument(help="The execution id (or a unique prefix)")],
+    lines: Annotated[int, typer.Option("--lines", "-n", min=1, max=10_000)] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """The last lines of a job's log."""
+
+    def body() -> int:
+        from tether.execution.executor import Executor
+        from tether.execution.protocol import ExecutionPaths, log_tail
+
+        with Executor(registry(), home=state.home) as executor:
+            result = asyncio.run(executor.control(execution_id, "status", caller=CLI))
+            if result.status is TaskStatus.NOT_FOUND:
+                print_error(result.message, as_json=as_json, code="not_found")
+                return 2
+            text = log_tail(ExecutionPaths.of(executor.runtime.home, result.execution_id), lines)
+        if as_json:
+            print(json.dumps({"execution_id": result.execution_id, "text": text}, ensure_ascii=False))
+        else:
+            print(visible(text))  # a worker's log is outside text
+        return 0
+
+    guarded(as_json, body)
