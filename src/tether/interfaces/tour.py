@@ -79,23 +79,7 @@ async def tour(executor: Executor) -> int:
     t.say("Farm 3 times in a fresh worker process, with progress", "在独立工作进程中刷 3 次，显示进度")
     await t.run("demo.farm_instance", {**GOLD, "attempts": 3})
 
-    t.say(
-        "A background loop returns once its worker completed the handshake",
-        "后台循环：握手完成后才返回 running",
-    )
-    loop = await t.run("demo.loop_farm")
-    if loop.status is TaskStatus.RUNNING:
-        t.say(
-            "While it holds the automation lock, other automation is refused",
-            "它持有自动化锁时，其他自动化任务被拒绝",
-        )
-        await t.run("demo.daily_training")
-        t.say("…but status and stop never wait for that lock", "……但查询与停止永远不等待这把锁")
-        paths = executor.jobs.paths(loop.execution_id)
-        await _until(lambda: last_progress(paths) is not None)
-        print_result(await executor.control(loop.execution_id, "status", caller="cli"))
-        t.say("Stop it: cooperative first", "停止它：先协作式停止")
-        print_result(await executor.control(loop.execution_id, "stop", caller="cli"))
+    await _background_and_its_lock(t, executor)
 
     t.say(
         "Destructive tasks need the person's confirmation of that exact call",
@@ -130,6 +114,27 @@ async def tour(executor: Executor) -> int:
     out.print(f"\n[green]Tour done.[/] Home: {executor.home}")
     out.print("Next: [bold]tether tasks[/], [bold]tether job list[/], [bold]tether task run demo.status[/]")
     return 0
+
+
+async def _background_and_its_lock(t: Tour, executor: Executor) -> None:
+    """A background loop holds the automation lock: other automation is refused, status and stop are not."""
+    t.say(
+        "A background loop returns once its worker completed the handshake",
+        "后台循环：握手完成后才返回 running",
+    )
+    loop = await t.run("demo.loop_farm")
+    if loop.status is TaskStatus.RUNNING:
+        t.say(
+            "While it holds the automation lock, other automation is refused",
+            "它持有自动化锁时，其他自动化任务被拒绝",
+        )
+        await t.run("demo.daily_training")
+        t.say("…but status and stop never wait for that lock", "……但查询与停止永远不等待这把锁")
+        paths = executor.jobs.paths(loop.execution_id)
+        await _until(lambda: last_progress(paths) is not None)
+        print_result(await executor.control(loop.execution_id, "status", caller="cli"))
+        t.say("Stop it: cooperative first", "停止它：先协作式停止")
+        print_result(await executor.control(loop.execution_id, "stop", caller="cli"))
 
 
 async def _stop_leftovers(executor: Executor) -> None:

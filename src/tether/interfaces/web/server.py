@@ -96,11 +96,10 @@ async def serve(
     max_subscribers: int = 64,
 ) -> None:
     """Serve until interrupted (SIGINT or SIGTERM end it gracefully)."""
-    import uvicorn
-
     from tether.execution.executor import Executor
     from tether.execution.progress import ProgressRelay
-    from tether.interfaces.web.app import WebContext, create_app
+    from tether.interfaces.web.app import create_app
+    from tether.interfaces.web.context import WebContext
     from tether.models.factory import resolve
     from tether.supervisor import conversations, durable, engine
     from tether.supervisor.runner import models_of
@@ -114,13 +113,7 @@ async def serve(
         )
     _allow_open_files(settings.max_connections)
     _quiet_cancellations()
-    limits = Limits(
-        head_timeout_s=settings.request_head_timeout_s,
-        body_timeout_s=settings.request_body_timeout_s,
-        stall_timeout_s=settings.send_stall_timeout_s,
-        max_connections=settings.max_connections,
-        stream_paths=(EVENTS_PATH,),
-    )
+    limits = _limits(settings)
     loopback = security.is_loopback(host.strip("[]"))
     token = security.load_or_create_token(runtime.home)  # on loopback too: see security.py
     policy = security.Policy(token=token, loopback=loopback)
@@ -144,30 +137,51 @@ async def serve(
                     offline=choice.provider == "offline",
                     background=[ProgressRelay(runtime).run()],
                 )
-                config = uvicorn.Config(
-                    create_app(ctx),
-                    http=protocol_for(limits),
-                    log_level="warning",
-                    access_log=False,
-                    lifespan="on",
-                    timeout_graceful_shutdown=2,
-                    ws="none",
-                )
-                server = uvicorn.Server(config)
-                bound = sock.getsockname()[1]
 
-                async def announce() -> None:
-                    while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for it
-                        await asyncio.sleep(0.01)
+                def ready(bound: int) -> None:
                     if on_ready is not None:
                         url = page_url(host, bound, token)
                         on_ready(url, {"port": bound, "settled_turns": len(settled), "model": choice.label})
 
-                announcing = asyncio.create_task(announce())
-                try:
-                    await server.serve(sockets=[sock])
-                finally:
-                    announcing.cancel()
+                await _run_uvicorn(create_app(ctx), limits, sock, ready)
         finally:
             engine.shutdown()
             sock.close()
+
+
+def _limits(settings: WebSettings) -> Limits:
+    return Limits(
+        head_timeout_s=settings.request_head_timeout_s,
+        body_timeout_s=settings.request_body_timeout_s,
+        stall_timeout_s=settings.send_stall_timeout_s,
+        max_connections=settings.max_connections,
+        stream_paths=(EVENTS_PATH,),
+    )
+
+
+async def _run_uvicorn(app: Any, limits: Limits, sock: socket.socket, ready: Callable[[int], None]) -> None:
+    """Serve ``app`` on ``sock`` until uvicorn ends; ``ready`` gets the bound port once it serves."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        http=protocol_for(limits),
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+        ws="none",
+    )
+    server = uvicorn.Server(config)
+    bound = sock.getsockname()[1]
+
+    async def announce() -> None:
+        while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for it
+            await asyncio.sleep(0.01)
+        ready(bound)
+
+    announcing = asyncio.create_task(announce())
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        announcing.cancel()
