@@ -150,3 +150,23 @@ def test_the_person_sees_and_stops_every_job_even_ones_a_model_started(home: Pat
     assert code == 0 and json.loads(out)["status"] == "stopped"
     code, out, _ = tether_cli(*support, "tasks", "--caller", "", "--json", home=home)
     assert code == 2 and "caller" in json.loads(out)["error"]["message"]
+
+
+def test_help_loads_no_model_store_or_event_loop() -> None:
+    """`tether --help` in its own process imports what drawing the help needs, nothing a command's body
+    needs (pydantic, asyncio, the store, DBOS, HTTP clients, the web framework)."""
+    script = (
+        "import sys\n"
+        "from tether.interfaces import cli\n"
+        "try:\n"
+        "    cli.main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('pydantic', 'asyncio', 'sqlalchemy', 'dbos', 'httpx', 'openai', 'fastapi')\n"
+        "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True, text=True, env={**os.environ, "TETHER_CLI_SERVER": "0"}, timeout=60,
+    )  # fmt: skip
+    assert "Usage" in done.stdout and done.stderr.strip().splitlines()[-1] == "[]", done.stderr

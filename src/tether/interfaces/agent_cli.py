@@ -12,9 +12,7 @@ A thread id, like an execution id, may be given by a unique prefix.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import secrets
 from typing import Annotated, Any
 
 import typer
@@ -129,6 +127,7 @@ def run_command(
     A turn that needs your consent ends asking for it (exit code 3); answer with
     `tether run --thread ID --confirm` (exactly that call runs), `tether run --thread ID "是"`,
     or `tether run --thread ID "no"`."""
+    import asyncio
 
     def body() -> int:
         if confirm and (thread is None or goal is not None):
@@ -248,9 +247,9 @@ def delete_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Delete a thread: its turn is cancelled, its jobs are stopped, then its records go."""
+    import asyncio
 
     def body() -> int:
-        import asyncio
 
         from tether.execution.executor import Executor
         from tether.supervisor import conversations, durable
@@ -338,6 +337,8 @@ def _hand_over(
     confirm: bool, as_json: bool, formats: tuple[str, ...] = (),
 ) -> int | None:  # fmt: skip
     """Run the turn in the home's live executor and follow it; None when no executor runs."""
+    import secrets
+
     from tether.agent.turn import TurnResult
     from tether.runtime import Runtime
     from tether.supervisor import durable
@@ -384,6 +385,8 @@ def _hand_over(
 def _cancel_handed_over(runtime: Any, client: Any, thread_id: str, registry_ref: str) -> None:
     """Ctrl-C while following a turn the executor runs cancels it there, as Ctrl-C cancels a turn run
     in this process: it ends, and the job it waits on is stopped (``conversations.cancel_turn``)."""
+    import asyncio
+
     from tether.execution.executor import Executor
     from tether.supervisor import conversations
     from tether.tasks.spec import CLI

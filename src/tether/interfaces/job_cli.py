@@ -6,14 +6,11 @@ stopping it is left to that home (exit code 2 says where it runs).
 
 from __future__ import annotations
 
-import asyncio
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich import box
 from rich.markup import escape
-from rich.table import Table
 
 from tether.interfaces.base import JsonFlag, guarded, open_executor, registry, state
 from tether.interfaces.render import (
@@ -26,8 +23,9 @@ from tether.interfaces.render import (
     progress_text,
     visible,
 )
-from tether.tasks.result import TaskResult, TaskStatus
-from tether.tasks.spec import CLI
+
+if TYPE_CHECKING:
+    from tether.tasks.result import TaskResult
 
 job_app = typer.Typer(
     help="List, inspect and stop jobs (any execution, from any process).", no_args_is_help=True
@@ -45,6 +43,11 @@ def job_list(
 ) -> None:
     """List jobs, newest first (a page at a time: --before the last id shown). Jobs of other homes on
     the same database are listed too, read-only, with the host they run on."""
+    from rich import box
+    from rich.table import Table
+
+    from tether.tasks.result import TaskStatus
+    from tether.tasks.spec import CLI
 
     def body() -> int:
         with open_executor() as executor:
@@ -122,6 +125,9 @@ def job_status(
 ) -> None:
     """Show a job's current state, pid, times and latest progress. A live job of another home on the
     same database is shown as that home last recorded it, with where it runs (exit code 2)."""
+    import asyncio
+
+    from tether.tasks.spec import CLI
 
     def body() -> int:
         with open_executor() as executor:
@@ -137,6 +143,9 @@ def job_stop(
 ) -> None:
     """Stop a job: cooperatively, then SIGINT, then kill its process tree. An ended job is left as it is;
     a job of another home on the same database is left to it (this says where it runs; exit code 2)."""
+    import asyncio
+
+    from tether.tasks.spec import CLI
 
     def body() -> int:
         with open_executor() as executor:
@@ -151,6 +160,8 @@ def job_stop(
 def _show_job(result: TaskResult, as_json: bool) -> int:
     """Print a job's status, or what a stop did; the exit code: 2 for no such job, and for a live job of
     another installation (its worker is out of this home's reach: it is acted on where it runs)."""
+    from tether.tasks.result import TaskStatus
+
     elsewhere = result.data.get("elsewhere")
     if as_json:
         print(result.model_dump_json())
@@ -173,6 +184,10 @@ def job_log(
     as_json: JsonFlag = False,
 ) -> None:
     """The last lines of a job's log."""
+    import asyncio
+
+    from tether.tasks.result import TaskStatus
+    from tether.tasks.spec import CLI
 
     def body() -> int:
         from tether.execution.executor import Executor

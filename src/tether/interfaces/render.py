@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.segment import Segment
 
-from tether.tasks.result import TaskResult, TaskStatus
+if TYPE_CHECKING:
+    from tether.tasks.result import TaskResult
 
 # What text from outside (a task's output, a file, a model, a log) may not send to a terminal: C0 controls
 # but tab and newline, DEL, C1 controls (8-bit CSI and OSC among them) and the bidirectional overrides
@@ -95,14 +95,15 @@ def reset() -> None:
     err.reset()
 
 
+# By TaskStatus value (a StrEnum looks its members up here too): the CLI's help needs no pydantic.
 STATUS_STYLE = {
-    TaskStatus.COMPLETED: "green",
-    TaskStatus.RUNNING: "cyan",
-    TaskStatus.PENDING: "cyan",
-    TaskStatus.FAILED: "red",
-    TaskStatus.STOPPED: "yellow",
-    TaskStatus.REJECTED: "magenta",
-    TaskStatus.NOT_FOUND: "magenta",
+    "completed": "green",
+    "running": "cyan",
+    "pending": "cyan",
+    "failed": "red",
+    "stopped": "yellow",
+    "rejected": "magenta",
+    "not_found": "magenta",
 }
 
 
@@ -191,6 +192,8 @@ def print_result(result: TaskResult, console: Any = out) -> None:
 
 async def show_progress(executor: Any, execution_id: str) -> None:
     """Draw a live progress bar from the execution's events.jsonl until cancelled."""
+    import asyncio
+
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     paths = executor.jobs.paths(execution_id)

@@ -6,20 +6,21 @@ Exit codes of ``tether task run``: 0 completed or running, 1 failed or stopped, 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.padding import Padding
 
 from tether.errors import ConfigError, TetherError, ToolError
 from tether.interfaces.base import JsonFlag, app, guarded, open_executor, registry
 from tether.interfaces.render import err, out, print_result, show_progress
-from tether.tasks.result import EXIT_CODES, TaskResult, TaskStatus
-from tether.tasks.spec import CLI, NAME_RE, TaskSpec
+from tether.tasks.callers import CLI, NAME_RE
+
+if TYPE_CHECKING:
+    from tether.tasks.result import TaskResult
+    from tether.tasks.spec import TaskSpec
 
 task_app = typer.Typer(help="Run one task through the executor.", no_args_is_help=True)
 
@@ -48,6 +49,7 @@ def tasks_command(
     as_json: JsonFlag = False,
 ) -> None:
     """List the tasks a caller may run."""
+    from rich.padding import Padding
 
     def body() -> int:
         if not NAME_RE.match(caller):
@@ -147,6 +149,7 @@ def task_run(
     """Run a task. A background task without --detach is followed until it ends (Ctrl-C stops it).
 
     --confirm is your consent to exactly this call (this task with these arguments), nothing else."""
+    from tether.tasks.result import EXIT_CODES
 
     def body() -> int:
         params = parse_params(param or [], params_json)
@@ -175,6 +178,10 @@ def _run_following(
     detach: bool,
     as_json: bool,
 ) -> TaskResult:
+    import asyncio
+
+    from tether.tasks.result import TaskStatus
+
     live = sys.stdout.isatty() and not as_json
     started: list[str] = []
 

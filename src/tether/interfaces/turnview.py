@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
-from tether.events import BudgetReviewed, Event, ModelDecided, ModelThinking, ToolFinished
 from tether.interfaces.render import STATUS_STYLE, err, human_duration
-from tether.tasks.result import TaskStatus
+
+if TYPE_CHECKING:
+    from tether.events import Event
 
 STEP_ICONS = {"model": "🤔", "tool": "⚙", "confirmation": "❓", "budget": "⏳", "final": "💬"}
 THINKING_SAID_AT_S = (5, 15, 30, 60, 120, 240, 480, 960)  # a line each, not one every few seconds
@@ -18,6 +20,7 @@ _thinking_said: dict[tuple[str, int, int], int] = {}
 
 def render_event(event: Event) -> None:
     """The live view of a turn: one line per step."""
+    from tether.events import BudgetReviewed, ModelDecided, ModelThinking, ToolFinished
     if isinstance(event, ModelThinking):
         key = (event.thread_id, event.turn, event.index)
         said = _thinking_said.get(key, 0)
@@ -33,10 +36,7 @@ def render_event(event: Event) -> None:
         err.print(f"  [dim]{STEP_ICONS['model']} decides:[/] {escape(names)}")
     elif isinstance(event, ToolFinished):
         status = str(event.result.get("status", "?"))
-        try:
-            style = STATUS_STYLE[TaskStatus(status)]
-        except ValueError:
-            style = "yellow"
+        style = STATUS_STYLE.get(status, "yellow")
         message = str(event.result.get("message", "")).strip()
         if message.lower().startswith(status):
             message = message[len(status) :].strip()  # "stopped (asked by …)" after "→ stopped"

@@ -19,18 +19,18 @@ from typing import Any
 from pydantic import BaseModel
 
 from tether.errors import RegistryError, ToolNotFound
+from tether.tasks.callers import AGENT as AGENT  # re-exported: tasks meet their callers here
+from tether.tasks.callers import CLI as CLI
+from tether.tasks.callers import EVERYONE as EVERYONE
+from tether.tasks.callers import MCP as MCP
+from tether.tasks.callers import NAME_RE
 
 TASK_ID_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
-NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MODULE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 OBJECT_PATH_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 DEFAULT_RESOURCES = ("automation",)
-
-# The callers tether itself knows; a named client profile is any other valid name.
-AGENT, CLI, MCP = "agent", "cli", "mcp"
-EVERYONE = frozenset({AGENT, CLI, MCP})
 
 
 class Danger(enum.StrEnum):
