@@ -17,80 +17,36 @@ you do?" with a summary of the tools, and speaks the person's language with loca
 from __future__ import annotations
 
 import asyncio
-import bisect
-import difflib
-import functools
-import itertools
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tether.models import offline_docs
 from tether.models.base import BudgetReview, Message, ModelResponse, OpenJob, ToolCall, ToolDef, TurnContext
-from tether.models.understand import (
-    BACKGROUND_WORDS,
-    FILLER_EN,
-    FILLER_ZH,
-    FILLER_ZH_VERBS,
-    FILLER_ZH_WORDS,
-    NEGATIONS,
-    Token,
-    counts,
-    fold,
-    has_cjk,
-    reorder,
-    stems,
-    tokens,
+from tether.models.offline_reading import (
+    ABILITY,
+    EXECUTION_ID,
+    HYPOTHETICAL,
+    MAX_PARTS,
+    MAX_REQUEST_CHARS,
+    PROGRESS_WORDS,
+    Part,
+    background_variant,
+    by_tools,
+    combine,
+    likely_meaning,
+    read_part,
+    split,
+    state_question,
+    understood,
 )
+from tether.models.offline_texts import Texts, param_label
+from tether.models.understand import fold, has_cjk, reorder
 from tether.models.understand import numbers_in as numbers_in
 from tether.models.understand import zh_number as zh_number
 
-EXECUTION_ID = re.compile(r"\b[0-9a-f]{19}\b")
 OK_STATUSES = ("completed", "running")
-
-# Connectives that split a request into parts, in order. "A after B" / "A之前B" reverse the two parts.
-SPLIT = re.compile(
-    r"(?:然后|接着|之后|以后|随后|完了再|完再|再然后|并且|而且|同时|还要|以及|最后|接下来|和|跟|与|再|"
-    r"后(?!台|面)|，|,|；|;|。|、|!|！|"
-    r"\band then\b|\bthen\b|\bafter that\b|\bafterwards\b|\band\b|\balso\b|\bplus\b|&)",
-)
-REVERSE = re.compile(r"\bafter\b(?! that)|之前|以前")
-POLITE_OPENER = re.compile(
-    r"^(?:(?:can|could|would|will) you(?: please)?|please|pls|"
-    r"能不能|可不可以|能否|能|可以|麻烦你?|请你?|帮我)\s*"
-)
-QUESTION_EN = re.compile(r"^(?:is|are|was|were|did|does|has|have|how|what|what's|whats|where|any)\b")
-QUESTION_ZH = re.compile(
-    r"(?:吗|(?<![什怎那这多])么|没|没有|了没|了吗|怎么样|咋样|如何|情况|是否|多少|几)了?\s*[?？]*$|有没有|是不是|几次|多少|"
-    r"(?:什么|啥)(?:状态|情况|样|时候)|在干(?:什么|啥|嘛)|第几|几轮|多少轮"
-)
-ABILITY = re.compile(
-    r"what can (?:you|it|this|the [a-z ]{1,30}?) do|what do you do|what are you able|what can i ask|"
-    r"^help$|^\?$|"
-    r"你能干|你能做|你会干|你会做|你会什么|你能干嘛|能干嘛|能干啥|有什么功能|有哪些功能|怎么用|^帮助$"
-)
-# "can I salvage …?", "what happens if …", "我可以刷金币吗": asking about an action is not asking for it.
-HYPOTHETICAL = re.compile(
-    r"^(?:can|could|may|should|shall|would) i\b|\bwhat (?:happens|would happen|if)\b|^what if\b|"
-    r"^(?:我|咱)(?:可以|能不能|能|该不该|应该|该)|会怎样|会怎么样|会发生什么"
-)
-PROGRESS_WORDS = (
-    "进度", "进展", "怎么样", "咋样", "完了没", "好了没", "刷得", "刷到", "progress", "how is it going",
-    "how it's going", "how's it going", "done yet", "finished", "how far", "going", "刷了多少", "still",
-    "还在", "第几",
-)  # fmt: skip
-ZH_STATUS = {
-    "completed": "已完成",
-    "running": "正在运行",
-    "pending": "等待开始",
-    "failed": "失败",
-    "stopped": "已停止",
-    "rejected": "被拒绝",
-    "not_found": "找不到",
-    "unknown": "结果未知",
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,132 +60,6 @@ class Step:
     extends: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
-class Part:
-    """One part of a request, as read."""
-
-    text: str
-    tool: ToolDef | None = None
-    values: dict[str, list[str]] = field(default_factory=dict)  # param → canonical values, in order
-    scoped: list[tuple[str, str, str, int]] = field(default_factory=list)  # (param, parent, value, len)
-    numbers: list[int] = field(default_factory=list)
-    kinds: list[str] = field(default_factory=list)  # per number: "times" (a count) or ""
-    background: bool = False
-    execution_id: str | None = None
-    residue: list[str] = field(default_factory=list)  # words not understood
-    reading: Reading | None = None
-    candidates: list[ToolDef] = field(default_factory=list)
-
-    @property
-    def has_values(self) -> bool:
-        return bool(self.values or self.scoped or self.numbers)
-
-
-# -- words -------------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=4096)
-def _weight(word: str) -> int:
-    """How much of a request ``word`` explains: its folded characters, spaces aside (cached: the same
-    tool words and values are weighed for every part of every request)."""
-    return len(fold(word).replace(" ", ""))
-
-
-def _tool_words(tool: ToolDef) -> list[str]:
-    return [*tool.aliases, tool.name.split("__")[-1].replace("_", " ")]
-
-
-class Reading:
-    """A part's tokens, and which of them have been understood."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.tokens = tokens(text)
-        self.used = [False] * len(self.tokens)
-        self.starts = [token.start for token in self.tokens]
-        # Where each stem occurs: a word is looked for only where its first stem is, so reading a
-        # request against every tool word and catalog value costs the words plus the matches, not
-        # words × tokens (a long message was seconds of CPU).
-        self.at: dict[str, list[int]] = {}
-        for index, token in enumerate(self.tokens):
-            self.at.setdefault(token.stem, []).append(index)
-
-    def find(self, word: str) -> list[tuple[int, int]]:
-        """Token ranges where ``word`` occurs among the tokens not used yet."""
-        want = stems(word)
-        n = len(want)
-        if not n:
-            return []
-        found = []
-        last = len(self.tokens) - n
-        for i in self.at.get(want[0], ()):
-            if i > last or any(self.used[i : i + n]):
-                continue
-            if all(self.tokens[i + k].stem == want[k] for k in range(1, n)):
-                found.append((i, i + n))
-        return found
-
-    def score(self, word: str) -> int:
-        return _weight(word) if self.find(word) else 0
-
-    def take(self, word: str) -> bool:
-        spans = self.find(word)
-        for i, j in spans:
-            for k in range(i, j):
-                self.used[k] = True
-        return bool(spans)
-
-    def take_chars(self, start: int, end: int) -> None:
-        k = bisect.bisect_left(self.starts, start)  # tokens are in text order
-        while k < len(self.tokens) and self.tokens[k].start < end:
-            if self.tokens[k].end <= end:
-                self.used[k] = True
-            k += 1
-
-    def left(self) -> list[Token]:
-        return [t for t, used in zip(self.tokens, self.used, strict=True) if not used]
-
-
-def _residue(reading: Reading) -> list[str]:
-    for word in FILLER_ZH_WORDS:
-        reading.take(word)
-    words = []
-    for token in reading.left():
-        if token.text in NEGATIONS:
-            words.append(token.text)
-        elif (
-            token.text in FILLER_ZH
-            or token.text in FILLER_ZH_VERBS
-            or token.text in FILLER_EN
-            or token.stem in FILLER_EN
-        ):
-            continue
-        else:
-            words.append(token.text)
-    return words
-
-
-def _matches(reading: Reading, words: Mapping[str, tuple[str, ...]]) -> list[tuple[str, int, int]]:
-    """(canonical, length, position) for every value of ``words`` found in the reading."""
-    out = []
-    for canonical, aliases in words.items():
-        best = (0, 0)
-        for word in (canonical, *aliases):
-            spans = reading.find(word)
-            if spans:
-                best = max(best, (_weight(word), -spans[0][0]))
-        if best[0]:
-            out.append((canonical, best[0], -best[1]))
-    return out
-
-
-def _label(tool: ToolDef, param: str, zh: bool) -> str:
-    labels = tool.labels.get(param, {})
-    if zh and labels.get("zh"):
-        return labels["zh"]
-    return labels.get("en") or param.replace("_", " ")
-
-
 def _status_tool(tools: Sequence[ToolDef]) -> ToolDef | None:
     for tool in tools:
         if tool.kind == "business" and (
@@ -237,183 +67,6 @@ def _status_tool(tools: Sequence[ToolDef]) -> ToolDef | None:
         ):
             return tool
     return None
-
-
-# -- what it says ------------------------------------------------------------------------------
-
-
-# The longest request the offline planner reads (the page's own limit): its work grows linearly with the
-# request, so this bounds its time too (well under a second).
-MAX_REQUEST_CHARS = 20_000
-# The most parts ("start the game, then farm gold, …") one request is planned in: more is not a request
-# a person makes, and values carried from part to part would make the work grow with their square.
-MAX_PARTS = 40
-QUOTE_CHARS = 60  # of the person's own words quoted back: enough to recognise them, never a page
-QUOTE_WORDS = 6
-
-
-def _quote(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1].rstrip() + "…"
-
-
-class Texts:
-    def __init__(self, zh: bool) -> None:
-        self.zh = zh
-
-    def which(self, label: str, allowed: Sequence[str]) -> str:
-        if self.zh:
-            return f"请问{label}选哪一个？可选：{'、'.join(allowed)}。我还什么都没有执行。"
-        return f"Which {label}? Allowed: {', '.join(allowed)}. I have not run anything yet."
-
-    def cannot(self, part: str, tools: Sequence[ToolDef]) -> str:
-        part = _quote(part)
-        if self.zh:
-            return f"我做不到“{part}”：没有对应的工具，所以什么都没有执行。{self.abilities(tools)}"
-        return f"I can't do “{part}”: none of my tools does that, so I ran nothing. {self.abilities(tools)}"
-
-    def unsure(self, words: Sequence[str], part: str) -> str:
-        part = _quote(part)
-        shown = "”“".join(_quote(word) for word in words[:QUOTE_WORDS])
-        if len(words) > QUOTE_WORDS:
-            shown += "”…“" + _quote(words[-1])
-        if self.zh:
-            return f"我没看懂“{part}”里的“{shown}”，为了不做错，什么都没有执行。请换个说法。"
-        return (
-            f"I'm not sure what “{shown}” means in “{part}”, so to be safe I ran nothing. "
-            "Could you say it another way?"
-        )
-
-    def did_you_mean(self, guess: str) -> str:
-        guess = _quote(guess)
-        if self.zh:
-            return f"你是说“{guess}”吗？我还什么都没有执行。"
-        return f"Did you mean “{guess}”? I have not run anything yet."
-
-    def abilities(self, tools: Sequence[ToolDef]) -> str:
-        items = []
-        for tool in tools:
-            if tool.kind != "business":
-                continue
-            words = [a for a in tool.aliases if has_cjk(a) == self.zh] or [tool.name.replace("__", ".")]
-            note = ""
-            if tool.danger == "destructive":
-                note = "（需要你确认）" if self.zh else " (asks you first)"
-            elif tool.background:
-                note = "（后台运行）" if self.zh else " (in the background)"
-            items.append(words[0] + note)
-        if self.zh:
-            return f"我能做的有：{'、'.join(items)}；也能查询或停止后台任务。"
-        return f"I can: {', '.join(items)}; and check on or stop background jobs."
-
-    def hypothetical(self, tools: Sequence[ToolDef]) -> str:
-        example = next(
-            (a for t in tools if t.kind == "business" for a in t.aliases if has_cjk(a) == self.zh), ""
-        )
-        if self.zh:
-            return f"这听起来是在问问题，所以我什么都没有执行。要我去做，请直接说，比如“{example}”。"
-        return (
-            f"That sounds like a question, so I ran nothing. To have it done, just say so, e.g. “{example}”."
-        )
-
-    def no_job(self) -> str:
-        return "现在没有正在运行的任务。" if self.zh else "There is no running job to do that to."
-
-    def nothing_pending(self) -> str:
-        if self.zh:
-            return "现在没有等你确认的操作，所以什么都没有执行。"
-        return "Nothing is waiting for your confirmation, so I ran nothing."
-
-    def status(self, status: str) -> str:
-        return ZH_STATUS.get(status, status) if self.zh else status.replace("_", " ")
-
-    def result(self, name: str, result: dict[str, Any]) -> str:
-        task = name.replace("__", ".")
-        status = str(result.get("status", "?"))
-        message = str(result.get("message") or "")
-        eid = result.get("execution_id", "")
-        if status == "running":
-            if self.zh:
-                return f"{task} 已在后台运行（任务号 {eid}）。"
-            return f"{task} is running in the background (job {eid})."
-        if status == "completed":
-            return f"{task}：{message}" if self.zh else f"{task}: {message}"
-        if self.zh:
-            return f"{task} {self.status(status)}：{self._zh_reason(result, message)}"
-        return f"{task} {status}: {message}"
-
-    def _zh_reason(self, result: dict[str, Any], message: str) -> str:
-        """The executor's own refusals, said in Chinese (a task's own words stay as it wrote them)."""
-        data = result.get("data") or {}
-        if data.get("blocked_by"):
-            blocker = f"{data['blocked_by']}（{data.get('blocking_task') or '?'}）"
-            return f"资源 {data.get('resource', '?')} 正被任务 {blocker}占用，先停止它或等它结束"
-        if data.get("resource") and "in use" in message:
-            return f"资源 {data['resource']} 正被一个你看不到的任务占用"
-        if data.get("unmet"):
-            return f"条件不满足：{message}"
-        if data.get("allowed"):
-            return f"参数不对，可选值：{'、'.join(map(str, data['allowed']))}（{message}）"
-        return message
-
-    def job(self, result: dict[str, Any]) -> str:
-        """A control tool's answer: the job's state, in words."""
-        data = result.get("data") or {}
-        progress = data.get("progress") or {}
-        fraction = progress.get("fraction")
-        task, status, eid = (
-            result.get("task_id", "?"),
-            str(result.get("status", "?")),
-            result.get("execution_id", ""),
-        )
-        if self.zh:
-            text = f"任务 {task}（{eid}）{self.status(status)}"
-            if isinstance(fraction, int | float):
-                text += f"，进度 {fraction:.0%}"
-            if status != "running" and result.get("message"):
-                said = _without_status(str(result.get("message")), status)
-                said = re.sub(r"^asked by (?:the )?([\w.-]+)", r"由 \1 要求", said).replace("; ", "；")
-                text += f"：{said}"
-            return text + "。"
-        text = f"Job {task} ({eid}) is {self.status(status)}"
-        if progress.get("message"):
-            text += f": {progress['message']}"
-        elif isinstance(fraction, int | float):
-            text += f", {fraction:.0%} done"
-        if status != "running" and result.get("message"):
-            text += f": {_without_status(str(result.get('message')), status)}"
-        return text.rstrip(".") + "."
-
-    def halted(self) -> str:
-        return "因此我没有继续后面的步骤。" if self.zh else "So I did not go on with the remaining steps."
-
-    def cancelled(self) -> str:
-        return "好的，已取消，什么都没有执行。" if self.zh else "OK, cancelled: nothing was run."
-
-    def nothing(self) -> str:
-        return "请告诉我要做什么。" if self.zh else "Tell me what to do."
-
-    def too_many(self, parts: int) -> str:
-        if self.zh:
-            return (
-                f"这条消息分成了 {parts} 段，离线规划器一次最多安排 {MAX_PARTS} 件事，所以我什么都没有执行。"
-                "请分几次说。"
-            )
-        return (
-            f"This message has {parts} parts and the offline planner takes at most {MAX_PARTS} at a time, "
-            "so I ran nothing. Please ask in a few messages."
-        )
-
-    def too_long(self, size: int) -> str:
-        if self.zh:
-            return (
-                f"这条消息有 {size} 个字符，离线规划器最多读 {MAX_REQUEST_CHARS} 个，所以我什么都没有执行。"
-                "请把要做的事说得短一些。"
-            )
-        return (
-            f"This message is {size} characters long and the offline planner reads at most "
-            f"{MAX_REQUEST_CHARS}, so I ran nothing. Please say what to do in fewer words."
-        )
 
 
 # -- the model ---------------------------------------------------------------------------------
@@ -540,20 +193,20 @@ class OfflineModel:
             return [Step(say=texts.abilities(tools))]
         if HYPOTHETICAL.search(text):
             return [Step(say=texts.hypothetical(tools))]
-        question = _state_question(text)
+        question = state_question(text)
         if question is not None:
             return self._answer_question(question, tools, messages, open_jobs, texts)
         parts: list[Part] = []
         carried: Part | None = None
-        raws = [piece for raw in _split(text) for piece in _by_tools(raw, tools)]
+        raws = [piece for raw in split(text) for piece in by_tools(raw, tools)]
         if len(raws) > MAX_PARTS:
             return [Step(say=texts.too_many(len(raws)))]
         for index, raw in enumerate(raws):
-            part = self._read(raw, tools)
+            part = read_part(raw, tools)
             if part is None:
                 continue
             if carried is not None:
-                part = _combine(carried, part)
+                part = combine(carried, part)
                 carried = None
             # "三星和四星都分解了", "金币和经验都刷三次": values before their tool go with it.
             if part.tool is None and part.has_values and not parts and index + 1 < len(raws):
@@ -584,100 +237,6 @@ class OfflineModel:
                     return [question]
         return steps
 
-    def _read(self, text: str, tools: Sequence[ToolDef]) -> Part | None:
-        reading = Reading(text)
-        if not reading.tokens:
-            return None
-        part = Part(text=text)
-        explicit = EXECUTION_ID.search(text)
-        if explicit:
-            part.execution_id = explicit.group(0)
-            reading.take_chars(explicit.start(), explicit.end())
-        best: tuple[int, int, ToolDef, str] | None = None
-        for tool in tools:
-            for word in _tool_words(tool):
-                score = reading.score(word)
-                if score and (best is None or (score, tool.kind == "control") > (best[0], best[1])):
-                    best = (score, int(tool.kind == "control"), tool, word)
-        for word in sorted(BACKGROUND_WORDS, key=len, reverse=True):
-            if best is not None and stems(word) == stems(best[3]):
-                continue
-            if reading.find(word):
-                part.background = True
-                if best is None or not _contains_word(best[3], word):
-                    reading.take(word)
-        if best is not None:
-            part.tool = best[2]
-            reading.take(best[3])
-        # Catalog values of every tool: the part may name a value before (or without) its tool.
-        candidates = [part.tool] if part.tool is not None else [t for t in tools if t.kind == "business"]
-        for tool in candidates:
-            self._values(reading, tool, part)
-        for count in counts(text):
-            reading.take_chars(count.start, count.end)
-            part.numbers.append(count.value)
-            part.kinds.append(count.kind)
-        part.reading = reading
-        part.candidates = candidates
-        return part
-
-    def _understood(self, part: Part, tool: ToolDef | None) -> list[str]:
-        """The words of ``part`` not understood once ``tool`` is known: the words that only restate
-        the tool or a value found ("刷金币副本", "the crimson calyx", "四星遗器") are understood."""
-        reading = part.reading
-        assert reading is not None
-        vocab: set[str] = set()
-        if tool is not None:
-            for word in [*_tool_words(tool), *(v for m in tool.labels.values() for v in m.values())]:
-                vocab.update(stems(word))
-        for owner in [tool] if tool is not None else part.candidates:
-            for name, words in owner.value_words.items():
-                for canonical in part.values.get(name, ()):
-                    for word in (canonical, *words.get(canonical, ())):
-                        vocab.update(stems(word))
-            for name, parent, canonical, _ in part.scoped:
-                scoped = owner.scoped_words.get(name, {}).get(parent, {})
-                for word in (canonical, *scoped.get(canonical, ())):
-                    vocab.update(stems(word))
-                parents = owner.value_words.get(owner.depends_on.get(name, ""), {})
-                for word in (parent, *parents.get(parent, ())):
-                    vocab.update(stems(word))
-        for index, token in enumerate(reading.tokens):
-            if not reading.used[index] and token.stem in vocab and token.text not in NEGATIONS:
-                reading.used[index] = True
-        part.residue = _residue(reading)
-        return part.residue
-
-    def _values(self, reading: Reading, tool: ToolDef, part: Part) -> None:
-        """Catalog values, longest words first; a word taken by a longer one is not read again
-        ("霜风" is not also "风"). A word two parents share is kept under both: the caller asks."""
-        owners: dict[str, list[tuple[str, str | None, str]]] = {}
-        for name, words in tool.value_words.items():
-            for canonical, aliases in words.items():
-                for word in (canonical, *aliases):
-                    owners.setdefault(word, []).append((name, None, canonical))
-        for name, scoped in tool.scoped_words.items():
-            for parent_value, words in scoped.items():
-                for canonical, aliases in words.items():
-                    for word in (canonical, *aliases):
-                        owners.setdefault(word, []).append((name, parent_value, canonical))
-        found: list[tuple[int, str, str | None, str, int]] = []
-        for word in sorted(owners, key=lambda w: _weight(w), reverse=True):
-            spans = reading.find(word)
-            if not spans:
-                continue
-            reading.take(word)
-            length = _weight(word)
-            for name, parent, canonical in dict.fromkeys(owners[word]):
-                found.append((spans[0][0], name, parent, canonical, length))
-        for _, name, parent, canonical, length in sorted(found):
-            if parent is None:
-                values = part.values.setdefault(name, [])
-                if canonical not in values:
-                    values.append(canonical)
-            elif (name, parent, canonical) not in [(n, p, c) for n, p, c, _ in part.scoped]:
-                part.scoped.append((name, parent, canonical, length))
-
     def _steps(
         self,
         part: Part,
@@ -696,9 +255,9 @@ class OfflineModel:
             inherited = dict(previous.args)
         elif tool is None:
             tool = _tool_by_values(part, tools)
-        residue = self._understood(part, tool)
+        residue = understood(part, tool)
         if residue:
-            guess = _guess(part, tools)
+            guess = likely_meaning(part, tools)
             if guess is not None:
                 return [Step(say=texts.did_you_mean(guess))]
             if tool is None:
@@ -717,7 +276,7 @@ class OfflineModel:
             if part.numbers and not (part.values or part.scoped) and _count_missing(previous, tool):
                 inherited = dict(previous.args)  # "刷一下金币，刷三次": the count of the same step
         if part.background and not tool.background:
-            tool = _background_variant(tool, tools) or tool
+            tool = background_variant(tool, tools) or tool
         if tool.kind == "control":
             return [self._control(tool, part, messages, open_jobs, texts)]
         return self._arguments(tool, part, inherited, texts)
@@ -754,7 +313,7 @@ class OfflineModel:
             matches = [s for s in part.scoped if s[0] == name and (fixed is None or s[1] == fixed)]
             if not matches:
                 allowed = list(tool.scoped_words[name].get(str(fixed), {}))
-                return [Step(say=texts.which(_label(tool, name, texts.zh), allowed))]
+                return [Step(say=texts.which(param_label(tool, name, texts.zh), allowed))]
             ordered: list[tuple[str, str]] = []
             for _, parent_value, canonical, _ in matches:
                 if (parent_value, canonical) not in ordered:
@@ -762,7 +321,9 @@ class OfflineModel:
             names = [c for _, c in ordered]
             if len(set(names)) != len(names):  # one word, two parents: which kind is meant?
                 return [
-                    Step(say=texts.which(_label(tool, parent, texts.zh), sorted({p for p, _ in ordered})))
+                    Step(
+                        say=texts.which(param_label(tool, parent, texts.zh), sorted({p for p, _ in ordered}))
+                    )
                 ]
             if len(ordered) == 1:
                 base.setdefault(parent, ordered[0][0])
@@ -817,12 +378,14 @@ class OfflineModel:
         for name in props:
             if name in args or name not in required:
                 continue
-            label = _label(tool, name, texts.zh)
+            label = param_label(tool, name, texts.zh)
             if name in tool.depends_on:
                 parent = tool.depends_on[name]
                 if parent in args:
                     return Step(say=texts.which(label, list(tool.scoped_words[name][args[parent]])))
-                return Step(say=texts.which(_label(tool, parent, texts.zh), list(tool.scoped_words[name])))
+                return Step(
+                    say=texts.which(param_label(tool, parent, texts.zh), list(tool.scoped_words[name]))
+                )
             allowed = props[name].get("enum") or _enum_of(props[name])
             if allowed:
                 return Step(say=texts.which(label, [str(v) for v in allowed]))
@@ -852,94 +415,6 @@ class OfflineModel:
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def _split(text: str) -> list[str]:
-    """The parts of a request in the order they are to be done."""
-    parts: list[str] = []
-    for sentence in re.split(r"[。!！;；]", text):
-        pieces = REVERSE.split(sentence, maxsplit=1)
-        if len(pieces) == 2:
-            pieces = [pieces[1], pieces[0]]  # "close the game after farming" = farm, then close
-        for piece in pieces:
-            parts += [p.strip(" .?？") for p in SPLIT.split(piece) if p and p.strip(" .?？")]
-    return parts
-
-
-def _state_question(text: str) -> str | None:
-    """The question, when the request asks about state rather than for an action."""
-    stripped = text.strip()
-    if POLITE_OPENER.match(stripped):
-        return None  # "can you start the game?", "能帮我开游戏吗": a request, politely
-    if QUESTION_EN.match(stripped) or QUESTION_ZH.search(stripped):
-        return stripped
-    if any(fold(w) == stripped.rstrip("?？ ") for w in PROGRESS_WORDS):
-        return stripped
-    return None
-
-
-def _without_status(message: str, status: str) -> str:
-    """ "stopped (asked by the agent): stopped after 3 rounds" said after "is stopped": the rest only."""
-    rest = message.removeprefix(status).strip() if message.startswith(status) else message
-    why = re.match(r"^\((.*?)\):\s*(.*)$", rest)
-    return f"{why.group(1)}; {why.group(2)}" if why else rest.lstrip(": ")
-
-
-def _by_tools(text: str, tools: Sequence[ToolDef]) -> list[str]:
-    """``text`` cut before each business tool it names after the first ("进游戏刷两把经验书",
-    "每日任务做完了就退出游戏"): two requests written without a connective. A background variant of
-    the same work ("挂机刷钱") and a control word over a task word ("stop farming") stay one request."""
-    reading = Reading(text)
-    found: list[tuple[int, int, int, ToolDef]] = []
-    words = [(w, t) for t in tools if t.kind == "business" for w in _tool_words(t)]
-    taken = bytearray(len(reading.tokens))  # tokens a longer word already claimed: overlap checks stay linear
-    for word, tool in sorted(words, key=lambda wt: _weight(wt[0]), reverse=True):
-        for i, j in reading.find(word):
-            if not any(taken[i:j]):
-                taken[i:j] = b"\1" * (j - i)
-                found.append((i, j, len(fold(word)), tool))
-    found.sort(key=lambda f: f[0])
-    if any(t.kind == "control" and reading.find(w) for t in tools for w in _tool_words(t)):
-        return [text]
-    cuts: list[int] = []
-    for (_, _, _, before), (start, _, _, tool) in itertools.pairwise(found):
-        if tool.name == before.name or _background_variant(before, tools) is tool:
-            continue
-        if _background_variant(tool, tools) is before:
-            continue
-        cuts.append(reading.tokens[start].start)
-    if not cuts:
-        return [text]
-    bounds = [0, *cuts, len(text)]
-    return [text[a:b].strip() for a, b in itertools.pairwise(bounds) if text[a:b].strip()]
-
-
-def _combine(first: Part, second: Part) -> Part:
-    """``first`` (values with no tool) read as the start of ``second``."""
-    assert first.reading is not None and second.reading is not None
-    reading = Reading(f"{first.text} {second.text}")
-    reading.used = [*first.reading.used, *second.reading.used]
-    values = {k: list(v) for k, v in first.values.items()}
-    for name, more in second.values.items():
-        values.setdefault(name, [])
-        values[name] += [v for v in more if v not in values[name]]
-    return Part(
-        text=reading.text,
-        tool=second.tool,
-        values=values,
-        scoped=[*first.scoped, *(s for s in second.scoped if s not in first.scoped)],
-        numbers=[*first.numbers, *second.numbers],
-        kinds=[*first.kinds, *second.kinds],
-        background=first.background or second.background,
-        execution_id=second.execution_id or first.execution_id,
-        reading=reading,
-        candidates=second.candidates,
-    )
-
-
-def _contains_word(alias: str, word: str) -> bool:
-    a, w = stems(alias), stems(word)
-    return any(a[i : i + len(w)] == w for i in range(len(a) - len(w) + 1))
-
-
 def _count_missing(step: Step, tool: ToolDef | None) -> bool:
     """``step`` has no count yet (an int parameter that is not a choice among values, like rarity)."""
     props: dict[str, Any] = dict(tool.parameters.get("properties", {})) if tool is not None else {}
@@ -962,53 +437,6 @@ def _tool_by_values(part: Part, tools: Sequence[ToolDef]) -> ToolDef | None:
     ]
     preferred = [t for t in owners if t.background == part.background] or owners
     return preferred[0] if len(preferred) == 1 or (preferred and not part.background) else None
-
-
-def _background_variant(tool: ToolDef, tools: Sequence[ToolDef]) -> ToolDef | None:
-    """The background tool that takes the same catalog values ("keep farming gold" → loop_farm)."""
-    mine = set(tool.value_words) | set(tool.scoped_words)
-    for other in tools:
-        if (
-            other.background
-            and other.kind == "business"
-            and mine
-            and mine <= (set(other.value_words) | set(other.scoped_words))
-        ):
-            return other
-    return None
-
-
-def _guess(part: Part, tools: Sequence[ToolDef]) -> str | None:
-    """What the person probably typed ("strat the game" → "start the game", "farm gld" → "farm gold"):
-    the whole part close to one known phrase, or each word not understood close to one known word."""
-    phrases: set[str] = set()
-    for tool in tools:
-        phrases.update(fold(w) for w in _tool_words(tool))
-        for mapping in [
-            *tool.value_words.values(),
-            *(m for s in tool.scoped_words.values() for m in s.values()),
-        ]:
-            for canonical, aliases in mapping.items():
-                phrases.update(fold(w) for w in (canonical, *aliases))
-    phrases = {p for p in phrases if len(p) >= 2}
-
-    def closest(probe: str, pool: set[str], cutoff: float) -> str | None:
-        close = difflib.get_close_matches(probe, sorted(pool), n=1, cutoff=cutoff)
-        return close[0] if close else None
-
-    whole = closest(part.text, phrases, 0.75)
-    if whole is not None:
-        return whole
-    words = {w for p in phrases for w in p.split() if len(w) >= 3 and not has_cjk(w)}
-    corrected = part.text
-    for unknown in part.residue:
-        if has_cjk(unknown) or len(unknown) < 3:
-            return None
-        word = closest(unknown, words, 0.75)
-        if word is None:
-            return None
-        corrected = re.sub(rf"\b{re.escape(unknown)}\b", word, corrected)
-    return corrected if corrected != part.text else None
 
 
 def _with_clarifications(messages: Sequence[Message], users: list[int], request: str) -> str:
@@ -1072,4 +500,4 @@ def _latest_job(messages: Sequence[Message], open_jobs: Sequence[OpenJob] | None
     return None
 
 
-__all__ = ["OfflineModel", "Step", "Texts", "numbers_in", "zh_number"]
+__all__ = ["MAX_REQUEST_CHARS", "OfflineModel", "Step", "Texts", "numbers_in", "zh_number"]
