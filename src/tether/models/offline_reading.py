@@ -106,6 +106,7 @@ def weight(word: str) -> int:
 
 
 def tool_words(tool: ToolDef) -> list[str]:
+    """The words that name ``tool``: its aliases and its own name, read as words."""
     return [*tool.aliases, tool.name.split("__")[-1].replace("_", " ")]
 
 
@@ -180,6 +181,8 @@ def _residue(reading: Reading) -> list[str]:
 
 
 def read_part(text: str, tools: Sequence[ToolDef]) -> Part | None:
+    """``text`` read against the tool surface: its tool, catalog values, counts, execution id and
+    background words taken; None when it has no words at all."""
     reading = Reading(text)
     if not reading.tokens:
         return None
