@@ -1,4 +1,4 @@
-"""What the offline model says, in Chinese or English: every sentence it can reply with.
+"""What the offline planner says, in Chinese or English (research and documents word theirs in offline_docs).
 
 It owns the wording and nothing else: the questions it asks when a request is incomplete or unclear
 ("which one?", "did you mean …?"), why it ran nothing, what it can do, a task's result and a job's state
