@@ -1,7 +1,7 @@
 """The offline model's plans for research and documents, decided one call at a time from the results so
 far: a search names the pages to read, a read gives the text to summarize, the summaries become the
-document. The demo's planner (``offline.py``) decides every call from the request alone; these requests
-cannot be planned that way, so they get their own small state machine here.
+document. The demo's planner (``offline_choosing.py``) decides every call from the request alone; these
+requests cannot be planned that way, so they get their own small state machine here.
 
 What it understands, in Chinese and English:
 

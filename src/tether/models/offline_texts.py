@@ -1,0 +1,212 @@
+"""What the offline planner says, in Chinese or English (research and documents word theirs in offline_docs).
+
+It owns the wording and nothing else: the questions it asks when a request is incomplete or unclear
+("which one?", "did you mean …?"), why it ran nothing, what it can do, a task's result and a job's state
+in words (the executor's own refusals said in Chinese), and the localized label of a parameter. The
+planner (``offline_choosing``) and the model (``offline``) decide when each is said; the person's own
+words are quoted back, cut short, never a page.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from tether.models.base import ToolDef
+from tether.models.offline_reading import MAX_PARTS, MAX_REQUEST_CHARS
+from tether.models.understand import has_cjk
+
+QUOTE_CHARS = 60  # of the person's own words quoted back: enough to recognise them, never a page
+QUOTE_WORDS = 6
+ZH_STATUS = {
+    "completed": "已完成",
+    "running": "正在运行",
+    "pending": "等待开始",
+    "failed": "失败",
+    "stopped": "已停止",
+    "rejected": "被拒绝",
+    "not_found": "找不到",
+    "unknown": "结果未知",
+}
+
+
+def _quote(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1].rstrip() + "…"
+
+
+def param_label(tool: ToolDef, param: str, zh: bool) -> str:
+    """``param`` as the person reads it: the tool's label in their language, else its own name."""
+    labels = tool.labels.get(param, {})
+    if zh and labels.get("zh"):
+        return labels["zh"]
+    return labels.get("en") or param.replace("_", " ")
+
+
+class Texts:
+    """Every reply, in Chinese when ``zh``, else in English."""
+
+    def __init__(self, zh: bool) -> None:
+        self.zh = zh
+
+    def which(self, label: str, allowed: Sequence[str]) -> str:
+        if self.zh:
+            return f"请问{label}选哪一个？可选：{'、'.join(allowed)}。我还什么都没有执行。"
+        return f"Which {label}? Allowed: {', '.join(allowed)}. I have not run anything yet."
+
+    def cannot(self, part: str, tools: Sequence[ToolDef]) -> str:
+        part = _quote(part)
+        if self.zh:
+            return f"我做不到“{part}”：没有对应的工具，所以什么都没有执行。{self.abilities(tools)}"
+        return f"I can't do “{part}”: none of my tools does that, so I ran nothing. {self.abilities(tools)}"
+
+    def unsure(self, words: Sequence[str], part: str) -> str:
+        part = _quote(part)
+        shown = "”“".join(_quote(word) for word in words[:QUOTE_WORDS])
+        if len(words) > QUOTE_WORDS:
+            shown += "”…“" + _quote(words[-1])
+        if self.zh:
+            return f"我没看懂“{part}”里的“{shown}”，为了不做错，什么都没有执行。请换个说法。"
+        return (
+            f"I'm not sure what “{shown}” means in “{part}”, so to be safe I ran nothing. "
+            "Could you say it another way?"
+        )
+
+    def did_you_mean(self, guess: str) -> str:
+        guess = _quote(guess)
+        if self.zh:
+            return f"你是说“{guess}”吗？我还什么都没有执行。"
+        return f"Did you mean “{guess}”? I have not run anything yet."
+
+    def abilities(self, tools: Sequence[ToolDef]) -> str:
+        items = []
+        for tool in tools:
+            if tool.kind != "business":
+                continue
+            words = [a for a in tool.aliases if has_cjk(a) == self.zh] or [tool.name.replace("__", ".")]
+            note = ""
+            if tool.danger == "destructive":
+                note = "（需要你确认）" if self.zh else " (asks you first)"
+            elif tool.background:
+                note = "（后台运行）" if self.zh else " (in the background)"
+            items.append(words[0] + note)
+        if self.zh:
+            return f"我能做的有：{'、'.join(items)}；也能查询或停止后台任务。"
+        return f"I can: {', '.join(items)}; and check on or stop background jobs."
+
+    def hypothetical(self, tools: Sequence[ToolDef]) -> str:
+        example = next(
+            (a for t in tools if t.kind == "business" for a in t.aliases if has_cjk(a) == self.zh), ""
+        )
+        if self.zh:
+            return f"这听起来是在问问题，所以我什么都没有执行。要我去做，请直接说，比如“{example}”。"
+        return (
+            f"That sounds like a question, so I ran nothing. To have it done, just say so, e.g. “{example}”."
+        )
+
+    def no_job(self) -> str:
+        return "现在没有正在运行的任务。" if self.zh else "There is no running job to do that to."
+
+    def nothing_pending(self) -> str:
+        if self.zh:
+            return "现在没有等你确认的操作，所以什么都没有执行。"
+        return "Nothing is waiting for your confirmation, so I ran nothing."
+
+    def status(self, status: str) -> str:
+        return ZH_STATUS.get(status, status) if self.zh else status.replace("_", " ")
+
+    def result(self, name: str, result: dict[str, Any]) -> str:
+        task = name.replace("__", ".")
+        status = str(result.get("status", "?"))
+        message = str(result.get("message") or "")
+        eid = result.get("execution_id", "")
+        if status == "running":
+            if self.zh:
+                return f"{task} 已在后台运行（任务号 {eid}）。"
+            return f"{task} is running in the background (job {eid})."
+        if status == "completed":
+            return f"{task}：{message}" if self.zh else f"{task}: {message}"
+        if self.zh:
+            return f"{task} {self.status(status)}：{self._zh_reason(result, message)}"
+        return f"{task} {status}: {message}"
+
+    def _zh_reason(self, result: dict[str, Any], message: str) -> str:
+        """The executor's own refusals, said in Chinese (a task's own words stay as it wrote them)."""
+        data = result.get("data") or {}
+        if data.get("blocked_by"):
+            blocker = f"{data['blocked_by']}（{data.get('blocking_task') or '?'}）"
+            return f"资源 {data.get('resource', '?')} 正被任务 {blocker}占用，先停止它或等它结束"
+        if data.get("resource") and "in use" in message:
+            return f"资源 {data['resource']} 正被一个你看不到的任务占用"
+        if data.get("unmet"):
+            return f"条件不满足：{message}"
+        if data.get("allowed"):
+            return f"参数不对，可选值：{'、'.join(map(str, data['allowed']))}（{message}）"
+        return message
+
+    def job(self, result: dict[str, Any]) -> str:
+        """A control tool's answer: the job's state, in words."""
+        data = result.get("data") or {}
+        progress = data.get("progress") or {}
+        fraction = progress.get("fraction")
+        task, status, eid = (
+            result.get("task_id", "?"),
+            str(result.get("status", "?")),
+            result.get("execution_id", ""),
+        )
+        if self.zh:
+            text = f"任务 {task}（{eid}）{self.status(status)}"
+            if isinstance(fraction, int | float):
+                text += f"，进度 {fraction:.0%}"
+            if status != "running" and result.get("message"):
+                said = _without_status(str(result.get("message")), status)
+                said = re.sub(r"^asked by (?:the )?([\w.-]+)", r"由 \1 要求", said).replace("; ", "；")
+                text += f"：{said}"
+            return text + "。"
+        text = f"Job {task} ({eid}) is {self.status(status)}"
+        if progress.get("message"):
+            text += f": {progress['message']}"
+        elif isinstance(fraction, int | float):
+            text += f", {fraction:.0%} done"
+        if status != "running" and result.get("message"):
+            text += f": {_without_status(str(result.get('message')), status)}"
+        return text.rstrip(".") + "."
+
+    def halted(self) -> str:
+        return "因此我没有继续后面的步骤。" if self.zh else "So I did not go on with the remaining steps."
+
+    def cancelled(self) -> str:
+        return "好的，已取消，什么都没有执行。" if self.zh else "OK, cancelled: nothing was run."
+
+    def nothing(self) -> str:
+        return "请告诉我要做什么。" if self.zh else "Tell me what to do."
+
+    def too_many(self, parts: int) -> str:
+        if self.zh:
+            return (
+                f"这条消息分成了 {parts} 段，离线规划器一次最多安排 {MAX_PARTS} 件事，所以我什么都没有执行。"
+                "请分几次说。"
+            )
+        return (
+            f"This message has {parts} parts and the offline planner takes at most {MAX_PARTS} at a time, "
+            "so I ran nothing. Please ask in a few messages."
+        )
+
+    def too_long(self, size: int) -> str:
+        if self.zh:
+            return (
+                f"这条消息有 {size} 个字符，离线规划器最多读 {MAX_REQUEST_CHARS} 个，所以我什么都没有执行。"
+                "请把要做的事说得短一些。"
+            )
+        return (
+            f"This message is {size} characters long and the offline planner reads at most "
+            f"{MAX_REQUEST_CHARS}, so I ran nothing. Please say what to do in fewer words."
+        )
+
+
+def _without_status(message: str, status: str) -> str:
+    """ "stopped (asked by the agent): stopped after 3 rounds" said after "is stopped": the rest only."""
+    rest = message.removeprefix(status).strip() if message.startswith(status) else message
+    why = re.match(r"^\((.*?)\):\s*(.*)$", rest)
+    return f"{why.group(1)}; {why.group(2)}" if why else rest.lstrip(": ")
