@@ -53,7 +53,7 @@ def register(app: typer.Typer, state: Any) -> None:
 
         def body() -> int:
             from tether.runtime import Runtime
-            from tether.store.artifacts import sweep
+            from tether.store.artifact_files import sweep
 
             with Runtime.open(state.home) as runtime:
                 sweep(runtime.home, runtime.artifacts, runtime.jobs)
@@ -89,7 +89,7 @@ def register(app: typer.Typer, state: Any) -> None:
         def body() -> int:
             from tether.errors import ConfigError
             from tether.runtime import Runtime
-            from tether.store.artifacts import file_of
+            from tether.store.artifact_files import file_of
 
             with Runtime.open(state.home) as runtime:
                 artifact = runtime.artifacts.get(artifact_id)

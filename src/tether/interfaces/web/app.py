@@ -40,7 +40,7 @@ from tether.execution.protocol import ExecutionPaths, log_tail
 from tether.interfaces.web import security
 from tether.interfaces.web.stream import EventHub, Full
 from tether.runtime import Runtime
-from tether.store.artifacts import file_of, sweep
+from tether.store.artifact_files import file_of, sweep
 from tether.store.runs import RunRecord
 from tether.store.threads import ThreadState
 from tether.supervisor import conversations, service
