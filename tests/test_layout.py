@@ -31,7 +31,7 @@ def modules(root: Path) -> dict[str, Path]:
 
 
 def _imported(node: ast.AST, module: str, is_package: bool) -> Iterator[str]:
-    """Every name ``node`` imports, absolute: ``from a import b`` yields ``a.b`` (b may be a module) and ``a``."""
+    """Every name ``node`` imports, absolute: ``from a import b`` yields ``a`` and ``a.b`` (b: maybe a module)."""
     if isinstance(node, ast.Import):
         yield from (alias.name for alias in node.names)
     elif isinstance(node, ast.ImportFrom):
@@ -151,13 +151,14 @@ def test_no_function_past_its_limit() -> None:
 def test_every_named_table_still_exists(table: str) -> None:
     module, _, function = table.rpartition(".")
     path = modules(SRC)[module]
-    assert any(name == table for name, _ in _long_functions(path, module)), f"{function} is gone from {module}"
+    assert any(name == table for name, _ in _long_functions(path, module)), (
+        f"{function} is gone from {module}"
+    )
 
 
 def test_no_module_past_its_limit() -> None:
     big = {
-        module: len(path.read_text(encoding="utf-8").splitlines())
-        for module, path in modules(SRC).items()
+        module: len(path.read_text(encoding="utf-8").splitlines()) for module, path in modules(SRC).items()
     }
     over = sorted(f"{module}: {lines} lines" for module, lines in big.items() if lines > MODULE_LINES)
     assert over == [], f"modules over {MODULE_LINES} lines (split along their seams):\n" + "\n".join(over)

@@ -35,8 +35,8 @@ from tether.store.artifacts import SqlArtifactStore
 from tether.store.database import Database, default_url
 from tether.store.events import EventLog
 from tether.store.jobs import SqlJobStore
-from tether.store.runs import SqlRunStore
-from tether.store.threads import SqlThreadStore
+from tether.store.runs_sql import SqlRunStore
+from tether.store.threads_sql import SqlThreadStore
 
 DATABASE_CREDENTIAL = "database"
 

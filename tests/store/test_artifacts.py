@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.store.artifacts import SqlArtifactStore, file_of, forget_thread, sweep
+from tether.store.artifact_files import file_of, forget_thread, sweep
+from tether.store.artifacts import SqlArtifactStore
 from tether.store.database import Database
 from tether.store.events import EventLog
 from tether.store.jobs import SqlJobStore
@@ -116,7 +117,7 @@ def test_a_run_keeps_every_file_it_made_and_a_name_is_only_ever_a_file_name(
 def test_the_folder_of_a_generate_that_ended_without_completing_is_swept(
     db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("tether.store.artifacts.FOLDER_SWEEP_S", 0.0)  # every listing looks, here
+    monkeypatch.setattr("tether.store.artifact_files.FOLDER_SWEEP_S", 0.0)  # every listing looks, here
     jobs, store = SqlJobStore(db), SqlArtifactStore(db)
     generated(tmp_path, "stopped1", "half.pdf")
     running = TaskResult(task_id="documents.generate", execution_id="stopped1", status=TaskStatus.RUNNING)
@@ -137,7 +138,7 @@ def test_the_folder_of_a_generate_that_ended_without_completing_is_swept(
 def test_deleting_a_thread_removes_the_folders_of_the_jobs_it_stopped_mid_write(
     db: Database, tmp_path: Path
 ) -> None:
-    from tether.store.artifacts import remove_unfinished
+    from tether.store.artifact_files import remove_unfinished
 
     jobs, store = SqlJobStore(db), SqlArtifactStore(db)
     generated(tmp_path, "half", "x.pdf")

@@ -59,7 +59,7 @@ def test_a_store_from_the_previous_version_is_migrated_keeping_its_rows(tmp_path
         conn.execute("INSERT INTO messages VALUES ('th', ?, 1, ?, 'x')", (seq, f'{{"content": "{text}"}}'))
     conn.commit()
     conn.close()
-    from tether.store.threads import SqlThreadStore
+    from tether.store.threads_sql import SqlThreadStore
 
     db = Database(f"sqlite:///{path}", installation=TEST_INSTALLATION)
     threads = SqlThreadStore(db)

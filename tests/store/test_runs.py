@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tether.store.database import Database
-from tether.store.runs import SqlRunStore, TaskState
+from tether.store.runs import TaskState
+from tether.store.runs_sql import SqlRunStore
 
 
 def _plan(n: int) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from tether.events import TurnStarted
 from tether.store.database import Database
 from tether.store.events import EventLog
-from tether.store.threads import SqlThreadStore, StepRecord
+from tether.store.threads import StepRecord
+from tether.store.threads_sql import SqlThreadStore
 
 ME = (os.getpid(), 0.0)
 

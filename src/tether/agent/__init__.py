@@ -1,8 +1,11 @@
 """The agent: a conversation session where a model chooses, and the executor acts.
 
-Owns the tool surface a caller sees (surface.py), the controlled loop (session.py), the bookkeeping of
-one turn (turn.py), the recovery of a turn whose process died (recovery.py), dialogue memory and
-compression (memory.py), reading a person's yes or no (replies.py) and the system prompts (prompts/).
+Owns the tool surface a caller sees (surface.py), the controlled loop (session.py), a tool call run and
+recorded as one step (calls.py), the model's steps and the budget review (decisions.py), what the model
+reads (context.py), tether's own words in a turn (texts.py), the bookkeeping of one turn (turn.py), how
+steps run, directly or durably (steps.py), the recovery of a turn whose process died (recovery.py),
+dialogue memory and compression (memory.py), the files a person ticks (outputs.py), reading a person's
+yes or no (replies.py) and the system prompts (prompts/).
 May import models, execution, tasks, store, config, runtime, events, resilience and errors; never
 interfaces (tests/test_public_api.py checks the picture).
 """

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tether.agent.calls import ToolCalls
 from tether.events import ToolFinished
 from tether.execution.executor import execution_id_for
 from tether.models.base import ToolOutcome
@@ -25,30 +26,27 @@ from tether.store.threads import StepRecord, ThreadState
 from tether.tasks.result import TaskStatus
 from tether.tasks.spec import Danger
 
-if TYPE_CHECKING:
-    from tether.agent.session import ConversationSession
-
 INTERRUPTED = "interrupted"
 RECOVERED = "recovered"
 
 
-async def recover_interrupted(session: ConversationSession, state: ThreadState) -> None:
+async def recover_interrupted(calls: ToolCalls, state: ThreadState) -> None:
     """Settle every interrupted turn of ``state``'s thread (the caller holds the thread's turn)."""
-    interrupted = await asyncio.to_thread(session.threads.turns_with_status, state.thread_id, INTERRUPTED)
+    interrupted = await asyncio.to_thread(calls.threads.turns_with_status, state.thread_id, INTERRUPTED)
     for record in interrupted:
-        await _recover(session, state.thread_id, record.turn)
+        await _recover(calls, state.thread_id, record.turn)
 
 
-async def _recover(session: ConversationSession, thread_id: str, turn: int) -> None:
-    threads = session.threads
+async def _recover(calls: ToolCalls, thread_id: str, turn: int) -> None:
+    threads = calls.threads
     steps = await asyncio.to_thread(threads.steps, thread_id, turn)
     answered = {s.call_id for s in steps if s.call_id and s.status == "finished"}
     next_index = max((s.index for s in steps), default=-1) + 1
     settled: list[str] = []
     for step in steps:
         if step.kind == "tool" and step.status == "started":
-            payload = await _outcome(session, thread_id, turn, step)
-            await asyncio.to_thread(_finish, session, step, payload, step.index)
+            payload = await _outcome(calls, thread_id, turn, step)
+            await asyncio.to_thread(_finish, calls, step, payload, step.index)
             settled.append(f"{step.tool}: {payload['status']}")
             if step.call_id:
                 answered.add(step.call_id)
@@ -64,7 +62,7 @@ async def _recover(session: ConversationSession, thread_id: str, turn: int) -> N
                 thread_id=thread_id, turn=turn, index=next_index, kind="tool", tool=str(call.get("name")),
                 args=call.get("arguments") or {}, call_id=call["id"],
             )  # fmt: skip
-            await asyncio.to_thread(_finish, session, ghost, payload, next_index, str(call.get("name")))
+            await asyncio.to_thread(_finish, calls, ghost, payload, next_index, str(call.get("name")))
             answered.add(call["id"])
             next_index += 1
     summary = "; ".join(settled) or "nothing was running"
@@ -72,10 +70,8 @@ async def _recover(session: ConversationSession, thread_id: str, turn: int) -> N
     await asyncio.to_thread(threads.end_turn, thread_id, turn, RECOVERED, final)
 
 
-async def _outcome(
-    session: ConversationSession, thread_id: str, turn: int, step: StepRecord
-) -> dict[str, Any]:
-    executor = session.executor
+async def _outcome(calls: ToolCalls, thread_id: str, turn: int, step: StepRecord) -> dict[str, Any]:
+    executor = calls.executor
     if step.execution_id is None:
         return {"status": ToolOutcome.SKIPPED.value, "message": "not run: the turn was interrupted first"}
     record = await asyncio.to_thread(executor.store.get, step.execution_id)
@@ -102,13 +98,13 @@ async def _outcome(
     if not (record.terminal and record.status is TaskStatus.FAILED and record.data.get("interrupted")):
         described = await asyncio.to_thread(executor.jobs.describe, record)
         return described.model_dump(mode="json")  # adopted, or live and going on
-    spec = executor.registry.get(record.task_id, session.caller)
+    spec = executor.registry.get(record.task_id, calls.caller)
     if spec is not None and spec.idempotent and spec.danger is Danger.SAFE:
         again = await executor.execute(
             record.task_id,
             record.params,
-            caller=session.caller,
-            origin=session.origin(thread_id),
+            caller=calls.caller,
+            origin=calls.origin(thread_id),
             step_id=step.step_id,
             execution_id=execution_id_for(thread_id, str(turn), str(step.index), "again"),
         )
@@ -126,13 +122,13 @@ async def _outcome(
 
 
 def _finish(
-    session: ConversationSession,
+    calls: ToolCalls,
     step: StepRecord,
     payload: dict[str, Any],
     index: int,
     name: str | None = None,
 ) -> None:
-    tool_name = name or session.surface.tool_name(step.tool or "")
+    tool_name = name or calls.surface.tool_name(step.tool or "")
     message = {
         "role": "tool",
         "tool_call_id": step.call_id or f"recovered_{index}",
@@ -148,4 +144,4 @@ def _finish(
         topic=f"thread:{step.thread_id}", thread_id=step.thread_id, turn=step.turn, index=index,
         tool=step.tool or "", args=step.args or {}, result=payload,
     )  # fmt: skip
-    session.threads.record_step(finished, event, message)
+    calls.threads.record_step(finished, event, message)

@@ -2,12 +2,12 @@
 
 A turn has three kinds of step whose outcome must not change when the turn is replayed: ``open`` (the
 turn's number and the call the person answered), ``model`` (one model response) and ``tool`` (one tool
-execution or control call). ``ConversationSession`` hands each one to its ``Steps`` as a coroutine
-function returning a JSON-ready dict. ``direct`` just runs it; the supervisor's durable steps
-(``supervisor/turns.py``) make each a DBOS step, so a turn interrupted by a crash is replayed from the
-record: finished steps return what they returned, and the turn goes on from the first that did not
-finish. Everything a turn writes between steps is keyed by (thread, turn, index), so a replay writes
-nothing twice.
+execution or control call). ``ConversationSession`` hands each one to its ``Steps`` (through
+``perform``) as a coroutine function returning a JSON-ready dict. ``direct`` just runs it; the
+supervisor's durable steps (``supervisor/turns.py``) make each a DBOS step, so a turn interrupted by a
+crash is replayed from the record: finished steps return what they returned, and the turn goes on from
+the first that did not finish. Everything a turn writes between steps is keyed by (thread, turn,
+index), so a replay writes nothing twice.
 
 A step may answer ``{"halt": reason}`` instead of running: the turn stops there (its deadline passed,
 or another process recovered the turn meanwhile); a replay that finds its turn already ended answers with
@@ -55,3 +55,16 @@ class TurnHalted(Exception):
         self.taken_over = taken_over  # another process owns the turn now: leave its record alone
         self.ended = ended  # the turn had ended before this replay reached it: its record is the answer
         self.number = number
+
+
+async def perform(steps: Steps, kind: str, work: StepWork) -> dict[str, Any]:
+    """Run ``work`` as one step of ``kind``; a step that answers ``halt`` raises ``TurnHalted``."""
+    out = await steps(kind, work)
+    if "halt" in out:
+        raise TurnHalted(
+            str(out["halt"]),
+            taken_over=bool(out.get("taken_over")),
+            ended=bool(out.get("ended")),
+            number=out.get("number"),
+        )
+    return out

@@ -44,7 +44,7 @@ def list_artifacts(
 
     def body() -> int:
         from tether.runtime import Runtime
-        from tether.store.artifacts import sweep
+        from tether.store.artifact_files import sweep
 
         with Runtime.open(state.home) as runtime:
             sweep(runtime.home, runtime.artifacts, runtime.jobs)
@@ -81,7 +81,7 @@ def get_artifact(
     def body() -> int:
         from tether.errors import ConfigError
         from tether.runtime import Runtime
-        from tether.store.artifacts import file_of
+        from tether.store.artifact_files import file_of
 
         with Runtime.open(state.home) as runtime:
             artifact = runtime.artifacts.get(artifact_id)

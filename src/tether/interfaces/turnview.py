@@ -21,6 +21,7 @@ _thinking_said: dict[tuple[str, int, int], int] = {}
 def render_event(event: Event) -> None:
     """The live view of a turn: one line per step."""
     from tether.events import BudgetReviewed, ModelDecided, ModelThinking, ToolFinished
+
     if isinstance(event, ModelThinking):
         key = (event.thread_id, event.turn, event.index)
         said = _thinking_said.get(key, 0)

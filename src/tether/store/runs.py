@@ -12,6 +12,8 @@ answered once, so the continuation it enqueues is enqueued once.
 A run and each attempt record the installation (tether home) and host that run them. Several homes may
 share the database: each lists every run, but only its own executors drive, continue and prune its runs
 (``active`` and ``delete_ended`` are this installation's).
+
+This module owns the records and the ``RunStore`` interface; ``store/runs_sql.py`` is its SQL.
 """
 
 from __future__ import annotations
@@ -19,32 +21,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any, Protocol
-
-from sqlalchemy import bindparam, case, delete, func, insert, select, update
-
-from tether.errors import StoreError
-from tether.events import RunChanged, RunTaskChanged
-from tether.store import schema
-from tether.store.database import Database
-from tether.store.events import append_event
-from tether.store.jobs import now
-
-R = schema.runs
-RT = schema.run_tasks
-RA = schema.run_attempts
-W = schema.resource_waits
 
 RUN_STATUSES = ("running", "waiting_for_human", "completed", "failed", "cancelled")
 RUN_TERMINAL = frozenset({"completed", "failed", "cancelled"})
 # A task: pending → running → completed | failed | skipped | rejected | waiting_for_human (→ running …)
 TASK_DONE = frozenset({"completed", "skipped"})
 TASK_ENDED = frozenset({"completed", "skipped", "failed", "rejected", "cancelled"})
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +43,23 @@ class AttemptRecord:
     duration_seconds: float
     installation: str | None = None  # the home whose executor ran it
     host: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Any) -> AttemptRecord:
+        m = row._mapping
+        return cls(
+            task_id=m["task_id"],
+            attempt=int(m["attempt"]),
+            execution_id=m["execution_id"],
+            status=m["status"],
+            message=m["message"],
+            how=json.loads(m["how"]),
+            started_at=m["started_at"],
+            ended_at=m["ended_at"],
+            duration_seconds=float(m["duration_seconds"]),
+            installation=m["installation"],
+            host=m["host"],
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +77,25 @@ class TaskState:
     started_at: str | None
     ended_at: str | None
     updated_at: str
+
+    @classmethod
+    def from_row(cls, row: Any) -> TaskState:
+        m = row._mapping
+        return cls(
+            task_id=m["task_id"],
+            position=int(m["position"]),
+            status=m["status"],
+            attempts=int(m["attempts"]),
+            iterations=int(m["iterations"]),
+            message=m["message"],
+            diagnostics=json.loads(m["diagnostics"]),
+            outputs=json.loads(m["outputs"]),
+            review=None if m["review"] is None else json.loads(m["review"]),
+            overrides=json.loads(m["overrides"]),
+            started_at=m["started_at"],
+            ended_at=m["ended_at"],
+            updated_at=m["updated_at"],
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -113,6 +132,30 @@ class RunRecord:
     installation: str | None = None  # the home whose executors run it
     host: str | None = None
 
+    @classmethod
+    def from_row(
+        cls, row: Any, tasks: tuple[TaskState, ...] = (), attempts: tuple[AttemptRecord, ...] = ()
+    ) -> RunRecord:
+        m = row._mapping
+        return cls(
+            run_id=m["run_id"],
+            goal=m["goal"],
+            status=m["status"],
+            plan=json.loads(m["plan"]) if "plan" in m else {},
+            caller=m["caller"],
+            segment=int(m["segment"]),
+            message=m["message"],
+            created_at=m["created_at"],
+            updated_at=m["updated_at"],
+            ended_at=m["ended_at"],
+            tasks=tasks,
+            attempts=attempts,
+            plan_version=int(m["plan_version"]),
+            rev=int(m["rev"]),
+            installation=m["installation"],
+            host=m["host"],
+        )
+
     @property
     def terminal(self) -> bool:
         return self.status in RUN_TERMINAL
@@ -143,599 +186,3 @@ class RunStore(Protocol):
     def done_waiting(self, run_id: str, task_id: str | None = None) -> None: ...
     def first_waiters(self, resources: Sequence[str]) -> dict[str, tuple[str, str]]: ...
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]: ...
-
-
-def _task_row(values: dict[str, Any], at: str) -> dict[str, Any]:
-    """A task's fields as columns: JSON fields encoded, ``ended_at`` set when the status ends it."""
-    row: dict[str, Any] = {"updated_at": at}
-    for key, value in values.items():
-        if key in ("diagnostics", "outputs", "overrides"):
-            row[key] = _dumps(value)
-        elif key == "review":
-            row[key] = None if value is None else _dumps(value)
-        else:
-            row[key] = value
-    if values.get("status") in TASK_ENDED:
-        row["ended_at"] = at
-    return row
-
-
-def _run(row: Any, tasks: tuple[TaskState, ...] = (), attempts: tuple[AttemptRecord, ...] = ()) -> RunRecord:
-    m = row._mapping
-    return RunRecord(
-        run_id=m["run_id"],
-        goal=m["goal"],
-        status=m["status"],
-        plan=json.loads(m["plan"]) if "plan" in m else {},
-        caller=m["caller"],
-        segment=int(m["segment"]),
-        message=m["message"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        ended_at=m["ended_at"],
-        tasks=tasks,
-        attempts=attempts,
-        plan_version=int(m["plan_version"]),
-        rev=int(m["rev"]),
-        installation=m["installation"],
-        host=m["host"],
-    )
-
-
-def _task(row: Any) -> TaskState:
-    m = row._mapping
-    return TaskState(
-        task_id=m["task_id"],
-        position=int(m["position"]),
-        status=m["status"],
-        attempts=int(m["attempts"]),
-        iterations=int(m["iterations"]),
-        message=m["message"],
-        diagnostics=json.loads(m["diagnostics"]),
-        outputs=json.loads(m["outputs"]),
-        review=None if m["review"] is None else json.loads(m["review"]),
-        overrides=json.loads(m["overrides"]),
-        started_at=m["started_at"],
-        ended_at=m["ended_at"],
-        updated_at=m["updated_at"],
-    )
-
-
-def _attempt(row: Any) -> AttemptRecord:
-    m = row._mapping
-    return AttemptRecord(
-        task_id=m["task_id"],
-        attempt=int(m["attempt"]),
-        execution_id=m["execution_id"],
-        status=m["status"],
-        message=m["message"],
-        how=json.loads(m["how"]),
-        started_at=m["started_at"],
-        ended_at=m["ended_at"],
-        duration_seconds=float(m["duration_seconds"]),
-        installation=m["installation"],
-        host=m["host"],
-    )
-
-
-_RUN = select(R).where(R.c.run_id == bindparam("rid"))
-_HEAD = select(*(c for c in R.c if c.name != "plan")).where(R.c.run_id == bindparam("rid"))
-_PLAN = select(R.c.plan, R.c.plan_version).where(R.c.run_id == bindparam("rid"))
-_TASKS = select(RT).where(RT.c.run_id == bindparam("rid")).order_by(RT.c.position)
-_BUMP = update(R).where(R.c.run_id == bindparam("rid")).values(rev=R.c.rev + 1).returning(R.c.rev)
-_CHANGED = select(RT).where(RT.c.run_id == bindparam("rid"), RT.c.rev > bindparam("since"))
-# The engine's hot statements are built once: building a statement per call (and its cache key) was
-# most of the cost of a write.
-_RID, _TID = bindparam("rid"), bindparam("tid")
-_TASKS_IN = (
-    select(RT)
-    .where(RT.c.run_id == _RID, RT.c.task_id.in_(bindparam("tids", expanding=True)))
-    .order_by(RT.c.position)
-)
-_ATTEMPTS_OF = select(RA).where(RA.c.run_id == _RID, RA.c.task_id == _TID).order_by(RA.c.attempt)
-_FAILED_ATTEMPTS = select(RA).where(
-    RA.c.run_id == _RID, RA.c.status.in_(("failed", "stopped", "unknown", "rejected", "not_found"))
-)
-_ATTEMPT_AT = select(RA.c.attempt).where(
-    RA.c.run_id == _RID, RA.c.task_id == _TID, RA.c.attempt == bindparam("n")
-)
-_START_TASK = (
-    update(RT)
-    .where(RT.c.run_id == _RID, RT.c.task_id == _TID)
-    .values(
-        status="running", attempts=bindparam("n"), started_at=bindparam("at"), updated_at=bindparam("at"),
-        message="", rev=bindparam("rev"),
-    )
-)  # fmt: skip
-_END_ATTEMPT = (
-    update(RA)
-    .where(RA.c.run_id == _RID, RA.c.task_id == _TID, RA.c.attempt == bindparam("n"))
-    .values(
-        status=bindparam("v_status"), message=bindparam("v_message"), ended_at=bindparam("at"),
-        duration_seconds=bindparam("v_duration"),
-    )
-)  # fmt: skip
-
-
-@cache
-def _set_task(columns: tuple[str, ...], only_running: bool) -> Any:
-    """``UPDATE run_tasks SET <columns>`` for one task (``v_<column>`` parameters), built once per set."""
-    where = [RT.c.run_id == _RID, RT.c.task_id == _TID]
-    if only_running:
-        where.append(RT.c.status == "running")
-    return update(RT).where(*where).values({c: bindparam(f"v_{c}") for c in columns})
-
-
-def _task_params(run_id: str, task_id: str, row: dict[str, Any]) -> dict[str, Any]:
-    return {"rid": run_id, "tid": task_id, **{f"v_{k}": v for k, v in row.items()}}
-
-
-_ATTEMPTS = select(RA).where(RA.c.run_id == bindparam("rid")).order_by(RA.c.started_at, RA.c.attempt)
-
-
-def _bump(conn: Any, run_id: str) -> int:
-    """The run's next revision, for the tasks this write transaction changes (writers serialize on the
-    run's row, so revisions commit in order and a reader at revision r has seen every change up to r)."""
-    return int(conn.execute(_BUMP, {"rid": run_id}).scalar() or 0)
-
-
-class SqlRunStore:
-    """Runs in the home's database (SQLite or PostgreSQL)."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self.installation = db.installation
-
-    # -- reading --------------------------------------------------------------------------------
-
-    def get(self, run_id: str) -> RunRecord | None:
-        with self.db.read() as conn:
-            row = conn.execute(_RUN, {"rid": run_id}).first()
-            if row is None:
-                return None
-            tasks = tuple(_task(r) for r in conn.execute(_TASKS, {"rid": run_id}))
-            attempts = tuple(_attempt(r) for r in conn.execute(_ATTEMPTS, {"rid": run_id}))
-        return _run(row, tasks, attempts)
-
-    def view(
-        self,
-        run_id: str,
-        *,
-        task_ids: list[str] | None = None,
-        attempts_of: str | None = None,
-        failed_attempts: bool = False,
-    ) -> RunRecord | None:
-        """A narrow read for the engine: the run without its plan, the tasks ``task_ids`` (all when
-        None), the attempts of task ``attempts_of`` and, with ``failed_attempts``, every failed one."""
-        with self.db.read() as conn:
-            row = conn.execute(_HEAD, {"rid": run_id}).first()
-            if row is None:
-                return None
-            if task_ids is None:
-                rows = conn.execute(_TASKS, {"rid": run_id})
-            else:
-                rows = conn.execute(_TASKS_IN, {"rid": run_id, "tids": list(task_ids)}) if task_ids else ()
-            tasks = tuple(_task(r) for r in rows)
-            attempts: list[AttemptRecord] = []
-            if attempts_of is not None:
-                attempts += [
-                    _attempt(r) for r in conn.execute(_ATTEMPTS_OF, {"rid": run_id, "tid": attempts_of})
-                ]
-            if failed_attempts:
-                rows = conn.execute(_FAILED_ATTEMPTS, {"rid": run_id})
-                attempts += [_attempt(r) for r in rows if r._mapping["task_id"] != attempts_of]
-        return _run(row, tasks, tuple(attempts))
-
-    def changes(self, run_id: str, since: int) -> tuple[RunRecord, list[TaskState]] | None:
-        """The run's head (no plan, no tasks) and the tasks changed after revision ``since`` (every task
-        for -1): a reader that keeps what it saw reads only what moved since (the engine's decisions)."""
-        with self.db.read() as conn:
-            row = conn.execute(_HEAD, {"rid": run_id}).first()
-            if row is None:
-                return None
-            head = _run(row)
-            if head.rev <= since:
-                return head, []
-            changed = [_task(r) for r in conn.execute(_CHANGED, {"rid": run_id, "since": since})]
-        return head, changed
-
-    def plan(self, run_id: str) -> tuple[dict[str, Any], int]:
-        """A run's plan and its version."""
-        with self.db.read() as conn:
-            row = conn.execute(_PLAN, {"rid": run_id}).first()
-        if row is None:
-            raise StoreError(f"no run {run_id!r}")
-        return json.loads(row[0]), int(row[1])
-
-    def list(self, *, limit: int = 50, status: str | None = None) -> list[RunRecord]:
-        query = select(R).order_by(R.c.created_at.desc(), R.c.run_id.desc()).limit(limit)
-        if status is not None:
-            query = query.where(R.c.status == status)
-        with self.db.read() as conn:
-            return [_run(row) for row in conn.execute(query)]
-
-    def task_counts(self, run_ids: list[str]) -> dict[str, tuple[int, int]]:
-        """(tasks, tasks ended) of each of ``run_ids`` (a run with no task yet is left out)."""
-        if not run_ids:
-            return {}
-        ended = func.sum(case((RT.c.status.in_(sorted(TASK_ENDED)), 1), else_=0))
-        query = select(RT.c.run_id, func.count(), ended).where(RT.c.run_id.in_(run_ids)).group_by(RT.c.run_id)
-        with self.db.read() as conn:
-            return {row[0]: (int(row[1]), int(row[2] or 0)) for row in conn.execute(query)}
-
-    def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]:
-        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        query = select(R.c.run_id).where(R.c.run_id.like(pattern, escape="\\")).limit(limit)
-        with self.db.read() as conn:
-            return [row[0] for row in conn.execute(query)]
-
-    # -- waiting for a resource ---------------------------------------------------------------------
-
-    def wait_for(self, resources: Sequence[str], run_id: str, task_id: str, since: float) -> None:
-        """``task_id`` of ``run_id`` waits for ``resources`` since ``since`` (kept if already waiting)."""
-        with self.db.write() as conn:
-            for resource in resources:
-                known = select(W.c.since).where(
-                    W.c.resource == resource, W.c.run_id == run_id, W.c.task_id == task_id
-                )
-                if conn.execute(known).first() is None:
-                    conn.execute(
-                        insert(W),
-                        {"resource": resource, "run_id": run_id, "task_id": task_id, "since": since,
-                         "installation": self.installation.id},
-                    )  # fmt: skip
-
-    def done_waiting(self, run_id: str, task_id: str | None = None) -> None:
-        """A task (or every task of a run) waits no more: it ran, gave up, or its run ended."""
-        query = delete(W).where(W.c.run_id == run_id)
-        if task_id is not None:
-            query = query.where(W.c.task_id == task_id)
-        with self.db.write() as conn:
-            conn.execute(query)
-
-    def first_waiters(self, resources: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """For each of ``resources``, the task of this installation's running runs that has waited for it
-        longest: ``(run_id, task_id)``. A waiter whose run is no longer running, or whose task is no longer
-        pending (it ran: an executor that died between the move and leaving the queue left it there),
-        does not count."""
-        if not resources:
-            return {}
-        query = (
-            select(W.c.resource, W.c.run_id, W.c.task_id, W.c.since)
-            .join(R, R.c.run_id == W.c.run_id)
-            .join(RT, (RT.c.run_id == W.c.run_id) & (RT.c.task_id == W.c.task_id))
-            .where(
-                W.c.installation == self.installation.id,
-                W.c.resource.in_(list(resources)),
-                R.c.status == "running",
-                RT.c.status == "pending",
-            )
-            .order_by(W.c.since, W.c.run_id, W.c.task_id)
-        )
-        found: dict[str, tuple[str, str]] = {}
-        with self.db.read() as conn:
-            for row in conn.execute(query):
-                found.setdefault(row.resource, (row.run_id, row.task_id))
-        return found
-
-    def active(self) -> list[RunRecord]:
-        """This installation's runs that are not over (running, or paused for a person)."""
-        query = select(R).where(
-            R.c.status.in_(("running", "waiting_for_human")), R.c.installation == self.installation.id
-        )
-        with self.db.read() as conn:
-            return [_run(row) for row in conn.execute(query)]
-
-    # -- writing --------------------------------------------------------------------------------
-
-    def create(self, run_id: str, *, goal: str, plan: dict[str, Any], caller: str) -> RunRecord:
-        at = now()
-        with self.db.write() as conn:
-            if conn.execute(_RUN, {"rid": run_id}).first() is not None:
-                raise StoreError(f"a run {run_id!r} exists already")
-            conn.execute(
-                insert(R),
-                {
-                    "run_id": run_id, "goal": goal, "status": "running", "plan": _dumps(plan),
-                    "caller": caller, "segment": 0, "plan_version": 0, "message": "", "created_at": at,
-                    "updated_at": at, **self.installation.values(),
-                },
-            )  # fmt: skip
-            rows = [
-                {
-                    "run_id": run_id, "task_id": task["id"], "position": position, "status": "pending",
-                    "attempts": 0, "iterations": 0, "message": "", "diagnostics": "{}", "outputs": "{}",
-                    "overrides": "{}", "updated_at": at,
-                }
-                for position, task in enumerate(plan["tasks"])
-            ]  # fmt: skip
-            if rows:
-                conn.execute(insert(RT), rows)  # one statement for every task
-            append_event(conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status="running"))
-        tasks = tuple(
-            TaskState(
-                task_id=r["task_id"], position=r["position"], status="pending", attempts=0, iterations=0,
-                message="", diagnostics={}, outputs={}, review=None, overrides={}, started_at=None,
-                ended_at=None, updated_at=at,
-            )
-            for r in rows
-        )  # fmt: skip
-        return RunRecord(
-            run_id=run_id, goal=goal, status="running", plan=plan, caller=caller, segment=0, message="",
-            created_at=at, updated_at=at, ended_at=None, tasks=tasks, installation=self.installation.id,
-            host=self.installation.host,
-        )  # fmt: skip
-
-    def add_tasks(
-        self,
-        run_id: str,
-        plan: dict[str, Any],
-        new_ids: list[str],
-        *,
-        why: str = "proposed by an earlier task",
-    ) -> None:
-        """Tasks that join the run's plan (already validated against the whole plan): follow-ups an
-        executor proposed, or a goal's milestones once its planner has answered."""
-        at = now()
-        with self.db.write() as conn:
-            known = {r[0] for r in conn.execute(select(RT.c.task_id).where(RT.c.run_id == run_id))}
-            rev = _bump(conn, run_id)
-            conn.execute(
-                update(R)
-                .where(R.c.run_id == run_id)
-                .values(plan=_dumps(plan), plan_version=R.c.plan_version + 1, updated_at=at)
-            )
-            for position, task in enumerate(plan["tasks"]):
-                if task["id"] in new_ids and task["id"] not in known:
-                    conn.execute(
-                        insert(RT),
-                        {
-                            "run_id": run_id, "task_id": task["id"], "position": position,
-                            "status": "pending", "attempts": 0, "iterations": 0, "message": why[:200],
-                            "diagnostics": "{}", "outputs": "{}", "overrides": "{}", "updated_at": at,
-                            "rev": rev,
-                        },
-                    )  # fmt: skip
-                    append_event(
-                        conn,
-                        RunTaskChanged(
-                            topic=f"run:{run_id}", run_id=run_id, task_id=task["id"], status="pending",
-                            message=why,
-                        ),
-                    )  # fmt: skip
-
-    def set_status(
-        self, run_id: str, status: str, message: str = "", *, only_from: tuple[str, ...] | None = None
-    ) -> bool:
-        """Move the run to ``status`` unless it is over (or not in ``only_from``); True if it moved."""
-        if status not in RUN_STATUSES:
-            raise ValueError(f"unknown run status {status!r}")
-        at = now()
-        allowed = only_from or ("running", "waiting_for_human")
-        with self.db.write() as conn:
-            values: dict[str, Any] = {"status": status, "message": message, "updated_at": at}
-            if status in RUN_TERMINAL:
-                values["ended_at"] = at
-            moved = conn.execute(
-                update(R).where(R.c.run_id == run_id, R.c.status.in_(allowed)).values(**values)
-            ).rowcount
-            if moved:
-                append_event(
-                    conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status=status, message=message)
-                )
-        return bool(moved)
-
-    def next_segment(self, run_id: str, *, expect: int) -> int | None:
-        """Hand the run to its next workflow segment (compare-and-set on ``expect``); the new number, or
-        None when another process did it first."""
-        with self.db.write() as conn:
-            moved = conn.execute(
-                update(R)
-                .where(R.c.run_id == run_id, R.c.segment == expect)
-                .values(segment=expect + 1, updated_at=now())
-            ).rowcount
-        return expect + 1 if moved else None
-
-    def update_task(self, run_id: str, task_id: str, *, event: bool = True, **values: Any) -> None:
-        """Set a task's fields (``status``, ``message``, ``diagnostics``, ``outputs``, ``review``,
-        ``overrides``, ``iterations``); JSON fields are encoded here."""
-        row = _task_row(values, now())
-        with self.db.write() as conn:
-            row["rev"] = _bump(conn, run_id)
-            conn.execute(_set_task(tuple(row), False), _task_params(run_id, task_id, row))
-            if event and "status" in values:
-                append_event(
-                    conn,
-                    RunTaskChanged(
-                        topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status=values["status"],
-                        message=str(values.get("message", "")),
-                    ),
-                )  # fmt: skip
-
-    def begin_attempt(
-        self, run_id: str, task_id: str, attempt: int, execution_id: str, how: dict[str, Any]
-    ) -> None:
-        """Record attempt ``attempt`` as started (a repeat after a crash is a no-op)."""
-        self.begin_attempts(run_id, [(task_id, attempt, execution_id, how)])
-
-    def begin_attempts(self, run_id: str, wave: list[tuple[str, int, str, dict[str, Any]]]) -> None:
-        """Record a wave of attempts (task, attempt, execution id, how) as started, in one transaction;
-        an attempt on record already is left as it is (a decision replayed after a crash)."""
-        if not wave:
-            return
-        at = now()
-        with self.db.write() as conn:
-            rev: int | None = None
-            for task_id, attempt, execution_id, how in wave:
-                if conn.execute(_ATTEMPT_AT, {"rid": run_id, "tid": task_id, "n": attempt}).first():
-                    continue
-                rev = _bump(conn, run_id) if rev is None else rev
-                conn.execute(
-                    insert(RA),
-                    {
-                        "run_id": run_id, "task_id": task_id, "attempt": attempt,
-                        "execution_id": execution_id, "status": "running", "message": "", "how": _dumps(how),
-                        "started_at": at, "duration_seconds": 0.0, **self.installation.values(),
-                    },
-                )  # fmt: skip
-                conn.execute(_START_TASK, {"rid": run_id, "tid": task_id, "n": attempt, "at": at, "rev": rev})
-                append_event(
-                    conn,
-                    RunTaskChanged(
-                        topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status="running",
-                        attempt=attempt, execution_id=execution_id,
-                    ),
-                )  # fmt: skip
-
-    def settle(
-        self,
-        run_id: str,
-        task_id: str,
-        attempt: int,
-        *,
-        outcome: str,
-        message: str,
-        duration_s: float,
-        task: dict[str, Any],
-    ) -> bool:
-        """End attempt ``attempt`` and move its task as ``task`` says (``status``, ``message``, JSON
-        fields …), in one transaction. The task moves only while it is still ``running`` (a run cancelled
-        meanwhile keeps its ``cancelled``); True if it moved."""
-        at = now()
-        row = _task_row(task, at)
-        with self.db.write() as conn:
-            row["rev"] = _bump(conn, run_id)
-            conn.execute(
-                _END_ATTEMPT,
-                {"rid": run_id, "tid": task_id, "n": attempt, "v_status": outcome, "v_message": message,
-                 "at": at, "v_duration": duration_s},
-            )  # fmt: skip
-            moved = conn.execute(_set_task(tuple(row), True), _task_params(run_id, task_id, row)).rowcount
-            if moved:
-                append_event(
-                    conn,
-                    RunTaskChanged(
-                        topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status=str(task["status"]),
-                        attempt=attempt, message=str(task.get("message", ""))[:2000],
-                    ),
-                )  # fmt: skip
-        return bool(moved)
-
-    def answer(
-        self,
-        run_id: str,
-        task_id: str,
-        answer: dict[str, Any],
-        *,
-        status: str,
-        overrides: dict[str, Any] | None = None,
-    ) -> str | None:
-        """Record the person's answer to the review ``task_id`` waits on and move the task to ``status``
-        — once: compare-and-set on a pending review of a run that waits. The run's status afterwards
-        (``running`` when nothing else waits), or None if there was nothing to answer."""
-        with self.db.write() as conn:
-            row = conn.execute(
-                select(RT.c.review, RT.c.status).where(RT.c.run_id == run_id, RT.c.task_id == task_id)
-            ).first()
-            run = conn.execute(_RUN, {"rid": run_id}).first()
-            if row is None or row[0] is None or run is None or row[1] != "waiting_for_human":
-                return None
-            review = json.loads(row[0])
-            if review.get("answer") is not None:
-                return None
-            review.update(answer)
-            at = now()
-            # The task's message says what the person did (it said "waits for a person's approval").
-            said = f"{answer.get('answer')}ed by {answer.get('by', 'a person')}".replace("eed ", "ed ")
-            if answer.get("reason"):
-                said += f": {str(answer['reason'])[:300]}"
-            values: dict[str, Any] = {
-                "review": _dumps(review), "status": status, "updated_at": at, "rev": _bump(conn, run_id),
-                "message": said,
-            }  # fmt: skip
-            if overrides is not None:
-                values["overrides"] = _dumps(overrides)
-            if status in TASK_ENDED:
-                values["ended_at"] = at
-            moved = conn.execute(
-                update(RT)
-                .where(RT.c.run_id == run_id, RT.c.task_id == task_id, RT.c.review == row[0])
-                .values(**values)
-            ).rowcount
-            if not moved:
-                return None
-            append_event(
-                conn,
-                RunTaskChanged(
-                    topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status=status,
-                    message=f"{answer.get('answer')} by {answer.get('by', 'a person')}",
-                ),
-            )  # fmt: skip
-            still_waiting = conn.execute(
-                select(RT.c.task_id).where(RT.c.run_id == run_id, RT.c.status == "waiting_for_human")
-            ).first()
-            run_status = run._mapping["status"]
-            if still_waiting is None and run_status == "waiting_for_human":
-                conn.execute(
-                    update(R).where(R.c.run_id == run_id).values(status="running", message="", updated_at=at)
-                )
-                append_event(conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status="running"))
-                run_status = "running"
-        return str(run_status)
-
-    def reopen(self, run_id: str) -> bool:
-        """A failed or cancelled run runs again: its failed, rejected and cancelled tasks (and those
-        skipped because of them) are pending once more, their retry chains reset."""
-        at = now()
-        with self.db.write() as conn:
-            moved = conn.execute(
-                update(R)
-                .where(R.c.run_id == run_id, R.c.status.in_(("failed", "cancelled")))
-                .values(status="running", message="resumed", ended_at=None, updated_at=at)
-            ).rowcount
-            if not moved:
-                return False
-            rev = _bump(conn, run_id)
-            for row in conn.execute(select(RT).where(RT.c.run_id == run_id)).fetchall():
-                state = _task(row)
-                again = state.status in (
-                    "failed",
-                    "rejected",
-                    "cancelled",
-                    "running",
-                    "waiting_for_human",
-                ) or (state.status == "skipped" and "did not succeed" in state.message)
-                if again:
-                    overrides = {k: v for k, v in state.overrides.items() if k not in ("stage", "not_before")}
-                    conn.execute(
-                        update(RT)
-                        .where(RT.c.run_id == run_id, RT.c.task_id == state.task_id)
-                        .values(status="pending", review=None, overrides=_dumps(overrides), ended_at=None,
-                                updated_at=at, message="resumed", rev=rev)
-                    )  # fmt: skip
-            append_event(
-                conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status="running", message="resumed")
-            )
-        return True
-
-    def delete_ended(self, before: str) -> list[tuple[str, int]]:
-        """Forget this installation's runs that ended before ``before`` (ISO time); (id, last segment) of
-        each, for pruning its DBOS log."""
-        mine = R.c.installation == self.installation.id
-        with self.db.write() as conn:
-            rows = [
-                (r[0], int(r[1]))
-                for r in conn.execute(
-                    select(R.c.run_id, R.c.segment).where(
-                        R.c.ended_at.is_not(None), R.c.ended_at < before, mine
-                    )
-                )
-            ]
-            ids = [run_id for run_id, _ in rows]
-            for chunk in range(0, len(ids), 500):
-                part = ids[chunk : chunk + 500]
-                conn.execute(delete(RA).where(RA.c.run_id.in_(part)))
-                conn.execute(delete(W).where(W.c.run_id.in_(part)))
-                conn.execute(delete(RT).where(RT.c.run_id.in_(part)))
-                conn.execute(delete(R).where(R.c.run_id.in_(part)))
-        return rows

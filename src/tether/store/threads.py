@@ -12,6 +12,9 @@
 - **Bounded reads.** A turn reads only the messages after the folded prefix (``from_seq``), so its cost
   does not grow with the length of the conversation.
 - Every step and turn boundary is appended to the event log in the same transaction.
+
+This module owns the records, the ``ThreadStore`` interface and the in-memory store (``memory =
+"ephemeral"``); ``store/threads_sql.py`` keeps threads in the database.
 """
 
 from __future__ import annotations
@@ -22,13 +25,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sqlalchemy import bindparam, delete, func, insert, select, text, update
-
 from tether.errors import ConfigError
 from tether.events import Event
-from tether.store import schema
-from tether.store.database import Database
-from tether.store.events import append_event
 
 OPEN_TURN = ("running", "interrupted")  # a turn that can still end (once)
 REPLAYED = -1  # record_step: the step is on record as given already
@@ -40,7 +38,7 @@ class ThreadDeleted(ConfigError):
     """A deleted thread's id: never given out again."""
 
 
-def _now() -> str:
+def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
@@ -61,7 +59,7 @@ class StepRecord:
     text: str = ""
     execution_id: str | None = None
     call_id: str | None = None  # the model's id of the tool call this step answers
-    created_at: str = field(default_factory=_now)
+    created_at: str = field(default_factory=now)
 
     @property
     def step_id(self) -> str:
@@ -92,8 +90,8 @@ class ThreadState:
     folded: int = 0  # messages with a lower seq are folded into the summary
     pending: dict[str, Any] | None = None  # a call waiting for the person's confirmation
     turns: int = 0
-    created_at: str = field(default_factory=_now)
-    updated_at: str = field(default_factory=_now)
+    created_at: str = field(default_factory=now)
+    updated_at: str = field(default_factory=now)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,14 +152,14 @@ class MemoryThreadStore:
         return None if found is None else replace(found)
 
     def save(self, state: ThreadState) -> None:
-        state.updated_at = _now()
+        state.updated_at = now()
         self._threads[state.thread_id] = replace(state)
 
     def begin_turn(self, thread_id: str, message: str, owner: tuple[int, float], alive: Alive) -> int | None:
         if thread_id in self._deleted:
             raise ThreadDeleted(f"thread {thread_id!r} was deleted; its id is not used again: pick another")
-        state = self._threads.setdefault(thread_id, ThreadState(thread_id=thread_id, title=_title(message)))
-        state.title = state.title or _title(message)
+        state = self._threads.setdefault(thread_id, ThreadState(thread_id=thread_id, title=title_of(message)))
+        state.title = state.title or title_of(message)
         if any(t.status == "running" for (tid, _), t in self._turns.items() if tid == thread_id):
             return None
         state.turns += 1
@@ -171,7 +169,7 @@ class MemoryThreadStore:
             status="running",
             message=message,
             final="",
-            started_at=_now(),
+            started_at=now(),
             ended_at=None,
         )
         return state.turns
@@ -182,7 +180,7 @@ class MemoryThreadStore:
         found = self._turns.get((thread_id, turn))
         if found is None or found.status not in OPEN_TURN:
             return False
-        self._turns[(thread_id, turn)] = replace(found, status=status, final=final, ended_at=_now())
+        self._turns[(thread_id, turn)] = replace(found, status=status, final=final, ended_at=now())
         return True
 
     def hold_turn(self, thread_id: str, turn: int, owner: tuple[int, float]) -> bool:
@@ -210,7 +208,7 @@ class MemoryThreadStore:
     ) -> int:
         steps = self._steps.setdefault(step.thread_id, {})
         known = steps.get(step.step_id)
-        if known is not None and not _news(_content(known), _content(step)):
+        if known is not None and not is_news(step_content(known), step_content(step)):
             return REPLAYED
         steps[step.step_id] = step
         if message is not None:
@@ -234,7 +232,7 @@ class MemoryThreadStore:
         found = self._threads.get(thread_id)
         if found is None:
             return False
-        found.title, found.updated_at = title, _now()
+        found.title, found.updated_at = title, now()
         return True
 
     def interrupt_orphans(
@@ -259,418 +257,24 @@ class MemoryThreadStore:
         return thread_id in self._deleted
 
 
-def _content(step: StepRecord) -> tuple[Any, ...]:
+def step_content(step: StepRecord) -> tuple[Any, ...]:
     return (
-        step.kind, step.status, step.tool, _json(step.args), _json(step.result), step.text,
+        step.kind, step.status, step.tool, json_or_none(step.args), json_or_none(step.result), step.text,
         step.execution_id, step.call_id,
     )  # fmt: skip
 
 
-def _news(known: tuple[Any, ...], given: tuple[Any, ...]) -> bool:
-    """Whether writing ``given`` over ``known`` (both ``_content``) changes the record: not when equal,
+def is_news(known: tuple[Any, ...], given: tuple[Any, ...]) -> bool:
+    """Whether writing ``given`` over ``known`` (both ``step_content``) changes the record: not when equal,
     and never back from an outcome to ``started`` (a replay passes through the start again)."""
     if known == given:
         return False
     return not (given[1] == "started" and known[1] != "started")
 
 
-def _title(message: str) -> str:
+def title_of(message: str) -> str:
     return " ".join(message.split())[:80]
 
 
-def _json(value: object) -> str | None:
+def json_or_none(value: object) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _loads(value: str | None) -> Any:
-    return None if value is None else json.loads(value)
-
-
-Th, Tu, M, S, D = schema.threads, schema.turns, schema.messages, schema.steps, schema.deleted_threads
-
-# Statements are built once: building and keying a SQLAlchemy construct costs far more than SQLite
-# takes to run it (a turn runs some twenty of them). Parameters are ``k_*`` in WHERE, ``v_*`` in SET.
-_K_THREAD, _K_TURN = bindparam("k_thread"), bindparam("k_turn")
-_LOAD = select(Th).where(Th.c.thread_id == _K_THREAD)
-_DELETED = select(D.c.thread_id).where(D.c.thread_id == _K_THREAD)
-_SAVE = (
-    update(Th)
-    .where(Th.c.thread_id == _K_THREAD)
-    .values(
-        title=bindparam("v_title"),
-        summary=bindparam("v_summary"),
-        folded=bindparam("v_folded"),
-        pending=bindparam("v_pending"),
-        turns=bindparam("v_turns"),
-        updated_at=bindparam("v_at"),
-    )
-)
-_CREATE_THREAD = text(
-    "INSERT INTO threads (thread_id, title, summary, folded, pending, turns, created_at, updated_at)"
-    " VALUES (:id, :title, '', 0, NULL, 0, :at, :at) ON CONFLICT (thread_id) DO NOTHING"
-)
-_NAME_UNTITLED = (
-    update(Th).where(Th.c.thread_id == _K_THREAD, Th.c.title == "").values(title=bindparam("v_title"))
-)
-_TURNS_OF = select(Th.c.turns).where(Th.c.thread_id == _K_THREAD)
-_TURNS_OF_LOCKED = _TURNS_OF.with_for_update()
-_RUNNING = select(Tu).where(Tu.c.thread_id == _K_THREAD, Tu.c.status == "running")
-_ONE_TURN = select(Tu).where(Tu.c.thread_id == _K_THREAD, Tu.c.turn == _K_TURN)
-_TURNS_WITH = (
-    select(Tu).where(Tu.c.thread_id == _K_THREAD, Tu.c.status == bindparam("k_status")).order_by(Tu.c.turn)
-)
-_INTERRUPT_TURN = (
-    update(Tu)
-    .where(Tu.c.thread_id == _K_THREAD, Tu.c.turn == _K_TURN)
-    .values(status="interrupted", ended_at=bindparam("v_at"))
-)
-_HOLD_TURN = (
-    update(Tu)
-    .where(
-        Tu.c.thread_id == _K_THREAD,
-        Tu.c.turn == _K_TURN,
-        Tu.c.status == "running",
-        Tu.c.installation == bindparam("k_installation"),
-    )
-    .values(owner_pid=bindparam("v_pid"), owner_create_time=bindparam("v_ct"))
-)
-_COUNT_TURN = (
-    update(Th)
-    .where(Th.c.thread_id == _K_THREAD)
-    .values(turns=bindparam("v_turns"), updated_at=bindparam("v_at"))
-)
-_END_TURN = (
-    update(Tu)
-    .where(Tu.c.thread_id == _K_THREAD, Tu.c.turn == _K_TURN, Tu.c.status.in_(OPEN_TURN))
-    .values(status=bindparam("v_status"), final=bindparam("v_final"), ended_at=bindparam("v_at"))
-)
-_MESSAGES = (
-    select(M.c.message).where(M.c.thread_id == _K_THREAD, M.c.seq >= bindparam("k_from")).order_by(M.c.seq)
-)
-_MESSAGE_AT = select(M.c.seq).where(
-    M.c.thread_id == _K_THREAD, M.c.turn == _K_TURN, M.c.idx == bindparam("k_idx")
-)
-_NEXT_SEQ = select(func.coalesce(func.max(M.c.seq) + 1, 0)).where(M.c.thread_id == _K_THREAD)
-_STEP_FIELDS = (
-    *("thread_id", "turn", "idx", "kind", "status", "tool", "args", "result", "text"),
-    *("execution_id", "call_id", "updated_at"),
-)
-_CONTENT_FIELDS = ("kind", "status", "tool", "args", "result", "text", "execution_id", "call_id")
-_STEP_CONTENT = select(*(S.c[f] for f in _CONTENT_FIELDS)).where(S.c.step_id == bindparam("k_step"))
-_UPDATE_STEP = (
-    update(S).where(S.c.step_id == bindparam("k_step")).values({f: bindparam(f"v_{f}") for f in _STEP_FIELDS})
-)
-_STEPS = select(S).where(S.c.thread_id == _K_THREAD).order_by(S.c.turn, S.c.idx)
-_STEPS_OF_TURN = select(S).where(S.c.thread_id == _K_THREAD, S.c.turn == _K_TURN).order_by(S.c.idx)
-_RECENT = select(Th).order_by(Th.c.updated_at.desc(), Th.c.thread_id.desc()).limit(bindparam("k_limit"))
-_RECENT_BEFORE = (
-    select(Th)
-    .where(
-        (Th.c.updated_at < bindparam("k_at"))
-        | ((Th.c.updated_at == bindparam("k_at")) & (Th.c.thread_id < _K_THREAD))
-    )
-    .order_by(Th.c.updated_at.desc(), Th.c.thread_id.desc())
-    .limit(bindparam("k_limit"))
-)
-_LAST_TURNS = (
-    select(Tu).where(Tu.c.thread_id == _K_THREAD).order_by(Tu.c.turn.desc()).limit(bindparam("k_limit"))
-)
-_ALL_RUNNING = select(Tu).where(Tu.c.status == "running", Tu.c.installation == bindparam("k_installation"))
-_RENAME = (
-    update(Th)
-    .where(Th.c.thread_id == _K_THREAD)
-    .values(title=bindparam("v_title"), updated_at=bindparam("v_at"))
-)
-
-
-class SqlThreadStore:
-    """Threads in the database (SQLite or PostgreSQL)."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self.installation = db.installation
-
-    def load(self, thread_id: str) -> ThreadState | None:
-        with self.db.read() as conn:
-            row = conn.execute(_LOAD, {"k_thread": thread_id}).first()
-        return None if row is None else _state(row)
-
-    def save(self, state: ThreadState) -> None:
-        state.updated_at = _now()
-        values = {
-            "title": state.title,
-            "summary": state.summary,
-            "folded": state.folded,
-            "pending": _json(state.pending),
-            "turns": state.turns,
-            "updated_at": state.updated_at,
-        }
-        with self.db.write() as conn:
-            done = conn.execute(
-                _SAVE,
-                {"k_thread": state.thread_id, "v_at": values["updated_at"],
-                 **{f"v_{k}": v for k, v in values.items() if k != "updated_at"}},
-            )  # fmt: skip
-            if not done.rowcount:
-                conn.execute(
-                    insert(Th), {"thread_id": state.thread_id, "created_at": state.created_at, **values}
-                )
-
-    def begin_turn(self, thread_id: str, message: str, owner: tuple[int, float], alive: Alive) -> int | None:
-        """The next turn's number, claimed for ``owner``; None while another live process is in a turn (a
-        process of another home counts as live: it is out of this home's sight)."""
-        stamp = _now()
-        with self.db.write() as conn:
-            if conn.execute(_DELETED, {"k_thread": thread_id}).first() is not None:
-                raise ThreadDeleted(
-                    f"thread {thread_id!r} was deleted; its id is not used again: pick another"
-                )
-            # Create the thread if it is new (a racer's insert is a no-op), then hold its row: on
-            # PostgreSQL a row lock, on SQLite the write lock of BEGIN IMMEDIATE.
-            conn.execute(_CREATE_THREAD, {"id": thread_id, "title": _title(message), "at": stamp})
-            # A thread made before its first message (the page's "new thread") is named by that message.
-            conn.execute(_NAME_UNTITLED, {"k_thread": thread_id, "v_title": _title(message)})
-            turns = int(conn.execute(_TURNS_OF if self.db.is_sqlite else _TURNS_OF_LOCKED,
-                                     {"k_thread": thread_id}).scalar_one())  # fmt: skip
-            for busy in conn.execute(_RUNNING, {"k_thread": thread_id}).all():
-                m = busy._mapping
-                if not self.installation.owns(m["installation"]):
-                    return None
-                if m["owner_pid"] is not None and alive(m["owner_pid"], m["owner_create_time"] or 0.0):
-                    return None
-                conn.execute(_INTERRUPT_TURN, {"k_thread": thread_id, "k_turn": m["turn"], "v_at": stamp})
-            turn = turns + 1
-            conn.execute(_COUNT_TURN, {"k_thread": thread_id, "v_turns": turn, "v_at": stamp})
-            conn.execute(
-                insert(Tu),
-                {
-                    "thread_id": thread_id,
-                    "turn": turn,
-                    "status": "running",
-                    "message": message,
-                    "final": "",
-                    "owner_pid": owner[0],
-                    "owner_create_time": owner[1],
-                    "started_at": stamp,
-                    **self.installation.values(),
-                },
-            )
-        return turn
-
-    def end_turn(
-        self, thread_id: str, turn: int, status: str, final: str, event: Event | None = None
-    ) -> bool:
-        """End an open (running or interrupted) turn, with its event; False if it had ended already (a
-        replayed turn ends once)."""
-        with self.db.write() as conn:
-            moved = conn.execute(
-                _END_TURN,
-                {"k_thread": thread_id, "k_turn": turn, "v_status": status, "v_final": final, "v_at": _now()},
-            ).rowcount
-            if moved and event is not None:
-                append_event(conn, event)
-        return bool(moved)
-
-    def hold_turn(self, thread_id: str, turn: int, owner: tuple[int, float]) -> bool:
-        """Make ``owner`` the process of a running turn of this home (an executor resuming it after a
-        crash); False when the turn is not running any more (another process recovered it meanwhile),
-        or is another home's."""
-        values = {"k_thread": thread_id, "k_turn": turn, "v_pid": owner[0], "v_ct": owner[1]}
-        with self.db.write() as conn:
-            moved = conn.execute(_HOLD_TURN, {**values, "k_installation": self.installation.id}).rowcount
-        return bool(moved)
-
-    def turn(self, thread_id: str, turn: int) -> TurnRecord | None:
-        with self.db.read() as conn:
-            row = conn.execute(_ONE_TURN, {"k_thread": thread_id, "k_turn": turn}).first()
-        return None if row is None else _turn(row)
-
-    def turns_with_status(self, thread_id: str, status: str) -> list[TurnRecord]:
-        with self.db.read() as conn:
-            return [
-                _turn(row) for row in conn.execute(_TURNS_WITH, {"k_thread": thread_id, "k_status": status})
-            ]
-
-    def messages(self, thread_id: str, *, from_seq: int = 0) -> list[dict[str, Any]]:
-        with self.db.read() as conn:
-            rows = conn.execute(_MESSAGES, {"k_thread": thread_id, "k_from": from_seq}).scalars()
-            return [json.loads(value) for value in rows]
-
-    def append(self, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> bool:
-        """Add a message at (turn, index); False if one is there already (a replay)."""
-        with self.db.write() as conn:
-            return self._append(conn, thread_id, turn, index, message)
-
-    @staticmethod
-    def _append(conn: Any, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> bool:
-        key = {"k_thread": thread_id, "k_turn": turn, "k_idx": index}
-        if conn.execute(_MESSAGE_AT, key).first() is not None:
-            return False  # a replay of a message already on record
-        conn.execute(
-            insert(M),
-            {
-                "thread_id": thread_id,
-                "turn": turn,
-                "idx": index,
-                "seq": conn.execute(_NEXT_SEQ, {"k_thread": thread_id}).scalar(),
-                "message": json.dumps(message, ensure_ascii=False),
-                "created_at": _now(),
-            },
-        )
-        return True
-
-    def record_step(
-        self, step: StepRecord, event: Event | None = None, message: dict[str, Any] | None = None
-    ) -> int:
-        """Record (or update) a step, its event and the message it adds to the conversation (keyed by
-        the step: index + 1), in one transaction; returns the event's id (0 without an event), or
-        ``REPLAYED`` when the step is on record as given already, or further (a replayed turn: nothing
-        is written, no event is sent twice)."""
-        values = {
-            "thread_id": step.thread_id,
-            "turn": step.turn,
-            "idx": step.index,
-            "kind": step.kind,
-            "status": step.status,
-            "tool": step.tool,
-            "args": _json(step.args),
-            "result": _json(step.result),
-            "text": step.text,
-            "execution_id": step.execution_id,
-            "call_id": step.call_id,
-            "updated_at": _now(),
-        }
-        with self.db.write() as conn:
-            known = conn.execute(_STEP_CONTENT, {"k_step": step.step_id}).first()
-            if known is not None and not _news(tuple(known), _content(step)):
-                return REPLAYED
-            done = conn.execute(
-                _UPDATE_STEP, {"k_step": step.step_id, **{f"v_{k}": v for k, v in values.items()}}
-            )
-            if not done.rowcount:
-                conn.execute(insert(S), {"step_id": step.step_id, "created_at": step.created_at, **values})
-            if message is not None:
-                self._append(conn, step.thread_id, step.turn, step.index + 1, message)
-            return 0 if event is None else append_event(conn, event)
-
-    def steps(self, thread_id: str, turn: int | None = None) -> list[StepRecord]:
-        with self.db.read() as conn:
-            if turn is None:
-                rows = conn.execute(_STEPS, {"k_thread": thread_id}).all()
-            else:
-                rows = conn.execute(_STEPS_OF_TURN, {"k_thread": thread_id, "k_turn": turn}).all()
-        return [
-            StepRecord(
-                thread_id=m["thread_id"],
-                turn=m["turn"],
-                index=m["idx"],
-                kind=m["kind"],
-                status=m["status"],
-                tool=m["tool"],
-                args=_loads(m["args"]),
-                result=_loads(m["result"]),
-                text=m["text"],
-                execution_id=m["execution_id"],
-                call_id=m["call_id"],
-                created_at=m["created_at"],
-            )
-            for m in (row._mapping for row in rows)
-        ]
-
-    def threads(self, limit: int = 50, before: tuple[str, str] | None = None) -> list[ThreadState]:
-        """Newest first (by last change); ``before`` is the (updated_at, thread_id) of the last thread of
-        the previous page."""
-        with self.db.read() as conn:
-            if before is None:
-                rows = conn.execute(_RECENT, {"k_limit": limit}).all()
-            else:
-                at, thread_id = before
-                rows = conn.execute(
-                    _RECENT_BEFORE, {"k_limit": limit, "k_at": at, "k_thread": thread_id}
-                ).all()
-        return [_state(row) for row in rows]
-
-    def turns(self, thread_id: str, limit: int = 500) -> list[TurnRecord]:
-        """The thread's last ``limit`` turns, oldest first."""
-        with self.db.read() as conn:
-            rows = conn.execute(_LAST_TURNS, {"k_thread": thread_id, "k_limit": limit}).all()
-        return sorted((_turn(row) for row in rows), key=lambda t: t.turn)
-
-    def rename(self, thread_id: str, title: str) -> bool:
-        with self.db.write() as conn:
-            moved = conn.execute(_RENAME, {"k_thread": thread_id, "v_title": title, "v_at": _now()}).rowcount
-        return bool(moved)
-
-    def interrupt_orphans(
-        self, alive: Alive, spare: Collection[str] = (), only: str | None = None
-    ) -> list[tuple[str, int]]:
-        """Mark ``interrupted`` every running turn of this home (of thread ``only``, if given) whose
-        process is dead, except on the threads in ``spare`` (a durable workflow will resume those). The
-        next turn on each thread settles it. The (thread, turn) pairs marked. Another home's turns are
-        its own to settle: whether their process lives cannot be seen from here."""
-        marked: list[tuple[str, int]] = []
-        stamp = _now()
-        with self.db.write() as conn:
-            for row in conn.execute(_ALL_RUNNING, {"k_installation": self.installation.id}).all():
-                m = row._mapping
-                if m["thread_id"] in spare or (only is not None and m["thread_id"] != only):
-                    continue
-                if m["owner_pid"] is not None and alive(m["owner_pid"], m["owner_create_time"] or 0.0):
-                    continue
-                conn.execute(
-                    _INTERRUPT_TURN, {"k_thread": m["thread_id"], "k_turn": m["turn"], "v_at": stamp}
-                )
-                marked.append((m["thread_id"], m["turn"]))
-        return marked
-
-    def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]:
-        query = select(Th.c.thread_id).where(Th.c.thread_id.startswith(prefix, autoescape=True))
-        with self.db.read() as conn:
-            return list(conn.execute(query.order_by(Th.c.thread_id).limit(limit)).scalars())
-
-    def emit(self, event: Event) -> Event:
-        with self.db.write() as conn:
-            event_id = append_event(conn, event)
-        return event.model_copy(update={"id": event_id})
-
-    def forget(self, thread_id: str) -> None:
-        """Delete the thread's records; its id is never given out again (``ThreadDeleted``)."""
-        with self.db.write() as conn:
-            for table in (M, S, Tu):
-                conn.execute(delete(table).where(table.c.thread_id == thread_id))
-            conn.execute(delete(Th).where(Th.c.thread_id == thread_id))
-            if conn.execute(_DELETED, {"k_thread": thread_id}).first() is None:
-                conn.execute(insert(D), {"thread_id": thread_id, "deleted_at": _now()})
-
-    def deleted(self, thread_id: str) -> bool:
-        with self.db.read() as conn:
-            return conn.execute(_DELETED, {"k_thread": thread_id}).first() is not None
-
-
-def _state(row: Any) -> ThreadState:
-    m = row._mapping
-    return ThreadState(
-        thread_id=m["thread_id"],
-        title=m["title"],
-        summary=m["summary"],
-        folded=m["folded"],
-        pending=_loads(m["pending"]),
-        turns=m["turns"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-    )
-
-
-def _turn(row: Any) -> TurnRecord:
-    m = row._mapping
-    return TurnRecord(
-        thread_id=m["thread_id"],
-        turn=m["turn"],
-        status=m["status"],
-        message=m["message"],
-        final=m["final"],
-        started_at=m["started_at"],
-        ended_at=m["ended_at"],
-        installation=m["installation"],
-        host=m["host"],
-    )

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from tether.errors import ConfigError
 from tether.events import TurnFinished
 from tether.execution import process
-from tether.store.artifacts import forget_thread, remove_unfinished
+from tether.store.artifact_files import forget_thread, remove_unfinished
 from tether.store.threads import ThreadDeleted, ThreadState
 from tether.supervisor import durable
 from tether.tasks.result import TaskStatus

@@ -12,7 +12,7 @@ from fastapi.responses import FileResponse
 from tether.interfaces.web.context import MAX_INT, ThreadId, WebContext
 from tether.interfaces.web.documents import ArtifactDoc, Artifacts, not_found
 from tether.interfaces.web.threads import load_thread
-from tether.store.artifacts import file_of, sweep
+from tether.store.artifact_files import file_of, sweep
 
 
 def _artifact_doc(artifact: Any) -> ArtifactDoc:

@@ -1,0 +1,241 @@
+"""The model's tool calls, each run as one step of a turn and put on record.
+
+``ToolCalls`` is the session's hands: it runs one call through the ``Executor`` (or its control door,
+for ``get_task_status`` and ``stop_task``) under the deterministic execution id of its step, recorded
+``started`` before anything runs, and records the outcome, which is also the tool message the model
+reads. A call that needs the person's consent becomes the question the thread waits on; a call that is
+not run (cut by contract 10, or waiting for the person) is answered ``skipped``. The turn's loop
+(``agent/session.py``) decides which calls run; the recovery of a dead turn (``agent/recovery.py``)
+settles its steps with the same collaborators.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from tether.agent import texts
+from tether.agent.steps import TOOL, Steps, perform
+from tether.agent.surface import GET_STATUS, ToolSurface
+from tether.agent.turn import Turn
+from tether.config import AgentSettings
+from tether.errors import TetherError
+from tether.events import ConfirmationRequested, ToolFinished, ToolStarted
+from tether.execution.executor import Executor, execution_id_for
+from tether.models.base import Message, ToolCall, ToolOutcome
+from tether.store.threads import ThreadStore
+from tether.tasks.confirm import Confirmation
+from tether.tasks.result import TaskResult, TaskStatus
+
+OK = (TaskStatus.COMPLETED, TaskStatus.RUNNING)
+
+
+class ToolCalls:
+    def __init__(
+        self,
+        executor: Executor,
+        surface: ToolSurface,
+        threads: ThreadStore,
+        steps: Steps,
+        settings: AgentSettings,
+        *,
+        caller: str,
+        detach: bool,
+    ) -> None:
+        self.executor = executor
+        self.surface = surface
+        self.threads = threads
+        self.steps = steps
+        self.settings = settings
+        self.caller = caller
+        self.detach = detach  # background jobs outlive this session's process
+
+    def origin(self, thread_id: str) -> str:
+        return f"thread:{thread_id}"
+
+    def scope(self, thread_id: str) -> str | None:
+        """The origin whose jobs this session may see and control (None: every job exposed to it)."""
+        return self.origin(thread_id) if self.settings.job_scope == "thread" else None
+
+    async def execute(
+        self,
+        turn: Turn,
+        call: ToolCall,
+        *,
+        consent: Confirmation | None = None,
+        may_ask: bool = True,
+        answer: TaskResult | None = None,
+    ) -> TaskResult:
+        """Run one call as one step: recorded started (with its execution id) before it runs, then its
+        outcome, which is also the tool message the model sees (unless, with ``may_ask``, the call waits
+        for the person: the loop turns that step into the question)."""
+        task_id = self.surface.task_id(call.name)
+        index = len(turn.steps)
+        step_id = f"{turn.thread_id}:{turn.turn}:{index}"
+        execution_id = execution_id_for(turn.thread_id, str(turn.turn), str(index))
+        control = self.surface.is_control(call.name)
+        await turn.record(
+            "tool",
+            status="started",
+            tool=task_id,
+            args=call.arguments,
+            call_id=call.id,
+            execution_id=None if control or call.error or answer else execution_id,
+            event=ToolStarted(
+                topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=index, tool=task_id,
+                args=call.arguments, execution_id=None if control or call.error or answer else execution_id,
+            ),
+        )  # fmt: skip
+        if answer is not None:  # settled without running (no file was wanted): recorded like any outcome
+            result = answer
+        elif call.error is not None:
+            result = TaskResult(
+                task_id=task_id,
+                execution_id="",
+                status=TaskStatus.REJECTED,
+                message=f"{call.name}: {call.error}",
+                data={"errors": [{"param": None, "message": call.error}]},
+            )
+        else:
+
+            async def work() -> dict[str, Any]:
+                if control:
+                    done = await self.control(turn, call)
+                else:
+                    done = await self.executor.execute(
+                        task_id,
+                        call.arguments,
+                        caller=self.caller,
+                        confirmation=consent,
+                        detach=self.detach,
+                        origin=self.origin(turn.thread_id),
+                        step_id=step_id,
+                        execution_id=execution_id,
+                    )
+                return {"result": done.model_dump(mode="json")}
+
+            result = TaskResult.model_validate((await perform(self.steps, TOOL, work))["result"])
+        if not (may_ask and result.status is TaskStatus.REJECTED and result.data.get("needs_confirmation")):
+            await self.observe(turn, call, result, index)
+        return result
+
+    async def control(self, turn: Turn, call: ToolCall) -> TaskResult:
+        execution_id = call.arguments.get("execution_id")
+        if not isinstance(execution_id, str) or not execution_id:
+            return TaskResult(
+                task_id=call.name,
+                execution_id="",
+                status=TaskStatus.REJECTED,
+                message=f"{call.name}: execution_id must be the id a tool call returned",
+            )
+        try:
+            return await self.executor.control(
+                execution_id,
+                "status" if call.name == GET_STATUS else "stop",
+                caller=self.caller,
+                origin=self.scope(turn.thread_id),
+                reason=f"asked by the {self.caller}",
+            )
+        except TetherError as exc:
+            return TaskResult(
+                task_id=call.name, execution_id=execution_id, status=TaskStatus.FAILED, message=exc.message
+            )
+
+    async def observe(self, turn: Turn, call: ToolCall, result: TaskResult, index: int) -> None:
+        payload = result.model_dump(mode="json")
+        task_id = self.surface.task_id(call.name)
+        await turn.record(
+            "tool",
+            index=index,
+            tool=task_id,
+            args=call.arguments,
+            result=payload,
+            call_id=call.id,
+            execution_id=result.execution_id or None,
+            message=tool_message(call, payload),
+            event=ToolFinished(
+                topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=index, tool=task_id,
+                args=call.arguments, result=payload,
+            ),
+        )  # fmt: skip
+
+    async def skip(self, turn: Turn, call: ToolCall, why: str) -> None:
+        payload = {"status": ToolOutcome.SKIPPED.value, "message": why}
+        task_id = self.surface.task_id(call.name)
+        await turn.record(
+            "tool",
+            tool=task_id,
+            args=call.arguments,
+            result=payload,
+            text=why,
+            call_id=call.id,
+            message=tool_message(call, payload),
+            event=ToolFinished(
+                topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=len(turn.steps),
+                tool=task_id, args=call.arguments, result=payload,
+            ),
+        )  # fmt: skip
+
+    async def ask_confirmation(self, turn: Turn, call: ToolCall, refusal: TaskResult, index: int) -> str:
+        """Turn the call's started step (``index``) into the question; the thread now waits on it."""
+        task_id = refusal.task_id
+        args = refusal.data.get("params", call.arguments)
+        pending_id = f"{turn.thread_id}:{turn.turn}:{index}"
+        turn.state.pending = {
+            "id": pending_id,
+            "tool": task_id,
+            "name": call.name,
+            "args": args,
+            "digest": refusal.data.get("digest"),
+            "danger": refusal.data.get("danger"),
+            "formats": list(turn.formats),
+        }
+        zh = texts.zh(turn.message, self.settings.language)
+        shown = json.dumps(args, ensure_ascii=False)
+        destructive = refusal.data.get("danger") == "destructive"
+        # What the call would touch (files, bytes), measured now, as the person is asked.
+        spec = self.executor.registry.get(task_id, self.caller)
+        impact = None
+        if spec is not None and spec.impact is not None and isinstance(args, dict):
+            impact = await asyncio.to_thread(spec.impact_of, self.executor.home, args, "zh" if zh else "en")
+        question = texts.confirmation_question(task_id, shown, impact, destructive=destructive, zh=zh)
+        payload = {
+            "status": ToolOutcome.NEEDS_CONFIRMATION.value,
+            "message": "waiting for the person's confirmation; nothing ran",
+        }
+        await turn.record(
+            "confirmation",
+            index=index,
+            tool=task_id,
+            args=call.arguments,
+            result=payload,
+            text=question,
+            call_id=call.id,
+            message=tool_message(call, payload),
+            event=ConfirmationRequested(
+                topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=index,
+                pending_id=pending_id, tool=task_id, args=args, digest=refusal.data.get("digest"),
+                question=question,
+            ),
+        )  # fmt: skip
+        await asyncio.to_thread(self.threads.save, turn.state)
+        return question
+
+
+def call_key(call: ToolCall) -> str:
+    """One call's identity within a turn: its tool and canonical arguments."""
+    try:
+        arguments = json.dumps(call.arguments, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        arguments = repr(call.arguments)
+    return f"{call.name}\0{arguments}\0{call.error or ''}"
+
+
+def tool_message(call: ToolCall, payload: dict[str, Any]) -> Message:
+    return {
+        "role": "tool",
+        "tool_call_id": call.id,
+        "name": call.name,
+        "content": json.dumps(payload, ensure_ascii=False),
+    }
