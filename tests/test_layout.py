@@ -31,7 +31,7 @@ def modules(root: Path) -> dict[str, Path]:
 
 
 def _imported(node: ast.AST, module: str, is_package: bool) -> Iterator[str]:
-    """Every name ``node`` imports, absolute: ``from a import b`` yields ``a`` and ``a.b`` (b: maybe a module)."""
+    """Every name ``node`` imports, absolute (``from a import b``: ``a`` and ``a.b``, b maybe a module)."""
     if isinstance(node, ast.Import):
         yield from (alias.name for alias in node.names)
     elif isinstance(node, ast.ImportFrom):
