@@ -7,10 +7,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.tasks.catalog import InCatalog
-from tether.tasks.spec import AGENT, CLI, MCP, Danger, Isolation, Registry, TaskSpec
+from tether.tasks.spec import CLI, EVERYONE, Danger, Isolation, Registry, TaskSpec
 from tether.toolkits.demo.catalog import CALYX_GOLD, INSTANCE_NAMES, INSTANCE_TYPES
 
-PUBLIC = frozenset({AGENT, CLI, MCP})
 CLI_ONLY = frozenset({CLI})
 H = "tether.toolkits.demo.handlers:"
 
@@ -80,7 +79,7 @@ def add_tasks(registry: Registry) -> None:
         TaskSpec(
             task_id="demo.start_game",
             handler=H + "start_game",
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             idempotent=True,
             description="Start the game (does nothing if it is already running).",
             aliases=(
@@ -99,7 +98,7 @@ def add_tasks(registry: Registry) -> None:
         TaskSpec(
             task_id="demo.exit_game",
             handler=H + "exit_game",
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             idempotent=True,
             danger=Danger.CAUTION,
             description="Close the game. Only when the person asks for it.",
@@ -119,7 +118,7 @@ def add_tasks(registry: Registry) -> None:
         TaskSpec(
             task_id="demo.daily_training",
             handler=H + "daily_training",
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             requires=("game_running",),
             description="Do the daily training: claim missions, train, collect the rewards.",
             aliases=("每日实训", "日常", "每日任务", "daily training", "dailies", "daily missions"),
@@ -130,7 +129,7 @@ def add_tasks(registry: Registry) -> None:
             task_id="demo.farm_instance",
             handler=H + "farm_instance",
             params=FarmParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             requires=("game_running",),
             description="Farm one instance a number of times (about a second of work per attempt).",
             aliases=("刷副本", "刷", "打副本", "farm", "run the instance", "grind"),
@@ -141,7 +140,7 @@ def add_tasks(registry: Registry) -> None:
             task_id="demo.loop_farm",
             handler=H + "loop_farm",
             params=LoopFarmParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             requires=("game_running",),
             background=True,
             description="Farm in the background until stopped (or for a number of rounds); reports progress.",
@@ -153,7 +152,7 @@ def add_tasks(registry: Registry) -> None:
             task_id="demo.salvage_relics",
             handler=H + "salvage_relics",
             params=SalvageParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             requires=("game_running",),
             danger=Danger.DESTRUCTIVE,
             description=(
@@ -166,7 +165,7 @@ def add_tasks(registry: Registry) -> None:
         TaskSpec(
             task_id="demo.status",
             handler=H + "status",
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             isolation=Isolation.INLINE,
             idempotent=True,

@@ -15,9 +15,8 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from tether.errors import ConfigError
-from tether.tasks.spec import AGENT, CLI, MCP, Isolation, Registry, TaskSpec
+from tether.tasks.spec import EVERYONE, Isolation, Registry, TaskSpec
 
-PUBLIC = frozenset({AGENT, CLI, MCP})
 H = "tether.toolkits.web.handlers:"
 
 MAX_QUERY_CHARS = 500
@@ -134,7 +133,7 @@ def add_tasks(registry: Registry) -> None:
             task_id="web.search",
             handler=H + "search",
             params=SearchParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             isolation=Isolation.INLINE,
             idempotent=True,
@@ -164,7 +163,7 @@ def add_tasks(registry: Registry) -> None:
             task_id="web.read_url",
             handler=H + "read_url",
             params=ReadUrlParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             idempotent=True,
             timeout_s=300.0,
@@ -192,7 +191,7 @@ def add_tasks(registry: Registry) -> None:
             task_id="web.summarize_text",
             handler=H + "summarize_text",
             params=SummarizeParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             isolation=Isolation.INLINE,
             idempotent=True,

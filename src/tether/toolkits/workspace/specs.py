@@ -24,10 +24,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 
 from tether.errors import TaskFailed
-from tether.tasks.spec import AGENT, CLI, MCP, Danger, Registry, TaskSpec
+from tether.tasks.spec import EVERYONE, Danger, Registry, TaskSpec
 from tether.toolkits.workspace.paths import check_path_text
 
-PUBLIC = frozenset({AGENT, CLI, MCP})
 H = "tether.toolkits.workspace.handlers:"
 IMPACT = "tether.toolkits.workspace.impact:"
 WRITES = ("workspace",)
@@ -131,7 +130,7 @@ def _specs() -> list[TaskSpec]:
             task_id="workspace.list",
             handler=H + "list_files",
             params=ListParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             idempotent=True,
             description="List the files and folders in a workspace folder (optionally only names matching a "
@@ -150,7 +149,7 @@ def _specs() -> list[TaskSpec]:
             task_id="workspace.read",
             handler=H + "read_file",
             params=ReadParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             idempotent=True,
             description="Read a file of the workspace as text: plain text in any encoding, PDF, Word "
@@ -169,7 +168,7 @@ def _specs() -> list[TaskSpec]:
             task_id="workspace.write",
             handler=H + "write_file",
             params=WriteParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=WRITES,
             danger=Danger.SAFE,
             destructive_if=("overwrite",),
@@ -190,7 +189,7 @@ def _specs() -> list[TaskSpec]:
             task_id="workspace.move",
             handler=H + "move_file",
             params=MoveParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=WRITES,
             danger=Danger.CAUTION,
             destructive_if=("overwrite",),
@@ -203,7 +202,7 @@ def _specs() -> list[TaskSpec]:
             task_id="workspace.delete",
             handler=H + "delete_file",
             params=DeleteParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=WRITES,
             danger=Danger.DESTRUCTIVE,
             impact=IMPACT + "delete",
@@ -215,7 +214,7 @@ def _specs() -> list[TaskSpec]:
             task_id="workspace.find",
             handler=H + "find_files",
             params=FindParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             idempotent=True,
             description="Find files and folders by name anywhere in the workspace (a pattern such as "
@@ -226,7 +225,7 @@ def _specs() -> list[TaskSpec]:
             task_id="workspace.grep",
             handler=H + "grep_files",
             params=GrepParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             idempotent=True,
             description="Search the text files of the workspace (or of one folder or file) for some text; "
