@@ -69,7 +69,7 @@ class SalvageParams(BaseModel):
 ENV = ("TETHER_DEMO_STEP_S",)
 
 
-def _lifecycle_tasks() -> tuple[TaskSpec, ...]:
+def _lifecycle_specs() -> tuple[TaskSpec, ...]:
     """Starting and closing the game."""
     return (
         TaskSpec(
@@ -110,7 +110,7 @@ def _lifecycle_tasks() -> tuple[TaskSpec, ...]:
     )
 
 
-def _play_tasks() -> tuple[TaskSpec, ...]:
+def _play_specs() -> tuple[TaskSpec, ...]:
     """What a player does in the running game; the last one destroys things."""
     return (
         TaskSpec(
@@ -155,7 +155,7 @@ def _play_tasks() -> tuple[TaskSpec, ...]:
     )
 
 
-def _status_and_debug_tasks() -> tuple[TaskSpec, ...]:
+def _status_and_debug_specs() -> tuple[TaskSpec, ...]:
     """The game's state, and two tasks that misbehave on purpose (for the CLI only)."""
     return (
         TaskSpec(
@@ -192,7 +192,7 @@ def add_tasks(registry: Registry) -> None:
     registry.precondition(
         "game_running", "tether.toolkits.demo.game:check_running", "the demo game is running"
     )
-    for spec in (*_lifecycle_tasks(), *_play_tasks(), *_status_and_debug_tasks()):
+    for spec in (*_lifecycle_specs(), *_play_specs(), *_status_and_debug_specs()):
         registry.add(spec)
 
 

@@ -127,8 +127,9 @@ def search_available(home: Path) -> str | None:
         return exc.message
 
 
-def add_tasks(registry: Registry) -> None:
-    registry.add(
+def _page_specs() -> tuple[TaskSpec, ...]:
+    """Finding pages and reading one."""
+    return (
         TaskSpec(
             task_id="web.search",
             handler=H + "search",
@@ -156,9 +157,7 @@ def add_tasks(registry: Registry) -> None:
                 "look up",
                 "look it up online",
             ),
-        )
-    )
-    registry.add(
+        ),
         TaskSpec(
             task_id="web.read_url",
             handler=H + "read_url",
@@ -184,9 +183,13 @@ def add_tasks(registry: Registry) -> None:
                 "fetch the page",
                 "what does this page say",
             ),
-        )
+        ),
     )
-    registry.add(
+
+
+def _summary_specs() -> tuple[TaskSpec, ...]:
+    """Summarizing a text while keeping its source."""
+    return (
         TaskSpec(
             task_id="web.summarize_text",
             handler=H + "summarize_text",
@@ -212,8 +215,14 @@ def add_tasks(registry: Registry) -> None:
                 "give me the gist",
                 "tl;dr",
             ),
-        )
+        ),
     )
+
+
+def add_tasks(registry: Registry) -> None:
+    """Add the web tasks to ``registry``."""
+    for spec in (*_page_specs(), *_summary_specs()):
+        registry.add(spec)
 
 
 # The fork server imports these while idle, so a page read starts with httpx and trafilatura loaded.

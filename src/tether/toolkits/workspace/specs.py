@@ -120,12 +120,13 @@ class GrepParams(_Params):
 
 def add_tasks(registry: Registry) -> None:
     """Add the workspace tasks to ``registry``."""
-    for spec in _specs():
+    for spec in (*_browse_specs(), *_change_specs(), *_search_specs()):
         registry.add(spec)
 
 
-def _specs() -> list[TaskSpec]:
-    return [
+def _browse_specs() -> tuple[TaskSpec, ...]:
+    """Looking at a folder or a file: read only."""
+    return (
         TaskSpec(
             task_id="workspace.list",
             handler=H + "list_files",
@@ -164,6 +165,12 @@ def _specs() -> list[TaskSpec]:
                 "show the file",
             ),
         ),
+    )
+
+
+def _change_specs() -> tuple[TaskSpec, ...]:
+    """Changing the workspace: each holds its resource and describes its impact for the consent."""
+    return (
         TaskSpec(
             task_id="workspace.write",
             handler=H + "write_file",
@@ -210,6 +217,12 @@ def _specs() -> list[TaskSpec]:
             "Destructive: the person confirms.",
             aliases=("删除文件", "删掉文件", "删除文件夹", "delete the file", "remove the file", "delete"),
         ),
+    )
+
+
+def _search_specs() -> tuple[TaskSpec, ...]:
+    """Finding files by name or by content: read only."""
+    return (
         TaskSpec(
             task_id="workspace.find",
             handler=H + "find_files",
@@ -232,7 +245,7 @@ def _specs() -> list[TaskSpec]:
             "answers path, line number and line. Binary files are skipped.",
             aliases=("搜索内容", "查找内容", "全文搜索", "搜索文字", "search the files", "grep", "find text"),
         ),
-    ]
+    )
 
 
 registry = Registry(ref="tether.toolkits.workspace.specs:registry")
