@@ -82,6 +82,27 @@ def test_long_text_is_clipped_with_a_note(web: Executor, site: Site, research: o
     assert "clipped to 1,000 characters" in data["note"]
 
 
+@pytest.mark.parametrize(
+    ("head", "title"),
+    [
+        ('<meta property="og:title" content="开放图谱的标题">', "开放图谱的标题"),
+        ("", "信任边界 Trust boundary"),
+    ],
+)
+def test_a_page_without_a_title_element_is_named_by_its_meta_tags_or_heading(
+    web: Executor, site: Site, research: object, head: str, title: str
+) -> None:
+    """Without <title>, the title comes from OpenGraph, else from the page's one h1 (as trafilatura's
+    metadata gave it), though the rest of that metadata is no longer extracted."""
+    page = article_html("信任边界 Trust boundary", "utf-8").replace(
+        "<title>信任边界 Trust boundary</title>", head
+    )
+    site.add("/untitled", page, "text/html; charset=utf-8")
+    result = read(web, site.url("/untitled"))
+    assert result.status is TaskStatus.COMPLETED, result
+    assert result.data["title"] == title and ARTICLE_ZH[:20] in result.data["text"]
+
+
 def test_a_tiny_page_falls_back_to_plain_extraction(web: Executor, site: Site, research: object) -> None:
     site.add("/tiny", "<html><head><title>小</title></head><body><p>只有一句话。</p></body></html>")
     result = read(web, site.url("/tiny"))

@@ -7,6 +7,7 @@ import ipaddress
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, get_args
 
 import pytest
 
@@ -17,10 +18,11 @@ from tether.credentials import set_key
 from tether.errors import TaskFailed
 from tether.execution.executor import Executor
 from tether.tasks.result import TaskStatus
+from tether.toolkits.web.adapters import ADAPTERS, Hit, Request, SearchAdapter, hits_from
 from tether.toolkits.web.fetch import Fetcher, Limits
 from tether.toolkits.web.guard import Policy
-from tether.toolkits.web.providers import Brave, Tavily
-from tether.toolkits.web.setup import NOT_SET_UP
+from tether.toolkits.web.providers import Provider, search
+from tether.toolkits.web.setup import NOT_SET_UP, setup_problem
 from tether.toolkits.web.specs import registry, search_available
 
 SEARX_RESULTS = {
@@ -143,6 +145,11 @@ def test_brave_takes_its_key_from_its_environment_variable(
 # -- Tavily and Brave, against services on 127.0.0.1 that answer like theirs -----------------------
 
 
+def served(site: Site, name: str, key: str = "k") -> Provider:
+    """The ``name`` service's adapter, its requests sent to the local site instead of the service."""
+    return Provider(adapter=ADAPTERS[name], url=site.url("/search"), key=key)
+
+
 @pytest.fixture
 def fetcher(site: Site) -> Iterator[Fetcher]:
     policy = Policy(networks=((ipaddress.ip_network("127.0.0.1/32"), site.port),))
@@ -152,7 +159,7 @@ def fetcher(site: Site) -> Iterator[Fetcher]:
 
 def test_tavily_sends_the_key_as_a_bearer_token(site: Site, fetcher: Fetcher) -> None:
     site.json("/search", {"results": [{"title": "T", "url": "https://t.example/", "content": "tee"}]})
-    hits = Tavily("tvly-key", base_url=site.url("/search")).search(fetcher, "query", 3)
+    hits = served(site, "tavily", "tvly-key").search(fetcher, "query", 3)
     assert [h.to_dict() for h in hits] == [{"title": "T", "url": "https://t.example/", "snippet": "tee"}]
     asked = site.requests[-1]
     assert asked["method"] == "POST" and asked["headers"]["authorization"] == "Bearer tvly-key"
@@ -170,7 +177,7 @@ def test_brave_sends_its_subscription_token_and_strips_markup(site: Site, fetche
             }
         },
     )
-    hits = Brave("brave-key", base_url=site.url("/search")).search(fetcher, "查询", 5)
+    hits = served(site, "brave", "brave-key").search(fetcher, "查询", 5)
     assert hits[0].snippet == "bold x"
     asked = site.requests[-1]
     assert asked["headers"]["x-subscription-token"] == "brave-key"
@@ -185,7 +192,7 @@ def test_service_failures_are_said_in_the_services_terms(
     site: Site, fetcher: Fetcher, status: int, says: str
 ) -> None:
     site.json("/search", {"detail": "no"}, status=status)
-    for provider in (Tavily("k", base_url=site.url("/search")), Brave("k", base_url=site.url("/search"))):
+    for provider in (served(site, "tavily"), served(site, "brave")):
         with pytest.raises(TaskFailed, match=says.replace("(", r"\(").replace(")", r"\)")):
             provider.search(fetcher, "x", 3)
 
@@ -193,4 +200,56 @@ def test_service_failures_are_said_in_the_services_terms(
 def test_an_answer_that_is_not_json_is_said_plainly(site: Site, fetcher: Fetcher) -> None:
     site.add("/search", "<html>oops</html>")
     with pytest.raises(TaskFailed, match="Tavily's answer is not JSON"):
-        Tavily("k", base_url=site.url("/search")).search(fetcher, "x", 3)
+        served(site, "tavily").search(fetcher, "x", 3)
+
+
+# -- one adapter per service ---------------------------------------------------------------------------
+
+
+def test_the_settings_admit_exactly_the_services_there_are_adapters_for() -> None:
+    """config sits below the toolkits and spells the names itself: this holds the two together."""
+    annotation = ResearchSettings.model_fields["search_provider"].annotation
+    assert get_args(annotation) == ("", *ADAPTERS)
+
+
+class Example(SearchAdapter):
+    name = "example"
+    service = "Example Search"
+    url = ""  # set per test: the local site
+    url_setting = ""
+    needs_key = True
+
+    def request(self, url: str, key: str | None, query: str, k: int) -> Request:
+        return Request(url=url, params={"query": query, "n": k}, headers={"X-Key": key or ""})
+
+    def hits(self, answer: dict[str, Any], k: int) -> list[Hit]:
+        return hits_from(answer.get("items"), k, snippet="text")
+
+
+def test_a_new_service_is_one_adapter(home: Path, site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The setup check, the key lookup, the request, the hits and the failures all come from the
+    adapter table: an adapter added there (and nothing else) is a working service."""
+    example = Example()
+    example.url = site.url("/search")
+    monkeypatch.setitem(ADAPTERS, "example", example)
+    settings = ResearchSettings.model_construct(
+        search_provider="example", allow_hosts=(f"127.0.0.1:{site.port}",), fetch_timeout_s=3.0
+    )
+    monkeypatch.delenv("TETHER_API_KEY_EXAMPLE", raising=False)
+    assert "run `tether auth set example` or set TETHER_API_KEY_EXAMPLE" in (setup_problem(settings) or "")
+    monkeypatch.setenv("TETHER_API_KEY_EXAMPLE", "example-key-1234")
+    assert setup_problem(settings) is None
+
+    site.json("/search", {"items": [{"title": "E", "url": "https://e.example/", "text": "<i>found</i>"}]})
+    name, hits = search(home, "查询", 3, settings)
+    assert name == "example" and [h.to_dict() for h in hits] == [
+        {"title": "E", "url": "https://e.example/", "snippet": "found"}
+    ]
+    asked = site.requests[-1]
+    assert asked["headers"]["x-key"] == "example-key-1234"
+    assert asked["query"] == {"query": ["查询"], "n": ["3"]}
+
+    site.json("/search", {"detail": "no"}, status=401)
+    refused = r"Example Search refused the key \(HTTP 401\).*`tether auth set example`"
+    with pytest.raises(TaskFailed, match=refused):
+        search(home, "x", 3, settings)

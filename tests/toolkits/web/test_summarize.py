@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tests.support.fake_openai import FakeOpenAI, chunk
 from tests.support.helpers import ROOT
 from tether.execution.executor import Executor
+from tether.resilience import BreakerState, ResilienceRegistry, breakers_dir
 from tether.tasks.result import TaskStatus
 from tether.toolkits.web.specs import registry
 from tether.toolkits.web.summarize import extractive, split_sentences, terms
@@ -178,6 +179,27 @@ def test_a_failing_model_falls_back_to_the_extractive_summary_and_says_why(
     assert result.status is TaskStatus.COMPLETED, result
     assert result.data["method"] == "extractive"
     assert "the configured model could not summarize" in result.data["note"]
+
+
+def test_consecutive_model_failures_across_calls_open_one_shared_breaker(
+    web: Executor, home: Path, fake_openai: Any
+) -> None:
+    """Each call builds its model afresh, yet the breaker is the home's (kept in its state folder): the
+    failures of separate calls add up, the open breaker stops the next call before any request, and
+    the runtime's own registry (the agent's model calls) sees the same open breaker."""
+    fake: FakeOpenAI = fake_openai  # nothing scripted: every request is answered HTTP 500
+    (home / "settings.toml").write_text(
+        f'[model]\nprovider = "fake"\nmodel = "gpt-4o-mini"\nbase_url = "{fake.url}"\n'
+        "retry_max_attempts = 1\nbreaker_failure_threshold = 2\nbreaker_recovery_s = 600\n",
+        encoding="utf-8",
+    )
+    notes = [summarize(web, text=EN, max_sentences=2).data["note"] for _ in range(3)]
+    assert all("the configured model could not summarize" in note for note in notes), notes
+    assert "HTTP 500" in notes[0] and "HTTP 500" in notes[1]
+    assert "failed repeatedly" in notes[2], notes[2]
+    assert len(fake.requests) == 2  # the third call never reached the service
+    runtimes = ResilienceRegistry(state_dir=breakers_dir(home))  # as tether.runtime builds its own
+    assert runtimes.for_url(fake.url).breaker.state is BreakerState.OPEN
 
 
 def test_the_offline_path_never_imports_a_model_client(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from tether.tasks.spec import AGENT, CLI, MCP, Registry, TaskSpec
+from tether.tasks.spec import EVERYONE, Registry, TaskSpec
 
 H = "tether.toolkits.documents.handlers:"
 
@@ -119,7 +119,7 @@ def add_tasks(registry: Registry) -> None:
             task_id="documents.generate",
             handler=H + "generate",
             params=GenerateParams,
-            exposed_to=frozenset({AGENT, CLI, MCP}),
+            exposed_to=EVERYONE,
             resources=(),
             timeout_s=GENERATE_TIMEOUT_S,
             destructive_if=("overwrite",),

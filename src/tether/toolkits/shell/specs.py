@@ -20,10 +20,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.tasks.spec import AGENT, CLI, MCP, Danger, Registry, TaskSpec
+from tether.tasks.spec import EVERYONE, Danger, Registry, TaskSpec
 from tether.toolkits.shell import allowlist  # light; loaded with the registry, so fork servers preload it
 
-PUBLIC = frozenset({AGENT, CLI, MCP})
 H = "tether.toolkits.shell.handlers:"
 A = allowlist.__name__ + ":"
 MAX_ARGS = 32
@@ -69,7 +68,7 @@ def _specs() -> list[TaskSpec]:
         TaskSpec(
             task_id="shell.list",
             handler=H + "list_commands",
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             idempotent=True,
             available=A + "unavailable_any",
@@ -88,7 +87,7 @@ def _specs() -> list[TaskSpec]:
             task_id="shell.run",
             handler=H + "run",
             params=RunParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             danger=Danger.CAUTION,
             destructive_if=("destructive",),
@@ -101,7 +100,7 @@ def _specs() -> list[TaskSpec]:
             task_id="shell.start",
             handler=H + "start",
             params=RunParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=("shell",),
             background=True,
             danger=Danger.CAUTION,

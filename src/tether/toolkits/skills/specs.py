@@ -6,9 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.tasks.spec import AGENT, CLI, MCP, Isolation, Registry, TaskSpec
-
-PUBLIC = frozenset({AGENT, CLI, MCP})
+from tether.tasks.spec import EVERYONE, Isolation, Registry, TaskSpec
 
 
 class ReadSkillParams(BaseModel):
@@ -29,7 +27,7 @@ def add_tasks(registry: Registry) -> None:
             task_id="skills.read",
             handler="tether.toolkits.skills.handlers:read_skill",
             params=ReadSkillParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             isolation=Isolation.INLINE,
             idempotent=True,

@@ -68,16 +68,18 @@ def _looks_like_html(body: bytes) -> bool:
 def html_page(markup: str, *, url: str | None = None, charset: str | None = None) -> Page:
     import trafilatura
 
+    # No metadata: nothing here uses its author, date or site name, and its date search makes dateparser
+    # try each of its ~200 locales on a page in Chinese (over a second of CPU in a fresh worker).
     document = trafilatura.bare_extraction(
-        markup, url=url, with_metadata=True, include_comments=False, include_tables=True
+        markup, url=url, with_metadata=False, include_comments=False, include_tables=True
     )
     plain_title, plain_text = plain_extraction(markup)
     text = getattr(document, "text", None) or ""
-    title = getattr(document, "title", None) or ""
     extractor = "trafilatura"
     if not text.strip():
         text, extractor = plain_text, "plain"
-    title = plain_title or title  # the page's own <title> says what it is; h1 guesses vary
+    # The page's own <title> says what it is; guesses from meta tags and headings only stand in for it.
+    title = plain_title or guessed_title(markup)
     return Page(
         title=_one_line(title)[:MAX_TITLE_CHARS],
         text=text.strip(),
@@ -85,6 +87,23 @@ def html_page(markup: str, *, url: str | None = None, charset: str | None = None
         charset=charset,
         extractor=extractor,
     )
+
+
+def guessed_title(markup: str) -> str:
+    """The title trafilatura's metadata would give (OpenGraph and meta tags, JSON-LD, then the h1 or
+    h2), without the rest of its metadata."""
+    from trafilatura.metadata import examine_meta, extract_meta_json, extract_title
+    from trafilatura.utils import load_html
+
+    tree = load_html(markup)
+    if tree is None:
+        return ""
+    found = examine_meta(tree)
+    try:
+        found = extract_meta_json(tree, found)
+    except Exception:  # trafilatura guards this call the same way: its JSON-LD reader can trip on odd data
+        pass
+    return found.title or extract_title(tree) or ""
 
 
 class _PlainText(HTMLParser):

@@ -1,74 +1,79 @@
-"""Web search providers behind one protocol: SearXNG (by URL, its JSON API), Tavily, Brave.
+"""Web search through the configured service: one ``Provider`` (an adapter from ``adapters``, its
+address and its key) turns a query into hits, and the service's failures into sentences a person can
+act on (no key, a refused key, a quota, a service of their own that is down or misconfigured).
 
-Each turns a query into ``[Hit(title, url, snippet)]`` and its service's failures into sentences a
-person can act on (no key, a refused key, a quota, a SearXNG without its JSON format). Requests go
-through the same guard as page reads; a configured SearXNG's exact host:port is the one address added.
+Requests go through the same guard as page reads; the address of a service the person runs (its
+exact host:port from ``[research]``) is the one address added.
 """
 
 from __future__ import annotations
 
-import html
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from tether.config import ResearchSettings
 from tether.errors import TaskFailed
+from tether.toolkits.web.adapters import ADAPTERS, Hit, SearchAdapter
 from tether.toolkits.web.fetch import Fetcher, Limits
 from tether.toolkits.web.guard import Policy, check_url
-from tether.toolkits.web.setup import search_key, setup_problem
+from tether.toolkits.web.setup import configured_url, search_key, setup_problem
+from tether.toolkits.web.specs import MAX_K
 
-TAVILY_URL = "https://api.tavily.com/search"
-BRAVE_URL = "https://api.search.brave.com/res/v1/web/search"
-MAX_K = 20
-MAX_TITLE_CHARS = 300
-MAX_SNIPPET_CHARS = 500
-_TAGS = re.compile(r"<[^>]{0,200}>")
+__all__ = ["Hit", "Provider", "provider_from_settings", "search"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Hit:
-    title: str
+class Provider:
+    """A search service as this home reaches it."""
+
+    adapter: SearchAdapter
     url: str
-    snippet: str
+    key: str | None = None
 
-    def to_dict(self) -> dict[str, str]:
-        return {"title": self.title, "url": self.url, "snippet": self.snippet}
+    @property
+    def name(self) -> str:
+        return self.adapter.name
 
+    @property
+    def where(self) -> str:
+        """How messages name the service: a self-run one by its address too (there may be several)."""
+        service = self.adapter.service
+        return f"{service} at {self.url.rstrip('/')}" if self.adapter.url_setting else service
 
-class SearchProvider(Protocol):
-    name: str
-
-    def search(self, fetcher: Fetcher, query: str, k: int) -> list[Hit]: ...
-
-
-def _clean(text: Any, limit: int) -> str:
-    if not isinstance(text, str):
-        return ""
-    flat = " ".join(html.unescape(_TAGS.sub("", text)).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _hits(items: Any, k: int, snippet_key: str) -> list[Hit]:
-    hits: list[Hit] = []
-    for item in items if isinstance(items, list) else []:
-        if not isinstance(item, dict):
-            continue
-        url = item.get("url")
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")) or len(url) > 2000:
-            continue
-        hits.append(
-            Hit(
-                title=_clean(item.get("title"), MAX_TITLE_CHARS) or url,
-                url=url,
-                snippet=_clean(item.get(snippet_key), MAX_SNIPPET_CHARS),
+    def search(self, fetcher: Fetcher, query: str, k: int) -> list[Hit]:
+        request = self.adapter.request(self.url, self.key, query, k)
+        try:
+            fetched = fetcher.fetch(
+                request.url,
+                method=request.method,
+                json=request.json,
+                params=request.params,
+                headers=request.headers,
             )
-        )
-        if len(hits) >= k:
-            break
-    return hits
+        except TaskFailed as exc:
+            raise self._failure(exc) from None
+        return self.adapter.hits(_json(fetched.body, self.adapter.service), k)
+
+    def _failure(self, exc: TaskFailed) -> TaskFailed:
+        """``exc`` from a service call, said in terms of that service."""
+        status = exc.data.get("status")
+        own = self.adapter.explain(status)
+        if own is not None:
+            return TaskFailed(f"{self.where} {own}", status=status)
+        if status in (401, 403) and self.adapter.needs_key:
+            return TaskFailed(
+                f"{self.where} refused the key (HTTP {status}): check it, and store it again with "
+                f"`tether auth set {self.name}`",
+                status=status,
+            )
+        if status == 429:
+            quota = "says too many requests (HTTP 429): the quota is used up; try later"
+            return TaskFailed(f"{self.where} {quota}", status=status)
+        if isinstance(status, int) and status >= 500:
+            return TaskFailed(f"{self.where} failed (HTTP {status}); try again later", status=status)
+        return TaskFailed(f"{self.where}: {exc.message}", **exc.data)
 
 
 def _json(body: bytes, service: str) -> dict[str, Any]:
@@ -81,102 +86,26 @@ def _json(body: bytes, service: str) -> dict[str, Any]:
     return document
 
 
-def _status_failure(exc: TaskFailed, service: str, provider: str | None) -> TaskFailed:
-    """``exc`` from a service call, said in terms of that service."""
-    status = exc.data.get("status")
-    if status in (401, 403) and provider is not None:
-        return TaskFailed(
-            f"{service} refused the key (HTTP {status}): check it, and store it again with "
-            f"`tether auth set {provider}`",
-            status=status,
-        )
-    if status == 429:
-        return TaskFailed(f"{service} says too many requests (HTTP 429): the quota is used up; try later",
-                          status=status)  # fmt: skip
-    if isinstance(status, int) and status >= 500:
-        return TaskFailed(f"{service} failed (HTTP {status}); try again later", status=status)
-    return TaskFailed(f"{service}: {exc.message}", **exc.data)
+def _host_port(url: str) -> str:
+    """``url``'s exact host:port, as ``[research] allow_hosts`` writes it."""
+    checked = check_url(url)
+    port = checked.port or (443 if checked.scheme == "https" else 80)
+    host = checked.raw_host.decode("ascii")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-class SearXNG:
-    name = "searxng"
-
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url.rstrip("/")
-
-    def search(self, fetcher: Fetcher, query: str, k: int) -> list[Hit]:
-        try:
-            fetched = fetcher.fetch(
-                self.base_url + "/search",
-                params={"q": query, "format": "json"},
-                headers={"Accept": "application/json"},
-            )
-        except TaskFailed as exc:
-            if exc.data.get("status") == 403:
-                raise TaskFailed(
-                    f"SearXNG at {self.base_url} refused the JSON format (HTTP 403): add `json` to "
-                    "search.formats in its settings.yml",
-                    status=403,
-                ) from None
-            raise _status_failure(exc, f"SearXNG at {self.base_url}", None) from None
-        return _hits(_json(fetched.body, "SearXNG").get("results"), k, "content")
-
-
-class Tavily:
-    name = "tavily"
-
-    def __init__(self, key: str, base_url: str = TAVILY_URL) -> None:
-        self.key = key
-        self.base_url = base_url
-
-    def search(self, fetcher: Fetcher, query: str, k: int) -> list[Hit]:
-        try:
-            fetched = fetcher.fetch(
-                self.base_url,
-                method="POST",
-                json={"query": query, "max_results": k},
-                headers={"Authorization": f"Bearer {self.key}"},
-            )
-        except TaskFailed as exc:
-            raise _status_failure(exc, "Tavily", self.name) from None
-        return _hits(_json(fetched.body, "Tavily").get("results"), k, "content")
-
-
-class Brave:
-    name = "brave"
-
-    def __init__(self, key: str, base_url: str = BRAVE_URL) -> None:
-        self.key = key
-        self.base_url = base_url
-
-    def search(self, fetcher: Fetcher, query: str, k: int) -> list[Hit]:
-        try:
-            fetched = fetcher.fetch(
-                self.base_url,
-                params={"q": query, "count": k},
-                headers={"Accept": "application/json", "X-Subscription-Token": self.key},
-            )
-        except TaskFailed as exc:
-            raise _status_failure(exc, "Brave Search", self.name) from None
-        web = _json(fetched.body, "Brave Search").get("web")
-        return _hits(web.get("results") if isinstance(web, dict) else None, k, "description")
-
-
-def provider_from_settings(settings: ResearchSettings) -> tuple[SearchProvider, Policy]:
+def provider_from_settings(settings: ResearchSettings) -> tuple[Provider, Policy]:
     """The configured provider and the guard policy its requests go through."""
     problem = setup_problem(settings)
     if problem is not None:
         raise TaskFailed(problem, not_set_up=True)
-    if settings.search_provider == "searxng":
-        url = check_url(settings.searxng_url)
-        port = url.port or (443 if url.scheme == "https" else 80)
-        host = url.raw_host.decode("ascii")
-        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        return SearXNG(settings.searxng_url), Policy.from_settings(settings, extra=(where,))
-    key = search_key(settings.search_provider)
-    assert key is not None
-    provider: SearchProvider = Tavily(key) if settings.search_provider == "tavily" else Brave(key)
-    return provider, Policy.from_settings(settings)
+    adapter = ADAPTERS[settings.search_provider]
+    configured = configured_url(adapter, settings)
+    key = search_key(adapter.name) if adapter.needs_key else None
+    provider = Provider(adapter=adapter, url=configured or adapter.url, key=key)
+    # A service the person runs is reachable at exactly the address they gave it, for search only.
+    extra = (_host_port(configured),) if configured else ()
+    return provider, Policy.from_settings(settings, extra=extra)
 
 
 def search(home: Path, query: str, k: int, settings: ResearchSettings | None = None) -> tuple[str, list[Hit]]:

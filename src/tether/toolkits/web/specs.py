@@ -15,9 +15,8 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from tether.errors import ConfigError
-from tether.tasks.spec import AGENT, CLI, MCP, Isolation, Registry, TaskSpec
+from tether.tasks.spec import EVERYONE, Isolation, Registry, TaskSpec
 
-PUBLIC = frozenset({AGENT, CLI, MCP})
 H = "tether.toolkits.web.handlers:"
 
 MAX_QUERY_CHARS = 500
@@ -128,13 +127,14 @@ def search_available(home: Path) -> str | None:
         return exc.message
 
 
-def add_tasks(registry: Registry) -> None:
-    registry.add(
+def _page_specs() -> tuple[TaskSpec, ...]:
+    """Finding pages and reading one."""
+    return (
         TaskSpec(
             task_id="web.search",
             handler=H + "search",
             params=SearchParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             isolation=Isolation.INLINE,
             idempotent=True,
@@ -157,14 +157,12 @@ def add_tasks(registry: Registry) -> None:
                 "look up",
                 "look it up online",
             ),
-        )
-    )
-    registry.add(
+        ),
         TaskSpec(
             task_id="web.read_url",
             handler=H + "read_url",
             params=ReadUrlParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             idempotent=True,
             timeout_s=300.0,
@@ -185,14 +183,18 @@ def add_tasks(registry: Registry) -> None:
                 "fetch the page",
                 "what does this page say",
             ),
-        )
+        ),
     )
-    registry.add(
+
+
+def _summary_specs() -> tuple[TaskSpec, ...]:
+    """Summarizing a text while keeping its source."""
+    return (
         TaskSpec(
             task_id="web.summarize_text",
             handler=H + "summarize_text",
             params=SummarizeParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             isolation=Isolation.INLINE,
             idempotent=True,
@@ -213,8 +215,14 @@ def add_tasks(registry: Registry) -> None:
                 "give me the gist",
                 "tl;dr",
             ),
-        )
+        ),
     )
+
+
+def add_tasks(registry: Registry) -> None:
+    """Add the web tasks to ``registry``."""
+    for spec in (*_page_specs(), *_summary_specs()):
+        registry.add(spec)
 
 
 # The fork server imports these while idle, so a page read starts with httpx and trafilatura loaded.

@@ -202,6 +202,9 @@ def summarize(home: Path, text: str, focus: str, source: Source, max_sentences: 
     from tether.models.offline import OfflineModel
 
     try:
+        # A fresh model per call, but not a fresh breaker: the factory keeps the breaker's state in the
+        # home (resilience.breakers_dir), the file the runtime's registry uses too, so failures of
+        # separate calls and of the agent's own model calls count against one breaker per service.
         model = model_from_settings(home)
         if isinstance(model, OfflineModel):
             return extractive_summary(text, focus, source, max_sentences)

@@ -24,10 +24,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 
 from tether.errors import TaskFailed
-from tether.tasks.spec import AGENT, CLI, MCP, Danger, Registry, TaskSpec
+from tether.tasks.spec import EVERYONE, Danger, Registry, TaskSpec
 from tether.toolkits.workspace.paths import check_path_text
 
-PUBLIC = frozenset({AGENT, CLI, MCP})
 H = "tether.toolkits.workspace.handlers:"
 IMPACT = "tether.toolkits.workspace.impact:"
 WRITES = ("workspace",)
@@ -121,17 +120,18 @@ class GrepParams(_Params):
 
 def add_tasks(registry: Registry) -> None:
     """Add the workspace tasks to ``registry``."""
-    for spec in _specs():
+    for spec in (*_browse_specs(), *_change_specs(), *_search_specs()):
         registry.add(spec)
 
 
-def _specs() -> list[TaskSpec]:
-    return [
+def _browse_specs() -> tuple[TaskSpec, ...]:
+    """Looking at a folder or a file: read only."""
+    return (
         TaskSpec(
             task_id="workspace.list",
             handler=H + "list_files",
             params=ListParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             idempotent=True,
             description="List the files and folders in a workspace folder (optionally only names matching a "
@@ -150,7 +150,7 @@ def _specs() -> list[TaskSpec]:
             task_id="workspace.read",
             handler=H + "read_file",
             params=ReadParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             idempotent=True,
             description="Read a file of the workspace as text: plain text in any encoding, PDF, Word "
@@ -165,11 +165,17 @@ def _specs() -> list[TaskSpec]:
                 "show the file",
             ),
         ),
+    )
+
+
+def _change_specs() -> tuple[TaskSpec, ...]:
+    """Changing the workspace: each holds its resource and describes its impact for the consent."""
+    return (
         TaskSpec(
             task_id="workspace.write",
             handler=H + "write_file",
             params=WriteParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=WRITES,
             danger=Danger.SAFE,
             destructive_if=("overwrite",),
@@ -190,7 +196,7 @@ def _specs() -> list[TaskSpec]:
             task_id="workspace.move",
             handler=H + "move_file",
             params=MoveParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=WRITES,
             danger=Danger.CAUTION,
             destructive_if=("overwrite",),
@@ -203,7 +209,7 @@ def _specs() -> list[TaskSpec]:
             task_id="workspace.delete",
             handler=H + "delete_file",
             params=DeleteParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=WRITES,
             danger=Danger.DESTRUCTIVE,
             impact=IMPACT + "delete",
@@ -211,11 +217,17 @@ def _specs() -> list[TaskSpec]:
             "Destructive: the person confirms.",
             aliases=("删除文件", "删掉文件", "删除文件夹", "delete the file", "remove the file", "delete"),
         ),
+    )
+
+
+def _search_specs() -> tuple[TaskSpec, ...]:
+    """Finding files by name or by content: read only."""
+    return (
         TaskSpec(
             task_id="workspace.find",
             handler=H + "find_files",
             params=FindParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             idempotent=True,
             description="Find files and folders by name anywhere in the workspace (a pattern such as "
@@ -226,14 +238,14 @@ def _specs() -> list[TaskSpec]:
             task_id="workspace.grep",
             handler=H + "grep_files",
             params=GrepParams,
-            exposed_to=PUBLIC,
+            exposed_to=EVERYONE,
             resources=(),
             idempotent=True,
             description="Search the text files of the workspace (or of one folder or file) for some text; "
             "answers path, line number and line. Binary files are skipped.",
             aliases=("搜索内容", "查找内容", "全文搜索", "搜索文字", "search the files", "grep", "find text"),
         ),
-    ]
+    )
 
 
 registry = Registry(ref="tether.toolkits.workspace.specs:registry")
