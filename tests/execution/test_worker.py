@@ -68,7 +68,7 @@ def test_frozen_app_really_runs_a_worker(make_executor, tmp_path: Path, monkeypa
     app = tmp_path / "frozen-app"
     app.write_text(
         f"#!/bin/sh\nexec {sys.executable} -c "
-        "'import sys; from tether.execution.worker import dispatch_frozen; dispatch_frozen(); "
+        "'import sys; from tether.execution.frozen import dispatch_frozen; dispatch_frozen(); "
         'sys.exit("not a worker call")\' "$@"\n'
     )
     app.chmod(0o755)

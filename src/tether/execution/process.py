@@ -88,7 +88,7 @@ def worker_command(exec_dir: Path) -> list[str]:
     """The command line that runs one worker, from a source checkout or a frozen (PyInstaller) app.
 
     A frozen app has no ``-m``: its own executable is re-entered with a flag, and its entry point must
-    call ``tether.execution.worker.dispatch_frozen()`` first thing.
+    call ``tether.execution.frozen.dispatch_frozen()`` first thing.
     """
     if getattr(sys, "frozen", False):
         return [sys.executable, WORKER_FLAG, str(exec_dir)]

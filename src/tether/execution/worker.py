@@ -444,16 +444,5 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.flush()
 
 
-def dispatch_frozen(argv: list[str] | None = None) -> None:
-    """Call first thing in a frozen app's entry point: runs a worker or fork server when asked to."""
-    args = sys.argv if argv is None else argv
-    if len(args) >= 3 and args[1] == process.WORKER_FLAG:
-        sys.exit(main(args[2:]))
-    if len(args) >= 3 and args[1] == process.FORKSERVER_FLAG:
-        from tether.execution import forkserver
-
-        sys.exit(forkserver.main(args[2:]))
-
-
 if __name__ == "__main__":
     sys.exit(main())
