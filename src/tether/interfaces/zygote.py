@@ -15,7 +15,8 @@ interpreter, then for each request:
 It serves only its own user (peer credentials are checked), lives in a 0700 folder, refuses to serve
 once any module it loaded changed on disk (it lets running commands finish, then exits; the next
 command starts a fresh one), and exits after ``IDLE_EXIT_S`` without work. Nothing here imports a
-store or opens a database: children do that, each for itself.
+store or opens a database: children do that, each for itself. The server warms its image once
+(``_warm``); a spare forked from it inherits that, and never warms again.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ from typing import Any
 from tether.execution.forking import Children, leave_server, run_as_forked_child, take_stdio
 
 IDLE_EXIT_S = 600.0
+# How many times this process's image ran ``_warm``: once in the server, and so once in every spare and
+# command forked from it (a test reads it in a served command).
+warm_ups = 0
 REQUEST_LIMIT = 4 * 1024 * 1024  # an environment and argv fit easily; anything larger is refused
 
 
@@ -69,6 +73,9 @@ def _warm() -> None:
     """Run the code paths commands take first, once, so every fork starts with them imported. Nothing
     here starts a thread or keeps a file open (the server forks)."""
     import tempfile
+
+    global warm_ups
+    warm_ups += 1
 
     from tether.interfaces import guard
     from tether.interfaces.cli import app
@@ -130,7 +137,7 @@ class Server:
         self.lock_handle: Any = None
         self.listener: socket.socket | None = None
         self.commands: dict[int, socket.socket] = {}  # child pid → the connection of its client
-        self.spare: Spare | None = None  # forked and warmed, waiting for the next command
+        self.spare: Spare | None = None  # forked from the warm image, waiting for the next command
         self.spares_alive: set[int] = set()
         self.children = Children()  # its workers, and the pipe SIGCHLD wakes the loop through
         self.files: dict[str, float] = {}
@@ -288,7 +295,7 @@ class Server:
         conn.close()
 
     def _run_command(self, conn: socket.socket, message: dict[str, Any], fds: list[int]) -> None:
-        """Hand the request to the waiting spare (forked and warmed before it came), then raise the
+        """Hand the request to the waiting spare (forked before it came), then raise the
         next spare: neither the fork nor the first touch of memory is on the command's path."""
         spare = self.spare or self._raise_spare()
         self.spare = None
@@ -311,7 +318,8 @@ class Server:
         self.spare = self._raise_spare()
 
     def _raise_spare(self) -> Spare:
-        """Fork a child that warms itself, then waits for one request on a private channel."""
+        """Fork a child that waits for one request on a private channel (warm already: it is a copy of
+        the server's image)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         inherited = [*self._inherited(), ours.fileno()]
         if self.spare is not None:
@@ -358,16 +366,18 @@ def _send_to_spare(spare: Spare, message: dict[str, Any], fds: list[int]) -> Non
 
 
 def _spare(channel: socket.socket, inherited: list[int], socket_path: Path) -> None:
-    """Runs in a forked spare: warm up, wait for one request, become that command; never returns."""
+    """Runs in a forked spare: wait for one request, become that command; never returns. The spare is
+    forked from the warmed server and starts warm: warming it again would cost most of a served
+    command's CPU, for nothing."""
     from tether.interfaces import handoff
 
     # The client learns this process's pid, and forwards its signals here, as soon as the request is
-    # handed over — maybe while this spare still warms up. Blocked, they wait in the kernel until the
-    # command can act on them (``_command``), instead of ending a half-made command (-15) or the spare.
+    # handed over — maybe before this spare has left the server's setup. Blocked, they wait in the
+    # kernel until the command can act on them (``_command``), instead of ending a half-made command
+    # (-15) or the spare.
     signal.pthread_sigmask(signal.SIG_BLOCK, handoff.HELD)
     try:
         leave_server(inherited, default=(signal.SIGTERM, signal.SIGCHLD))
-        _warm()  # copies the pages a command writes to, before any command waits for them
         message, fds = _receive(channel, max_fds=4)
         if len(fds) != 4:
             raise ValueError("a command comes with four descriptors")
