@@ -238,6 +238,14 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+_STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+def _hold_stop_signals(hold: bool) -> None:
+    if hasattr(signal, "pthread_sigmask"):  # POSIX; elsewhere a stop is a process kill anyway
+        signal.pthread_sigmask(signal.SIG_BLOCK if hold else signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
 def consent_problem(spec: TaskSpec, request: Request, clean: dict[str, Any]) -> str | None:
     """Why the danger policy refuses this request, or None: anything not ``safe`` runs only with a
     confirmation of exactly this call (the executor turns a direct caller's own command into one)."""
@@ -378,6 +386,10 @@ def _run_locked(
         log=log,
     )
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    # From here until the handler's own ``try`` a stop signal waits in the kernel: one that came in
+    # between would end the worker with neither the handler's outcome nor "stopped" published. Blocked
+    # before the parent watch starts, so that thread cannot take the signal in the main thread's place.
+    _hold_stop_signals(True)
     if not request.detach:
         threading.Thread(
             target=_watch_parent,
@@ -391,6 +403,7 @@ def _run_locked(
         locks.release()
         _stopped_before_start(paths, publisher)
         return
+    faults.point("worker.after_handshake")
     log.info("running %s %s", request.task_id, request.params)
     status, message, data = _run_handler(spec.handler, ctx, log)
     # The outcome is decided: a late SIGINT/SIGTERM must not turn it into a lost result.
@@ -413,6 +426,7 @@ def _run_handler(
     handler_path: str, ctx: WorkerContext, log: logging.Logger
 ) -> tuple[TaskStatus, str, dict[str, Any]]:
     try:
+        _hold_stop_signals(False)  # a stop that came since the handshake is raised here, and caught
         handler = load_object(handler_path)
         message, data = outcome(call_handler(handler, ctx))
         return TaskStatus.COMPLETED, message, data
