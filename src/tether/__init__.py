@@ -84,7 +84,7 @@ _EXPORTS = {
     "TurnResult": "tether.agent.turn",
     "TurnStarted": "tether.events",
     "TurnStatus": "tether.agent.turn",
-    "execution_id_for": "tether.execution.executor",
+    "execution_id_for": "tether.execution.admission",
 }
 
 __all__ = [
@@ -209,7 +209,8 @@ if TYPE_CHECKING:
         TurnFinished,
         TurnStarted,
     )
-    from tether.execution.executor import Executor, execution_id_for
+    from tether.execution.admission import execution_id_for
+    from tether.execution.executor import Executor
     from tether.execution.jobs import JobManager, Pruned, Recovery
     from tether.models.base import (
         BudgetReview,

@@ -17,7 +17,8 @@ import pytest
 
 from tests.support.helpers import ROOT, exited, wait_for
 from tether.agent.session import ConversationSession
-from tether.execution.executor import Executor, execution_id_for
+from tether.execution.admission import execution_id_for
+from tether.execution.executor import Executor
 from tether.execution.protocol import ExecutionPaths, read_claim
 from tether.testing import ScriptedModel, say
 

@@ -68,7 +68,7 @@ def test_frozen_app_really_runs_a_worker(make_executor, tmp_path: Path, monkeypa
     app = tmp_path / "frozen-app"
     app.write_text(
         f"#!/bin/sh\nexec {sys.executable} -c "
-        "'import sys; from tether.execution.worker import dispatch_frozen; dispatch_frozen(); "
+        "'import sys; from tether.execution.frozen import dispatch_frozen; dispatch_frozen(); "
         'sys.exit("not a worker call")\' "$@"\n'
     )
     app.chmod(0o755)
@@ -157,6 +157,26 @@ def test_sigterm_to_a_worker_records_stopped(running_game: Executor, home: Path)
     paths = ExecutionPaths.of(home, result.execution_id)
     final = wait_for(lambda: _terminal(paths), what="the worker to handle SIGTERM")
     assert final.status is TaskStatus.STOPPED
+
+
+def test_a_stop_signal_between_handshake_and_handler_still_records_stopped(  # type: ignore[no-untyped-def]
+    make_executor, tmp_path: Path, monkeypatch
+) -> None:
+    """A SIGTERM that lands after the worker published "running" but before its handler started waits
+    for the handler and stops it: the job ends stopped, never as a worker lost with nothing published."""
+    from tests.support.registry import registry
+
+    reached, go = tmp_path / "reached", tmp_path / "go"
+    monkeypatch.setenv("TETHER_FAULTS", f"worker.after_handshake=touch:{reached}+wait:{go}")
+    executor = make_executor(registry, settings=FAST.model_copy(update={"worker_env": ("TETHER_FAULTS",)}))
+    result = executor.execute_sync("t.loops", caller="cli")
+    assert result.status is TaskStatus.RUNNING, result
+    wait_for(reached.exists, what="the worker between its handshake and its handler")
+    os.kill(result.data["pid"], signal.SIGTERM)
+    go.touch()
+    paths = ExecutionPaths.of(executor.home, result.execution_id)
+    final = wait_for(lambda: _terminal(paths), what="the worker to handle SIGTERM")
+    assert final.status is TaskStatus.STOPPED, final
 
 
 def test_settings_are_tunable(home: Path) -> None:

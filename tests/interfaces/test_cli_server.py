@@ -142,6 +142,20 @@ def test_commands_and_their_workers_are_children_of_the_server(served: Served, h
     assert read_exit(paths) == 0
 
 
+def test_a_spare_starts_warm_and_never_warms_again(served: Served, home: Path) -> None:
+    """The server runs its warm-up once; every command runs in a spare forked from it, which must not
+    run it again (it was most of a served command's CPU). The count the warm-up leaves in the image
+    says how often it ran in a command's ancestry."""
+    server = served.status()["pid"]
+    for _ in range(3):  # the spare raised at start, then ones raised after a command
+        done = served.run("task", "run", "t.warm_ups", "--json", TETHER_HOME=str(home))
+        assert done.returncode == 0, done.stderr
+        data = json.loads(done.stdout)["data"]
+        assert data["ppid"] == server and data["warm_ups"] == 1, data
+    alone = served.run("task", "run", "t.warm_ups", "--json", TETHER_HOME=str(home), TETHER_CLI_SERVER="0")
+    assert json.loads(alone.stdout)["data"]["warm_ups"] is None  # no server, no warm-up
+
+
 def test_the_command_gets_the_clients_folder_and_environment(served: Served, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Annotated
@@ -262,6 +263,24 @@ registry.add(TaskSpec(task_id="t.ids", handler=H + "ids", exposed_to=EVERY, reso
 registry.add(
     TaskSpec(
         task_id="t.ids_inline", handler=H + "ids", exposed_to=EVERY, resources=(), isolation=Isolation.INLINE
+    )
+)
+
+
+def warm_ups(ctx: TaskContext) -> dict[str, object]:
+    """How many times the CLI server's warm-up ran in this process's image (None when it was not
+    forked from a CLI server), and which process started this one."""
+    zygote = sys.modules.get("tether.interfaces.zygote")
+    return {"warm_ups": getattr(zygote, "warm_ups", None), "ppid": os.getppid()}
+
+
+registry.add(
+    TaskSpec(
+        task_id="t.warm_ups",
+        handler=H + "warm_ups",
+        exposed_to=EVERY,
+        resources=(),
+        isolation=Isolation.INLINE,
     )
 )
 

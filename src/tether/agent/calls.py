@@ -22,7 +22,8 @@ from tether.agent.turn import Turn
 from tether.config import AgentSettings
 from tether.errors import TetherError
 from tether.events import ConfirmationRequested, ToolFinished, ToolStarted
-from tether.execution.executor import Executor, execution_id_for
+from tether.execution.admission import execution_id_for
+from tether.execution.executor import Executor
 from tether.models.base import Message, ToolCall, ToolOutcome
 from tether.store.threads import ThreadStore
 from tether.tasks.confirm import Confirmation

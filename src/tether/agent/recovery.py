@@ -20,7 +20,7 @@ from typing import Any
 
 from tether.agent.calls import ToolCalls
 from tether.events import ToolFinished
-from tether.execution.executor import execution_id_for
+from tether.execution.admission import execution_id_for
 from tether.models.base import ToolOutcome
 from tether.store.threads import StepRecord, ThreadState
 from tether.tasks.result import TaskStatus

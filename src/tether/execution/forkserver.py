@@ -10,13 +10,13 @@ registry names in ``preload``, which the server imports itself in its idle pause
 Protocol on stdin/stdout, one JSON document per line each way (so any path, newlines included, fits
 in one line): ``{"id": n, "spawn": dir}`` → ``{"id": n, "pid": pid}`` or ``{"id": n, "error": why}``.
 The id is echoed, so an answer is never taken for another request's. The server reaps its children
-and writes each exit code to the child's ``exit.json``. It exits when its stdin closes (its parent is
-gone); running workers go on and watch their starter themselves.
+and writes each exit code to the child's ``exit.json``; forking.py does both, for the CLI server too.
+It exits when its stdin closes (its parent is gone); running workers go on and watch their starter
+themselves.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import importlib
 import json
@@ -29,35 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether.execution import process, worker
-from tether.execution.protocol import ExecutionPaths, write_exit
+from tether.execution.forking import Children  # and with it the worker module, preloaded
 from tether.tasks.spec import Registry
 
 READY = "ready"
-
-
-def _child(exec_dir: Path, keep_closed: list[int]) -> None:
-    """Runs in the forked child; never returns."""
-
-    def run() -> int:
-        os.setsid()
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.set_wakeup_fd(-1)
-        for fd in keep_closed:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        null = os.open(os.devnull, os.O_RDONLY)
-        log = os.open(ExecutionPaths(exec_dir).log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(null)
-        os.close(log)
-        return worker.main([str(exec_dir)])
-
-    process.run_as_forked_child(run)
 
 
 # No request for this long: import the next module the registry asks to preload. An import holds up a
@@ -101,34 +76,28 @@ def serve(registry_ref: str) -> int:
     gc.collect()
     gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the parent's stdin closing ends the server
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_r, False)
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
-    children: dict[int, Path] = {}
+    children = Children()
+    children.catch_sigchld()
     stdin = sys.stdin.buffer
     out = sys.stdout
     out.write(READY + "\n")
     out.flush()
-    keep_closed = [wake_r, wake_w]  # fds 0-2 are replaced in the child by dup2
     parent = os.getppid()
     quiet_since = time.monotonic()  # the last spawn request: warming waits for a quiet moment
     while True:
         if os.getppid() != parent:
             # The executor died, and something it forked still holds the write end of our stdin (so
             # no EOF comes): nobody will ask for a worker again. Its workers see it too, and stop.
-            _reap(children)
-            if not children:
+            children.reap()
+            if not children.workers:
                 return 0
         try:
-            readable, _, _ = select.select([stdin, wake_r], [], [], IDLE_S if warm else 1.0)
+            readable, _, _ = select.select([stdin, children.wake_r], [], [], IDLE_S if warm else 1.0)
         except InterruptedError:
-            readable = [wake_r]
-        if wake_r in readable:
-            with contextlib.suppress(BlockingIOError):
-                os.read(wake_r, 4096)
-        _reap(children)
+            readable = [children.wake_r]
+        if children.wake_r in readable:
+            children.drain()
+        children.reap()
         if stdin not in readable:
             if warm and time.monotonic() - quiet_since >= IDLE_S and not _warm(warm.pop(0)):
                 warm.clear()
@@ -144,33 +113,16 @@ def serve(registry_ref: str) -> int:
             _answer(out, None, error=f"unknown request {line[:200]!r}")
             continue
         try:
-            pid = os.fork()
+            pid = children.fork_worker(exec_dir)  # fds 0-2 are replaced in the child
         except OSError as exc:
             _answer(out, ident, error=f"fork failed: {exc}")
             continue
-        if pid == 0:
-            _child(exec_dir, keep_closed)
-        children[pid] = exec_dir
         _answer(out, ident, pid=pid)
 
 
 def _answer(out: Any, ident: object, **answer: object) -> None:
     out.write(json.dumps({"id": ident, **answer}) + "\n")
     out.flush()
-
-
-def _reap(children: dict[int, Path]) -> None:
-    while children:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        exec_dir = children.pop(pid, None)
-        if exec_dir is not None:
-            with contextlib.suppress(OSError):
-                write_exit(ExecutionPaths(exec_dir), os.waitstatus_to_exitcode(status))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -369,13 +371,11 @@ class JobManager:
             return Pruned(executions=(), events=0, bytes_freed=0)
         cutoff = "" if older_than_s is None else _iso(time.time() - older_than_s)  # "": none too old
         ids = self.store.ended_before(cutoff, keep=10**12 if keep is None else keep, limit=limit)
-        freed = 0
-        for execution_id in ids:
-            folder = self.paths(execution_id).dir
-            freed += sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0
-            if not dry_run:
-                shutil.rmtree(folder, ignore_errors=True)
+        folders = [self.paths(execution_id).dir for execution_id in ids]
+        freed = _blocks_freed(folders)  # measured before removing: a dry run reports the same
         if not dry_run:
+            for folder in folders:
+                shutil.rmtree(folder, ignore_errors=True)
             self.store.forget(ids)
         return Pruned(executions=tuple(ids), events=0, bytes_freed=freed)
 
@@ -556,3 +556,25 @@ def _epoch(iso: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(iso).timestamp()
+
+
+def _blocks_freed(folders: list[Path]) -> int:
+    """The disk space removing ``folders`` gives back: allocated blocks (``st_blocks`` * 512), not file
+    sizes (a 200-byte log still takes a 4 KiB block, and every folder takes one), each inode counted
+    once (a claim is hard-linked into place), and a file only when all its links are among the removed
+    (a name elsewhere keeps its blocks). Symbolic links are not followed."""
+    inodes: dict[tuple[int, int], list[int]] = {}  # (device, inode) -> [bytes, names seen, links]
+    for folder in folders:
+        names = [str(folder)]
+        for parent, dirs, files in os.walk(folder):
+            names += [os.path.join(parent, entry) for entry in (*dirs, *files)]
+        for name in names:
+            try:
+                info = os.lstat(name)
+            except OSError:  # gone meanwhile: it frees nothing more
+                continue
+            # A folder's link count includes its subfolders' "..": a folder goes with its tree.
+            links = 1 if stat.S_ISDIR(info.st_mode) else info.st_nlink
+            entry = inodes.setdefault((info.st_dev, info.st_ino), [info.st_blocks * 512, 0, links])
+            entry[1] += 1
+    return sum(size for size, seen, links in inodes.values() if seen >= links)

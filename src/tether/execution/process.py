@@ -8,14 +8,11 @@ On Linux identity is read from /proc (psutil costs ~50 ms to import, which a wor
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 # Start times from two readers of the same process agree to far better than this.
 START_TIME_TOLERANCE_S = 0.05
@@ -88,7 +85,7 @@ def worker_command(exec_dir: Path) -> list[str]:
     """The command line that runs one worker, from a source checkout or a frozen (PyInstaller) app.
 
     A frozen app has no ``-m``: its own executable is re-entered with a flag, and its entry point must
-    call ``tether.execution.worker.dispatch_frozen()`` first thing.
+    call ``tether.execution.frozen.dispatch_frozen()`` first thing.
     """
     if getattr(sys, "frozen", False):
         return [sys.executable, WORKER_FLAG, str(exec_dir)]
@@ -258,33 +255,3 @@ def descendants(pid: int) -> list[ProcessRef]:
                     if ref is not None:
                         result.append(ref)
     return result
-
-
-def run_as_forked_child(body: Callable[[], int | None], *, code: int = 70) -> NoReturn:
-    """Run ``body`` in a process just forked from a preloaded server and leave with its exit code:
-    ``SystemExit`` keeps its code, anything else is printed; streams are flushed and the process ends
-    with ``os._exit`` (a fork must never run its parent's cleanup)."""
-    try:
-        result = body()
-        code = result if isinstance(result, int) else 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        # The body has ended and said so: a signal now must neither interrupt the flush below (its
-        # exception would escape into the server's code this process was forked from) nor change
-        # how the process ends.
-        with contextlib.suppress(Exception):
-            signal.pthread_sigmask(signal.SIG_BLOCK, _CATCHABLE)
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except Exception:
-            pass
-        os._exit(code)
-
-
-_CATCHABLE = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}

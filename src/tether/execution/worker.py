@@ -238,6 +238,14 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+_STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+def _hold_stop_signals(hold: bool) -> None:
+    if hasattr(signal, "pthread_sigmask"):  # POSIX; elsewhere a stop is a process kill anyway
+        signal.pthread_sigmask(signal.SIG_BLOCK if hold else signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
 def consent_problem(spec: TaskSpec, request: Request, clean: dict[str, Any]) -> str | None:
     """Why the danger policy refuses this request, or None: anything not ``safe`` runs only with a
     confirmation of exactly this call (the executor turns a direct caller's own command into one)."""
@@ -258,24 +266,53 @@ def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
     # double-forked, setsid grandchild is still in the tree that a stop ends.
     process.become_subreaper()
     faults.point("worker.before_claim")
-    if not claim_for_worker(paths, me.pid, me.create_time):
-        try:
-            claim = read_claim(paths)
-        except ProtocolError:
-            claim = None
-        why = claim.abandoned if claim is not None and claim.abandoned else "another worker claimed it"
-        log.warning("not running %s: %s", request.execution_id, why)
+    if not _claim(request, paths, me, log):
         return 0
     faults.point("worker.after_claim")
     publisher = _Publisher(paths, request)
-    home = Path(request.home)
-    key = request_key(home, create=False)
+    admitted = _admit(request, paths, publisher)
+    if admitted is None:
+        return 0
+    registry, spec, params = admitted
+    locks = LockSet(Path(request.home), spec.resources)
+    try:
+        locks.acquire(execution_id=request.execution_id, task_id=request.task_id)
+    except LockBusy as exc:
+        publisher.final(TaskStatus.REJECTED, exc.message, exc.data)
+        return 0
+    try:
+        _run_locked(request, paths, log, publisher, registry, spec, params, locks)
+    finally:
+        locks.release()
+    return 0
+
+
+def _claim(request: Request, paths: ExecutionPaths, me: process.ProcessRef, log: logging.Logger) -> bool:
+    """Claim the execution (``worker.json``, created once); False when an observer gave it up first or
+    another worker claimed it: then this one leaves without doing anything."""
+    if claim_for_worker(paths, me.pid, me.create_time):
+        return True
+    try:
+        claim = read_claim(paths)
+    except ProtocolError:
+        claim = None
+    why = claim.abandoned if claim is not None and claim.abandoned else "another worker claimed it"
+    log.warning("not running %s: %s", request.execution_id, why)
+    return False
+
+
+def _admit(
+    request: Request, paths: ExecutionPaths, publisher: _Publisher
+) -> tuple[Registry, TaskSpec, BaseModel | None] | None:
+    """Trust nothing from the parent but the signed request: check it again from scratch. The registry,
+    spec and params to run, or None once a refusal (or a stop that came first) is published."""
+    key = request_key(Path(request.home), create=False)
     if key is None or not signed_by(request, key) or request.execution_id != paths.dir.name:
         publisher.final(
             TaskStatus.REJECTED,
             "refused: this request was not written by this home's executor (missing or wrong signature)",
         )
-        return 0
+        return None
     parent = process.ProcessRef(pid=request.parent_pid, create_time=request.parent_create_time)
     if not request.detach and not process.is_alive(parent):
         publisher.final(
@@ -283,105 +320,113 @@ def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
             "stopped before it started: the process that started it exited",
             {"stop_reason": PARENT_EXITED},
         )
-        return 0
+        return None
     if paths.stop.exists():
-        reason = stop_reason(paths) or "stop"
-        publisher.final(
-            stopped_status(reason), f"stopped before it started ({reason})", {"stop_reason": reason}
-        )
-        return 0
+        _stopped_before_start(paths, publisher)
+        return None
     if request.import_path and request.import_path not in sys.path:
         sys.path.append(request.import_path)
     try:
         registry = Registry.load(request.registry_ref)
     except TetherError as exc:
         publisher.final(TaskStatus.FAILED, f"worker cannot load the registry: {exc.message}")
-        return 0
+        return None
     spec = registry.get(request.task_id, request.caller)
     if spec is None:
         publisher.final(TaskStatus.NOT_FOUND, f"unknown task {request.task_id!r}")
-        return 0
+        return None
     try:
         params = validate_params(spec, request.params)
     except ToolRejected as exc:
         publisher.final(TaskStatus.REJECTED, exc.message, exc.data)
-        return 0
+        return None
     clean = {} if params is None else params.model_dump(mode="json")
     refusal = consent_problem(spec, request, clean)
     if refusal is not None:
-        publisher.final(
-            TaskStatus.REJECTED, refusal, {"needs_confirmation": True, "danger": spec.danger_for(clean).value}
-        )
-        return 0
+        danger = spec.danger_for(clean).value
+        publisher.final(TaskStatus.REJECTED, refusal, {"needs_confirmation": True, "danger": danger})
+        return None
+    return registry, spec, params
 
-    locks = LockSet(home, spec.resources)
-    try:
-        locks.acquire(execution_id=request.execution_id, task_id=request.task_id)
-    except LockBusy as exc:
-        publisher.final(TaskStatus.REJECTED, exc.message, exc.data)
-        return 0
-    try:
-        try:
-            unmet = registry.unmet(spec, home)
-        except Exception as exc:
-            locks.release()  # every terminal state is published with the locks already free
-            publisher.final(TaskStatus.FAILED, f"precondition check failed: {type(exc).__name__}: {exc}")
-            return 0
-        if unmet:
-            locks.release()
-            publisher.final(TaskStatus.REJECTED, unmet, {"unmet": list(spec.requires)})
-            return 0
 
-        ctx = WorkerContext(
-            execution_id=request.execution_id,
-            task_id=request.task_id,
-            home=home,
-            params=params,
-            paths=paths,
-            log=log,
-        )
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-        if not request.detach:
-            threading.Thread(
-                target=_watch_parent,
-                args=(request, ctx, publisher, log, locks.release),
-                name="parent-watch",
-                daemon=True,
-            ).start()
-        faults.point("worker.before_handshake")
-        if not publisher.running({"pid": os.getpid(), "background": request.background}):
-            # A stop arrived before the handshake: the handler must not run at all.
-            locks.release()
-            reason = stop_reason(paths) or "stop"
-            publisher.final(
-                stopped_status(reason), f"stopped before it started ({reason})", {"stop_reason": reason}
-            )
-            return 0
-        log.info("running %s %s", request.task_id, request.params)
-        status, message, data = _run_handler(spec.handler, ctx, log)
-        # The outcome is decided: a late SIGINT/SIGTERM must not turn it into a lost result.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if status is not TaskStatus.COMPLETED:
-            # What the handler started ends with a task that did not complete (a completed one may
-            # leave a process running on purpose: demo.start_game leaves the game).
-            ended = process.end_descendants(os.getpid())
-            if ended:
-                log.info("ended %d process(es) the task had started", ended)
-                data = {**data, "ended_processes": ended}
-        # Release before publishing: whoever sees the terminal state may start the next task at once.
+def _stopped_before_start(paths: ExecutionPaths, publisher: _Publisher) -> None:
+    reason = stop_reason(paths) or "stop"
+    publisher.final(stopped_status(reason), f"stopped before it started ({reason})", {"stop_reason": reason})
+
+
+def _run_locked(
+    request: Request,
+    paths: ExecutionPaths,
+    log: logging.Logger,
+    publisher: _Publisher,
+    registry: Registry,
+    spec: TaskSpec,
+    params: BaseModel | None,
+    locks: LockSet,
+) -> None:
+    """With the locks held: re-check the preconditions, shake hands, run the handler, publish.
+    Every terminal state is published with the locks already free."""
+    home = Path(request.home)
+    try:
+        unmet = registry.unmet(spec, home)
+    except Exception as exc:
         locks.release()
-        publisher.final(status, message, data)
-        log.info("%s: %s", status.value, message)
-    finally:
+        publisher.final(TaskStatus.FAILED, f"precondition check failed: {type(exc).__name__}: {exc}")
+        return
+    if unmet:
         locks.release()
-    return 0
+        publisher.final(TaskStatus.REJECTED, unmet, {"unmet": list(spec.requires)})
+        return
+    ctx = WorkerContext(
+        execution_id=request.execution_id,
+        task_id=request.task_id,
+        home=home,
+        params=params,
+        paths=paths,
+        log=log,
+    )
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    # From here until the handler's own ``try`` a stop signal waits in the kernel: one that came in
+    # between would end the worker with neither the handler's outcome nor "stopped" published. Blocked
+    # before the parent watch starts, so that thread cannot take the signal in the main thread's place.
+    _hold_stop_signals(True)
+    if not request.detach:
+        threading.Thread(
+            target=_watch_parent,
+            args=(request, ctx, publisher, log, locks.release),
+            name="parent-watch",
+            daemon=True,
+        ).start()
+    faults.point("worker.before_handshake")
+    if not publisher.running({"pid": os.getpid(), "background": request.background}):
+        # A stop arrived before the handshake: the handler must not run at all.
+        locks.release()
+        _stopped_before_start(paths, publisher)
+        return
+    faults.point("worker.after_handshake")
+    log.info("running %s %s", request.task_id, request.params)
+    status, message, data = _run_handler(spec.handler, ctx, log)
+    # The outcome is decided: a late SIGINT/SIGTERM must not turn it into a lost result.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if status is not TaskStatus.COMPLETED:
+        # What the handler started ends with a task that did not complete (a completed one may
+        # leave a process running on purpose: demo.start_game leaves the game).
+        ended = process.end_descendants(os.getpid())
+        if ended:
+            log.info("ended %d process(es) the task had started", ended)
+            data = {**data, "ended_processes": ended}
+    # Release before publishing: whoever sees the terminal state may start the next task at once.
+    locks.release()
+    publisher.final(status, message, data)
+    log.info("%s: %s", status.value, message)
 
 
 def _run_handler(
     handler_path: str, ctx: WorkerContext, log: logging.Logger
 ) -> tuple[TaskStatus, str, dict[str, Any]]:
     try:
+        _hold_stop_signals(False)  # a stop that came since the handshake is raised here, and caught
         handler = load_object(handler_path)
         message, data = outcome(call_handler(handler, ctx))
         return TaskStatus.COMPLETED, message, data
@@ -442,17 +487,6 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
-
-
-def dispatch_frozen(argv: list[str] | None = None) -> None:
-    """Call first thing in a frozen app's entry point: runs a worker or fork server when asked to."""
-    args = sys.argv if argv is None else argv
-    if len(args) >= 3 and args[1] == process.WORKER_FLAG:
-        sys.exit(main(args[2:]))
-    if len(args) >= 3 and args[1] == process.FORKSERVER_FLAG:
-        from tether.execution import forkserver
-
-        sys.exit(forkserver.main(args[2:]))
 
 
 if __name__ == "__main__":

@@ -9,13 +9,14 @@ interpreter, then for each request:
   runs the command exactly as a fresh ``tether`` process would (a terminal stays a terminal). The child
   watches the client: if the client dies, the child dies with it, as the command itself would have.
   When the child ends, the server sends its exit status, which the client mirrors.
-- ``{"spawn": execution_dir}`` from one of those commands: it forks a worker for it (like the fork
-  server does), reaps it and records its exit code.
+- ``{"spawn": execution_dir}`` from one of those commands: it forks a worker for it, reaps it and
+  records its exit code, exactly as the fork server does (both use ``tether.execution.forking``).
 
 It serves only its own user (peer credentials are checked), lives in a 0700 folder, refuses to serve
 once any module it loaded changed on disk (it lets running commands finish, then exits; the next
 command starts a fresh one), and exits after ``IDLE_EXIT_S`` without work. Nothing here imports a
-store or opens a database: children do that, each for itself.
+store or opens a database: children do that, each for itself. The server warms its image once
+(``_warm``); a spare forked from it inherits that, and never warms again.
 """
 
 from __future__ import annotations
@@ -37,9 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tether.execution import process
+from tether.execution.forking import Children, leave_server, run_as_forked_child, take_stdio
 
 IDLE_EXIT_S = 600.0
+# How many times this process's image ran ``_warm``: once in the server, and so once in every spare and
+# command forked from it (a test reads it in a served command).
+warm_ups = 0
 REQUEST_LIMIT = 4 * 1024 * 1024  # an environment and argv fit easily; anything larger is refused
 
 
@@ -69,6 +73,9 @@ def _warm() -> None:
     """Run the code paths commands take first, once, so every fork starts with them imported. Nothing
     here starts a thread or keeps a file open (the server forks)."""
     import tempfile
+
+    global warm_ups
+    warm_ups += 1
 
     from tether.interfaces import guard
     from tether.interfaces.cli import app
@@ -130,15 +137,14 @@ class Server:
         self.lock_handle: Any = None
         self.listener: socket.socket | None = None
         self.commands: dict[int, socket.socket] = {}  # child pid → the connection of its client
-        self.spare: Spare | None = None  # forked and warmed, waiting for the next command
+        self.spare: Spare | None = None  # forked from the warm image, waiting for the next command
         self.spares_alive: set[int] = set()
-        self.workers: dict[int, Path] = {}  # worker pid → its execution folder
+        self.children = Children()  # its workers, and the pipe SIGCHLD wakes the loop through
         self.files: dict[str, float] = {}
         self.identity: list[Any] = []
         self.socket_inode = 0
         self.last_active = time.monotonic()
         self.retiring = False  # asked to stop (SIGTERM): serve what runs, take nothing new
-        self.wake_r, self.wake_w = os.pipe()
 
     # -- start ----------------------------------------------------------------------------------
 
@@ -185,31 +191,28 @@ class Server:
         self.identity = identity()
         gc.collect()
         gc.freeze()  # children do not copy the pages a collection would touch
-        for fd in (self.wake_r, self.wake_w):
-            os.set_blocking(fd, False)
-        signal.set_wakeup_fd(self.wake_w)
-        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        self.children.catch_sigchld()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         # Only a flag: the handler runs inside select(), which must not see its listener closed.
         signal.signal(signal.SIGTERM, lambda signum, frame: setattr(self, "retiring", True))
         self.listen()
         self.spare = self._raise_spare()
         self._announce("serving")
-        while self.listener is not None or self.commands or self.workers:
-            sources: list[Any] = [self.wake_r] + ([self.listener] if self.listener is not None else [])
+        while self.listener is not None or self.commands or self.children.workers:
+            wake_r = self.children.wake_r
+            sources: list[Any] = [wake_r] + ([self.listener] if self.listener is not None else [])
             try:
                 readable, _, _ = select.select(sources, [], [], 1.0)
             except InterruptedError:
                 readable = []
-            if self.wake_r in readable:
-                with contextlib.suppress(BlockingIOError):
-                    os.read(self.wake_r, 4096)
+            if wake_r in readable:
+                self.children.drain()
             self._reap()
             if self.retiring:
                 self._retire()
             if self.listener is not None and self.listener in readable:
                 self._accept()
-            idle = not self.commands and not self.workers
+            idle = not self.commands and not self.children.workers
             if idle and time.monotonic() - self.last_active > IDLE_EXIT_S:
                 self._retire()
             if self.listener is not None and not self._still_mine():
@@ -277,7 +280,7 @@ class Server:
 
     def _inherited(self) -> list[int]:
         """Descriptors a child must close: the server's own, and other clients' connections."""
-        fds = [self.wake_r, self.wake_w]
+        fds = self.children.fds
         if self.listener is not None:
             fds.append(self.listener.fileno())
         if self.lock_handle is not None:
@@ -286,19 +289,13 @@ class Server:
         return fds
 
     def _spawn_worker(self, conn: socket.socket, exec_dir: Path) -> None:
-        from tether.execution import forkserver
-
-        keep_closed = [*self._inherited(), conn.fileno()]
-        pid = os.fork()
-        if pid == 0:
-            forkserver._child(exec_dir, keep_closed)  # never returns
-        self.workers[pid] = exec_dir
+        pid = self.children.fork_worker(exec_dir, [*self._inherited(), conn.fileno()])
         with contextlib.suppress(OSError):
             _send(conn, {"pid": pid})
         conn.close()
 
     def _run_command(self, conn: socket.socket, message: dict[str, Any], fds: list[int]) -> None:
-        """Hand the request to the waiting spare (forked and warmed before it came), then raise the
+        """Hand the request to the waiting spare (forked before it came), then raise the
         next spare: neither the fork nor the first touch of memory is on the command's path."""
         spare = self.spare or self._raise_spare()
         self.spare = None
@@ -321,7 +318,8 @@ class Server:
         self.spare = self._raise_spare()
 
     def _raise_spare(self) -> Spare:
-        """Fork a child that warms itself, then waits for one request on a private channel."""
+        """Fork a child that waits for one request on a private channel (warm already: it is a copy of
+        the server's image)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         inherited = [*self._inherited(), ours.fileno()]
         if self.spare is not None:
@@ -334,33 +332,26 @@ class Server:
         return Spare(pid=pid, channel=ours)
 
     def _reap(self) -> None:
-        while self.commands or self.workers or self.spares_alive:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            self.spares_alive.discard(pid)
-            if self.spare is not None and pid == self.spare.pid:  # it died waiting: raise another
-                self.spare.channel.close()
-                self.spare = None if self.listener is None else self._raise_spare()
+        """Reap every child that ended: workers through ``Children`` (their exit codes recorded),
+        spares and commands here."""
+        if self.children.reap(self._ended, others=bool(self.commands or self.spares_alive)):
             self.last_active = time.monotonic()
-            if pid in self.workers:
-                from tether.execution.protocol import ExecutionPaths, write_exit
 
-                with contextlib.suppress(OSError):
-                    write_exit(ExecutionPaths(self.workers.pop(pid)), os.waitstatus_to_exitcode(status))
-            elif pid in self.commands:
-                conn = self.commands.pop(pid)
-                outcome = (
-                    {"signal": os.WTERMSIG(status)}
-                    if os.WIFSIGNALED(status)
-                    else {"exit": os.waitstatus_to_exitcode(status)}
-                )
-                with contextlib.suppress(OSError):
-                    _send(conn, outcome)
-                conn.close()
+    def _ended(self, pid: int, status: int) -> None:
+        self.spares_alive.discard(pid)
+        if self.spare is not None and pid == self.spare.pid:  # it died waiting: raise another
+            self.spare.channel.close()
+            self.spare = None if self.listener is None else self._raise_spare()
+        if pid in self.commands:
+            conn = self.commands.pop(pid)
+            outcome = (
+                {"signal": os.WTERMSIG(status)}
+                if os.WIFSIGNALED(status)
+                else {"exit": os.waitstatus_to_exitcode(status)}
+            )
+            with contextlib.suppress(OSError):
+                _send(conn, outcome)
+            conn.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,21 +366,18 @@ def _send_to_spare(spare: Spare, message: dict[str, Any], fds: list[int]) -> Non
 
 
 def _spare(channel: socket.socket, inherited: list[int], socket_path: Path) -> None:
-    """Runs in a forked spare: warm up, wait for one request, become that command; never returns."""
+    """Runs in a forked spare: wait for one request, become that command; never returns. The spare is
+    forked from the warmed server and starts warm: warming it again would cost most of a served
+    command's CPU, for nothing."""
     from tether.interfaces import handoff
 
     # The client learns this process's pid, and forwards its signals here, as soon as the request is
-    # handed over — maybe while this spare still warms up. Blocked, they wait in the kernel until the
-    # command can act on them (``_command``), instead of ending a half-made command (-15) or the spare.
+    # handed over — maybe before this spare has left the server's setup. Blocked, they wait in the
+    # kernel until the command can act on them (``_command``), instead of ending a half-made command
+    # (-15) or the spare.
     signal.pthread_sigmask(signal.SIG_BLOCK, handoff.HELD)
     try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.set_wakeup_fd(-1)
-        for fd in inherited:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        _warm()  # copies the pages a command writes to, before any command waits for them
+        leave_server(inherited, default=(signal.SIGTERM, signal.SIGCHLD))
         message, fds = _receive(channel, max_fds=4)
         if len(fds) != 4:
             raise ValueError("a command comes with four descriptors")
@@ -441,17 +429,11 @@ def _command(
         from tether.interfaces import handoff
 
         os.setsid()
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        leave_server(inherited, default=(signal.SIGCHLD,))
         ignored = {int(s) for s in message.get("ignored") or ()}
         for sig in handoff.HELD:  # as the client's own: held until guard.run acts on them, or ignored
             signal.signal(sig, signal.SIG_IGN if sig in ignored else handoff.hold)
-        signal.set_wakeup_fd(-1)
-        for fd in inherited:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-            os.close(fd)
+        take_stdio(fds)
         os.chdir(str(message.get("cwd") or "/"))
         os.umask(int(message.get("umask", 0o022)))
         os.environ.clear()
@@ -470,7 +452,7 @@ def _command(
         signal.pthread_sigmask(signal.SIG_UNBLOCK, handoff.HELD)  # what came meanwhile is held now
         return guard.run(app, argv)
 
-    process.run_as_forked_child(run)
+    run_as_forked_child(run)
 
 
 def _fresh_stdio() -> None:

@@ -31,7 +31,8 @@ from typing import Any
 
 from dbos import DBOS, SetWorkflowID
 
-from tether.execution.executor import Executor, execution_id_for
+from tether.execution.admission import execution_id_for
+from tether.execution.executor import Executor
 from tether.execution.protocol import ExecutionPaths
 from tether.runtime import Runtime
 from tether.store.runs import RunRecord, TaskState

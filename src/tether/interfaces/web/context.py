@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import Path as PathParam
 
 from tether.agent.session import THREAD_ID_RE
-from tether.execution.executor import EXECUTION_ID_RE
+from tether.execution.admission import EXECUTION_ID_RE
 from tether.interfaces.web import security
 from tether.runtime import Runtime
 from tether.supervisor import conversations

@@ -1,0 +1,164 @@
+"""Inline runs: a safe, lockless task handled in the executor's own process.
+
+An ``inline`` task passed the same admission as any other, and runs under the same timeout and stop
+semantics as a worker: a sync handler runs in a thread, an async one on the loop, and a timeout asks it
+to stop and answers ``failed``. While it runs it is registered with the ``JobManager``, so a stop from
+anywhere reaches it. A caller-chosen execution id is claimed on record (``running inside pid …``) before
+the handler starts: a twin call adopts this run instead of running the handler twice, and a process that
+dies mid-run leaves a record the job manager recognises as ended. The terminal state goes on record
+last; if the record already ended otherwise (a stop settled it first), the record wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tether.errors import StopRequested, StoreError, TaskFailed
+from tether.execution import process
+from tether.execution.admission import Admitted, Where
+from tether.execution.jobs import INLINE, JobManager
+from tether.execution.protocol import TIMEOUT, ExecutionPaths, bounded
+from tether.execution.records import off_loop
+from tether.execution.worker import WorkerContext, outcome
+from tether.store.jobs import JobRecord, JobStore
+from tether.tasks.result import TaskResult, TaskStatus
+from tether.tasks.spec import TaskSpec, load_object
+
+log = logging.getLogger("tether.executor")
+
+Outcome = tuple[TaskStatus, str, dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InlineRun:
+    """One inline execution of an admitted call."""
+
+    home: Path
+    store: JobStore
+    jobs: JobManager
+    admitted: Admitted
+    execution_id: str
+    caller: str
+    where: Where
+    started: float
+    attach: Callable[[JobRecord], Awaitable[TaskResult]]  # follows a twin call's run instead
+
+    @property
+    def spec(self) -> TaskSpec:
+        return self.admitted.spec
+
+    async def run(self) -> TaskResult:
+        inline = {INLINE: True, "timeout_s": self.spec.timeout_s}
+        if self.where.given:
+            known = await self._claim(inline)
+            if known is not None:
+                return await self.attach(known)
+        ctx = WorkerContext(
+            execution_id=self.execution_id,
+            task_id=self.spec.task_id,
+            home=self.home,
+            params=self.admitted.params,
+            paths=ExecutionPaths.of(self.home, self.execution_id),
+            log=logging.getLogger(f"tether.task.{self.spec.task_id}"),
+        )
+        self.jobs.register_inline(self.execution_id, ctx)
+        try:
+            status, message, data = await self._call(ctx)
+        finally:
+            self.jobs.unregister_inline(self.execution_id)
+        if status is TaskStatus.COMPLETED and ctx.stop_reason is not None and self.where.given:
+            # It finished although a stop was asked: the record (a stop may have said so) and the
+            # answer both say completed.
+            data = {**data, "stop_came_late": ctx.stop_reason}
+        result = bounded(
+            TaskResult(
+                task_id=self.spec.task_id,
+                execution_id=self.execution_id,
+                status=status,
+                message=message,
+                duration_seconds=round(time.monotonic() - self.started, 6),
+                data={**data, **inline},
+            )
+        )
+        return await self._settle(result)
+
+    async def _claim(self, inline: dict[str, Any]) -> JobRecord | None:
+        """Put a caller-chosen id on record as running in this process, before the handler runs: a stop
+        from anywhere finds it, and a process that dies with it leaves a record that says so (the
+        ``JobManager``'s inline handling). The twin's record when another call claimed the id first."""
+        me = process.current()
+        running = TaskResult(
+            task_id=self.spec.task_id,
+            execution_id=self.execution_id,
+            status=TaskStatus.RUNNING,
+            message=f"running inside pid {me.pid}",
+            data=inline,
+        )
+        inserted = await off_loop(
+            self.store.insert,
+            running,
+            caller=self.caller,
+            params=self.admitted.clean,
+            if_absent=True,
+            starter=(me.pid, me.create_time),
+            **self.where.record,
+        )
+        if inserted:
+            return None
+        known = await off_loop(self.store.get, self.execution_id)
+        assert known is not None
+        return known
+
+    async def _call(self, ctx: WorkerContext) -> Outcome:
+        """Run the handler under the task's timeout; every way it can end, as (status, message, data)."""
+        spec = self.spec
+        try:
+            handler = load_object(spec.handler)
+            if inspect.iscoroutinefunction(handler):
+                value = await asyncio.wait_for(handler(ctx), spec.timeout_s)
+            else:
+                value = await asyncio.wait_for(asyncio.to_thread(handler, ctx), spec.timeout_s)
+                if inspect.isawaitable(value):
+                    value = await asyncio.wait_for(value, spec.timeout_s)
+            message, data = outcome(value)
+            return TaskStatus.COMPLETED, message, data
+        except TaskFailed as exc:
+            return TaskStatus.FAILED, exc.message, exc.data
+        except StopRequested as exc:
+            return TaskStatus.STOPPED, exc.message, exc.data
+        except TimeoutError:
+            ctx.request_stop(TIMEOUT)  # a handler that polls should_stop() ends soon after
+            return TaskStatus.FAILED, f"timed out after {spec.timeout_s:g}s", {"stop_reason": TIMEOUT}
+        except asyncio.CancelledError:
+            ctx.request_stop("cancelled")
+            raise
+        except Exception as exc:
+            log.exception("inline handler %s raised", spec.handler)
+            return TaskStatus.FAILED, f"{type(exc).__name__}: {exc}", {}
+
+    async def _settle(self, result: TaskResult) -> TaskResult:
+        """The terminal state on record; a record that ended otherwise first wins."""
+        try:
+            if self.where.given:
+                recorded = await off_loop(self.store.transition, result)
+                if recorded.status is not result.status:
+                    return recorded.to_result()
+            else:
+                await off_loop(
+                    self.store.insert,
+                    result,
+                    caller=self.caller,
+                    params=self.admitted.clean,
+                    **self.where.record,
+                )
+        except StoreError as exc:  # the handler ran: its result is still the answer
+            log.warning("could not record %s: %s", self.execution_id, exc.message)
+            return result.with_data(not_on_record=exc.message)
+        return result

@@ -1,0 +1,257 @@
+"""Process runs: an admitted call put on record, written as a signed request, spawned and followed.
+
+The order is the crash-safety argument (docs/architecture.md, "One execution", steps 2-4): the job row
+is inserted first (pending), so no worker may exist that no record points to; a twin call with the same
+execution id finds that row and follows the run instead of starting a second one. Then ``request.json``
+is written, signed with the home's key, and the doorbell is listened on *before* the worker exists, so no
+ring is missed. The spawn runs in a thread; a cancellation that arrives meanwhile asks the worker to
+stop before its handshake (its handler never runs), lets the start finish and stops it. A spawn that
+failed abandons the execution, unless the worker claimed it after all. Then ``Follow`` takes over; a
+caller that gives up stops the run, unless it is a background task that already shook hands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.config import Settings
+from tether.errors import ConfigError, JobError, StoreError
+from tether.execution import faults, process
+from tether.execution.admission import Admitted, Where
+from tether.execution.environment import worker_env
+from tether.execution.follow import Follow
+from tether.execution.jobs import JobManager
+from tether.execution.protocol import (
+    KEYS_DIR,
+    REQUEST_KEY,
+    ExecutionPaths,
+    ProtocolError,
+    Request,
+    abandon,
+    read_result,
+    request_key,
+    request_stop,
+    sign,
+    write_request,
+)
+from tether.execution.protocol import (
+    Confirmation as RequestConfirmation,
+)
+from tether.execution.records import RecordWriter, off_loop
+from tether.execution.spawner import Spawner
+from tether.execution.wake import Wake
+from tether.store.jobs import ConfirmationUsed, JobRecord, JobStore
+from tether.tasks.result import TaskResult, TaskStatus
+from tether.tasks.spec import Registry, TaskSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Launch:
+    """One process run of an admitted call."""
+
+    home: Path
+    registry: Registry
+    settings: Settings
+    store: JobStore
+    jobs: JobManager
+    records: RecordWriter
+    spawner: Callable[[], Spawner]  # started on first use
+    key: Callable[[], bytes]  # the home's request key
+    me: process.ProcessRef  # the starter: a non-detached worker stops when it dies
+    import_path: str | None
+    admitted: Admitted
+    execution_id: str
+    caller: str
+    where: Where
+    detach: bool
+    on_start: Callable[[str], None] | None
+    attach: Callable[[JobRecord], Awaitable[TaskResult]]  # follows a twin call's run instead
+
+    @property
+    def spec(self) -> TaskSpec:
+        return self.admitted.spec
+
+    async def run(self) -> TaskResult:
+        paths = ExecutionPaths.of(self.home, self.execution_id)
+        if self.registry.ref is None:
+            raise ConfigError(
+                "this registry has no ref: workers re-import the registry, so create it as "
+                "Registry(ref='your.module:registry') in an importable module"
+            )
+        reserved = await self._reserve()
+        if isinstance(reserved, TaskResult):
+            return reserved
+        if reserved is not None:  # a twin call with this id got there first: follow that one
+            return await self.attach(reserved)
+        request = self._request(self.registry.ref)
+        await off_loop(self._write, paths, request)
+        with Wake.on(paths) as wake:  # listening before the worker exists: no ring is missed
+            return await self._start_and_follow(paths, wake)
+
+    def _write(self, paths: ExecutionPaths, request: Request) -> None:
+        write_request(paths, sign(request, self.key()))
+
+    async def _reserve(self) -> TaskResult | JobRecord | None:
+        """The pending row, first: None once it is ours, the twin's record when another call inserted
+        this id first, or a result when nothing may start (a used confirmation, a store that refused)."""
+        spec, consent = self.spec, self.admitted.consent
+        pending = TaskResult(
+            task_id=spec.task_id,
+            execution_id=self.execution_id,
+            status=TaskStatus.PENDING,
+            message="starting",
+        )
+        try:
+            inserted = await off_loop(
+                self.store.insert,
+                pending,
+                caller=self.caller,
+                params=self.admitted.clean,
+                resources=spec.resources,
+                background=spec.background,
+                detached=self.detach,
+                starter=(self.me.pid, self.me.create_time),
+                confirmation=None if consent is None else consent.nonce,
+                confirmed_by=None if consent is None else consent.source,
+                if_absent=self.where.given,
+                **self.where.record,
+            )
+        except ConfirmationUsed as used:
+            return TaskResult(
+                task_id=spec.task_id,
+                execution_id=self.execution_id,
+                status=TaskStatus.REJECTED,
+                message=f"this confirmation was already used by execution {used.execution_id}; "
+                "the person must confirm again",
+                data={"needs_confirmation": True, "confirmation_used_by": used.execution_id},
+            )
+        except StoreError as exc:  # nothing was started: say why, as a result
+            return TaskResult(
+                task_id=spec.task_id, execution_id=self.execution_id, status=TaskStatus.FAILED,
+                message=f"nothing was started: {exc.message}", data={"not_on_record": exc.message},
+            )  # fmt: skip
+        if inserted:
+            return None
+        known = await off_loop(self.store.get, self.execution_id)
+        assert known is not None
+        return known
+
+    def _request(self, registry_ref: str) -> Request:
+        consent, settings = self.admitted.consent, self.settings
+        return Request(
+            execution_id=self.execution_id,
+            task_id=self.spec.task_id,
+            registry_ref=registry_ref,
+            caller=self.caller,
+            origin=self.where.origin,
+            params=self.admitted.clean,
+            confirmation=None
+            if consent is None
+            else RequestConfirmation(digest=consent.digest, source=consent.source, nonce=consent.nonce),
+            env=worker_env((*self.registry.env, *settings.worker_env)),
+            import_path=self.import_path,
+            home=str(self.home),
+            background=self.spec.background,
+            detach=self.detach,
+            parent_pid=self.me.pid,
+            parent_create_time=self.me.create_time,
+            parent_poll_s=settings.parent_poll_s,
+            stop_grace_s=settings.stop_grace_cooperative_s,
+            created_at=time.time(),
+        )
+
+    async def _start_and_follow(self, paths: ExecutionPaths, wake: Wake) -> TaskResult:
+        started = await self._spawn(paths)
+        if isinstance(started, TaskResult):
+            return started
+        ref = started
+        faults.point("executor.after_spawn")
+        # Off the critical path, in order: the worker's own claim names it until the row does.
+        self.records.later(
+            self.execution_id, self.store.set_process, self.execution_id, ref.pid, ref.create_time
+        )
+        if self.on_start is not None:
+            self.on_start(self.execution_id)
+        follow = Follow(
+            settings=self.settings,
+            jobs=self.jobs,
+            store=self.store,
+            records=self.records,
+            spec=self.spec,
+            paths=paths,
+            ref=ref,
+            wake=wake,
+        )
+        try:
+            result = await follow.run()
+            self.spawner().reap()  # a fresh interpreter per task leaves a child to reap
+            return result
+        except asyncio.CancelledError:
+            # The caller gave up (Ctrl-C, a cancelled turn): the execution must not outlive it silently.
+            if not (self.spec.background and _handshaken(paths)):
+                await asyncio.shield(self.jobs.stop(self.execution_id, reason="cancelled"))
+            raise
+
+    async def _spawn(self, paths: ExecutionPaths) -> process.ProcessRef | TaskResult:
+        """Start the worker: its identity, or the failed run when none could be started."""
+        faults.point("executor.before_spawn")
+        spawning = asyncio.ensure_future(asyncio.to_thread(self.spawner().spawn, paths))
+        try:
+            return await asyncio.shield(spawning)
+        except asyncio.CancelledError:
+            # Cancelled while the worker was being started: ask it to stop at once (it honours that
+            # before its handshake, so its handler never runs), let the start finish, then stop it.
+            with contextlib.suppress(OSError):
+                request_stop(paths, "cancelled")
+            try:
+                await spawning
+            except (JobError, OSError):
+                pass
+            await asyncio.shield(self.jobs.stop(self.execution_id, reason="cancelled"))
+            raise
+        except (JobError, OSError) as exc:
+            claim = await off_loop(abandon, paths, f"could not start a worker: {exc}")
+            if claim.abandoned is None:  # it started after all
+                return process.ProcessRef(pid=claim.pid, create_time=claim.create_time)
+            why = f"could not start a worker: {exc}"
+            record = await off_loop(self.jobs.record, self.execution_id)
+            finished = await off_loop(self.jobs.finish, record, paths, TaskStatus.FAILED, why)
+            return finished.to_result()
+
+
+class RequestKey:
+    """The home's request key, read again only when its file changed (it is replaced if damaged)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self._key: bytes | None = None
+        self._seen: tuple[int, int, int] | None = None
+
+    def __call__(self) -> bytes:
+        path = self.home / KEYS_DIR / REQUEST_KEY
+        try:
+            stat = os.stat(path)
+            seen: tuple[int, int, int] | None = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        except FileNotFoundError:
+            seen = None
+        if seen is None or seen != self._seen or self._key is None:
+            key = request_key(self.home)
+            assert key is not None  # created on first use
+            self._key = key
+            stat = os.stat(path)
+            self._seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        return self._key
+
+
+def _handshaken(paths: ExecutionPaths) -> bool:
+    try:
+        result = read_result(paths)
+    except ProtocolError:
+        return False
+    return result is not None and result.status is not TaskStatus.PENDING
