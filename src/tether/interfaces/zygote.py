@@ -491,51 +491,6 @@ def _die_with_client(lifeline: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def server_state(socket_path: Path) -> tuple[int | None, str]:
-    """Who holds ``socket_path``'s lock and in what state: ``(pid, "starting" | "serving")``, or
-    ``(None, "off")`` when no server does."""
-    lock = socket_path.with_suffix(".lock")
-    try:
-        handle = os.open(lock, os.O_RDONLY)
-    except OSError:
-        return None, "off"
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid, _, state = os.read(handle, 64).decode(errors="replace").partition(" ")
-            if pid.isdigit():
-                return int(pid), state.strip() or "starting"
-            return None, "starting"  # between taking the lock and writing to it
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return None, "off"
-    finally:
-        os.close(handle)
-
-
-def serving(socket_path: Path) -> int | None:
-    """The pid of the server that serves ``socket_path`` now, or None."""
-    pid, state = server_state(socket_path)
-    return pid if state == "serving" else None
-
-
-def stop(socket_path: Path, timeout: float = 10.0) -> int | None:
-    """Ask the server to retire (it sees running commands to their end) and wait until it is gone.
-    Returns the pid it had, or None when none was serving."""
-    pid, _ = server_state(socket_path)
-    if pid is None:
-        return None
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while server_state(socket_path)[0] == pid and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if server_state(socket_path)[0] == pid:  # still busy with a command after the deadline: end it now
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
-    return pid
-
-
 def main(socket_path: str, path_entries: list[str]) -> int:
     sys.path[:] = path_entries
     server = Server(Path(socket_path))
