@@ -23,8 +23,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from tether.execution import worker
+from tether.execution import process, worker
 from tether.execution.protocol import ExecutionPaths, write_exit
+
+process.prepare_for_forks()  # only servers that fork import this module
 
 
 class Children:

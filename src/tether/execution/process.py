@@ -13,6 +13,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Start times from two readers of the same process agree to far better than this.
 START_TIME_TOLERANCE_S = 0.05
@@ -197,15 +198,32 @@ def become_subreaper() -> bool:
     """Make this process a child subreaper (Linux): a descendant whose parent exits is re-parented to
     it, not to init, so a handler's double-forked, ``setsid`` grandchild stays in its tree, where the
     stop's kill step (and ``end_descendants``) reaches it. False where the OS offers no such thing."""
-    if not _linux:
-        return False
-    import ctypes
+    prctl = _prctl()
+    return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+
+_PRCTL: list[Any] = []
+
+
+def _prctl() -> Any:
+    """libc's ``prctl``, looked up once per process (a server that forks workers looks it up before it
+    forks, so no worker imports ctypes: that import was a third of a forked worker's start)."""
+    if not _PRCTL:
+        found = None
+        if _linux:
+            import ctypes
+
+            try:
+                found = ctypes.CDLL(None, use_errno=True).prctl
+            except (OSError, AttributeError):
+                found = None
+        _PRCTL.append(found)
+    return _PRCTL[0]
+
+
+def prepare_for_forks() -> None:
+    """Load in a forking server what each forked worker would otherwise load for itself."""
+    _prctl()
 
 
 def _children_files() -> bool:
