@@ -36,7 +36,7 @@ from tether.store.threads import StepRecord, ThreadStore
 from tether.supervisor import durable
 
 if TYPE_CHECKING:
-    from tether.supervisor.engine import Host
+    from tether.supervisor.host import Host
 
 TIMED_OUT = "stopped: the task's deadline passed"
 
@@ -110,7 +110,7 @@ async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
     ``{"error": ...}`` for a request that cannot run."""
     from tether.agent.session import ConversationSession
     from tether.errors import TetherError
-    from tether.supervisor.engine import host
+    from tether.supervisor.host import host
 
     h = host()
     if h.model_for is None:
