@@ -1,6 +1,6 @@
 """The house holds its shape: no import cycle anywhere in src/ (imports inside functions count: a lazy
-import is still a dependency), no module over 600 lines and no function over 80, except declarative
-tables of specs (named below, never over 150). The layers themselves are pinned in test_public_api.py.
+import is still a dependency), no module over 600 lines and no function over 80 (a long table of specs
+is split into groups, as the toolkits' are). The layers themselves are pinned in test_public_api.py.
 """
 
 from __future__ import annotations
@@ -9,15 +9,9 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 SRC = Path(__file__).resolve().parents[1] / "src"
 MODULE_LINES = 600
 FUNCTION_LINES = 80
-TABLE_LINES = 150
-# Functions that are one declarative table of task specs (data, read top to bottom), allowed up to
-# TABLE_LINES. Anything else that grows past FUNCTION_LINES is split along its steps.
-TABLES: frozenset[str] = frozenset()
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -141,19 +135,9 @@ def test_no_function_past_its_limit() -> None:
     too_long = []
     for module, path in modules(SRC).items():
         for name, lines in _long_functions(path, module):
-            limit = TABLE_LINES if name in TABLES else FUNCTION_LINES
-            if lines > limit:
-                too_long.append(f"{name}: {lines} lines (limit {limit})")
+            if lines > FUNCTION_LINES:
+                too_long.append(f"{name}: {lines} lines (limit {FUNCTION_LINES})")
     assert too_long == [], "split along their steps:\n" + "\n".join(sorted(too_long))
-
-
-@pytest.mark.parametrize("table", sorted(TABLES))
-def test_every_named_table_still_exists(table: str) -> None:
-    module, _, function = table.rpartition(".")
-    path = modules(SRC)[module]
-    assert any(name == table for name, _ in _long_functions(path, module)), (
-        f"{function} is gone from {module}"
-    )
 
 
 def test_no_module_past_its_limit() -> None:

@@ -172,6 +172,27 @@ def test_the_failure_chain_retries_at_once_then_later_with_backoff_then_asks_a_p
     assert last.diagnostics["message"] == "disk full"
 
 
+def test_the_failure_chain_is_data_its_order_and_stages_are_the_list() -> None:
+    from dataclasses import replace as swap
+
+    from tether.supervisor.policies import FAILURE_CHAIN
+
+    assert [stage.key for stage in FAILURE_CHAIN] == ["at_once", "later", "fallback", "simplified"]
+    p = plan({**call("a"), "retry": {"at_once": 1, "later": 1, "backoff_s": 10}})
+    task, s = p.tasks[0], state("a", attempts=1)
+    common: dict[str, Any] = {"message": "it broke", "data": {}, "idempotent": False, "now": NOW,
+                              "executor_failures": 0, "context": {}, "run": run(s)}  # fmt: skip
+    later_first = (FAILURE_CHAIN[1], FAILURE_CHAIN[0])
+    moved = after_attempt(task, s, outcome="failed", chain=later_first, **common)
+    assert moved.overrides["stage"] == {"later": 1} and moved.overrides["not_before"] == NOW + 10
+    twice = (swap(FAILURE_CHAIN[0], allowed=lambda t: 2),)
+    retried = state("a", attempts=2, overrides={"stage": {"at_once": 1}})
+    second = after_attempt(task, retried, outcome="failed", chain=twice, **common)
+    assert second.status == "pending" and second.message.startswith("retry 2 at once")
+    nothing = after_attempt(task, s, outcome="failed", chain=(), **common)
+    assert nothing.status == "waiting_for_human" and nothing.review["kind"] == "failed"
+
+
 def test_an_executor_task_falls_back_to_another_executor_then_a_simpler_description() -> None:
     task = {
         "id": "w",

@@ -14,6 +14,7 @@ state always gives the same decision (what DBOS's replay needs) and every rule i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,37 +188,16 @@ def schedule(
         deps = [states.get(d) for d in task.depends_on]
         if any(d is None or d.status not in TASK_ENDED for d in deps):
             continue  # not ready yet
-        if task.when is not None:
-            if not holds(task.when, run, context):
-                decision.moves.append(
-                    Move(task.id, "skipped", f"skipped: its condition on {task.when.task} does not hold")
-                )
-                continue
-        else:
-            blocked = [d.task_id for d in deps if d is not None and d.status not in TASK_DONE]
-            if blocked:
-                decision.moves.append(
-                    Move(task.id, "skipped", f"skipped: {', '.join(blocked)} did not succeed")
-                )
-                continue
-        if task.call is not None and task.call.args_from:
-            _, missing = call_args(task, state, context)
-            if missing:
-                decision.moves.append(
-                    Move(task.id, "skipped", f"skipped: {', '.join(missing)} is not in the context")
-                )
-                continue
+        skip = _skipped_because(task, state, deps, run, context)
+        if skip is not None:
+            decision.moves.append(Move(task.id, "skipped", f"skipped: {skip}"))
+            continue
         due = state.overrides.get("not_before")
         if state.status == "pending" and due is not None and due > now:
             later += 1
             soonest = due if soonest is None else min(soonest, due)
             continue
-        review = state.review or {}
-        if (
-            task.review == "before"
-            and state.status == "pending"
-            and not (review.get("kind") == "before" and review.get("answer") in ("approve", "edit"))
-        ):
+        if _waits_for_approval(task, state):
             decision.moves.append(
                 Move(
                     task.id,
@@ -252,13 +232,48 @@ def schedule(
         decision.run.append((task.id, attempt))
     if decision.moves or decision.run:
         return decision
+    return _nothing_to_run(plan, run, decision, now=now, waiting=waiting, soonest=soonest if later else None)
+
+
+def _waits_for_approval(task: Task, state: TaskState) -> bool:
+    """A task reviewed before it runs, whose review is not (yet) approved."""
+    review = state.review or {}
+    approved = review.get("kind") == "before" and review.get("answer") in ("approve", "edit")
+    return task.review == "before" and state.status == "pending" and not approved
+
+
+def _skipped_because(
+    task: Task, state: TaskState, deps: list[TaskState | None], run: RunRecord, context: dict[str, Any]
+) -> str | None:
+    """Why a task whose dependencies ended will never run, or None: its condition does not hold, a
+    dependency did not succeed (without a condition), or an argument it reads is not in the context."""
+    if task.when is not None:
+        if not holds(task.when, run, context):
+            return f"its condition on {task.when.task} does not hold"
+    else:
+        blocked = [d.task_id for d in deps if d is not None and d.status not in TASK_DONE]
+        if blocked:
+            return f"{', '.join(blocked)} did not succeed"
+    if task.call is not None and task.call.args_from:
+        _, missing = call_args(task, state, context)
+        if missing:
+            return f"{', '.join(missing)} is not in the context"
+    return None
+
+
+def _nothing_to_run(
+    plan: Plan, run: RunRecord, decision: Decision, *, now: float, waiting: int, soonest: float | None
+) -> Decision:
+    """How a segment ends when no task can run now: a person is asked, a retry is due later, or the run
+    is over (failed when a task failed that no condition handled)."""
     if waiting:
         decision.end, decision.message = "waiting_for_human", f"{waiting} task(s) wait for a person"
         return decision
-    if later and soonest is not None:
+    if soonest is not None:
         decision.end, decision.delay_s = "later", max(0.0, soonest - now)
         decision.message = f"a retry is due in {decision.delay_s:.0f} s"
         return decision
+    states = {t.task_id: t for t in run.tasks}
     handled = {
         t.when.task
         for t in plan.tasks
@@ -292,6 +307,62 @@ def executor_of(task: Task, state: TaskState, caller: str) -> str:
     return str(state.overrides.get("executor") or task.executor or caller)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stage:
+    """One stage of the failure chain, as data: how many times a task may use it (``allowed``), and what
+    using it the ``used``-th time says and changes in the task's overrides (``move``)."""
+
+    key: str  # its count in the task's ``stage`` record
+    allowed: Callable[[Task], int]
+    move: Callable[[Task, int, float, str], tuple[str, dict[str, Any]]]
+
+
+def _later(task: Task, used: int, now: float, message: str) -> tuple[str, dict[str, Any]]:
+    due = now + task.retry.backoff_s * 2 ** (used - 1)
+    return f"retry later (in {due - now:.0f} s): {message}", {"not_before": due}
+
+
+def _for_an_executor(value: object, task: Task) -> int:
+    """A stage that changes who runs the task (or what it is asked) exists once, for an executor's task."""
+    return int(bool(value) and task.executor is not None)
+
+
+# What a failed attempt tries next, in order; when every stage is used up, a person is asked (or the task
+# fails, or is skipped when optional). ``after_attempt`` interprets it; a different chain is a different
+# list, not different code.
+FAILURE_CHAIN: tuple[Stage, ...] = (
+    Stage(key="at_once", allowed=lambda t: t.retry.at_once,
+          move=lambda t, used, now, message: (f"retry {used} at once: {message}", {})),
+    Stage(key="later", allowed=lambda t: t.retry.later, move=_later),
+    Stage(key="fallback", allowed=lambda t: _for_an_executor(t.retry.fallback_executor, t),
+          move=lambda t, used, now, message: (
+              f"another executor ({t.retry.fallback_executor}): {message}",
+              {"executor": t.retry.fallback_executor},
+          )),
+    Stage(key="simplified", allowed=lambda t: _for_an_executor(t.retry.simplified, t),
+          move=lambda t, used, now, message: (
+              f"a simpler description: {message}", {"description": t.retry.simplified}
+          )),
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Attempt:
+    """One attempt's outcome, with what every rule of ``after_attempt`` reads."""
+
+    task: Task
+    state: TaskState
+    outcome: str
+    message: str
+    data: dict[str, Any]
+    now: float
+    context: dict[str, Any]
+    run: RunRecord
+    stage: dict[str, Any]
+    overrides: dict[str, Any]
+    diagnostics: dict[str, Any]
+
+
 def after_attempt(
     task: Task,
     state: TaskState,
@@ -304,156 +375,145 @@ def after_attempt(
     executor_failures: int,
     context: dict[str, Any],
     run: RunRecord,
+    chain: tuple[Stage, ...] = FAILURE_CHAIN,
 ) -> Move:
-    """Where one attempt's ``outcome`` takes its task, by the task's policy chain."""
-    stage = dict(state.overrides.get("stage") or {})
-    overrides = {k: v for k, v in state.overrides.items() if k != "not_before"}
-    diagnostics = {
-        "outcome": outcome,
-        "message": message,
-        "attempt": state.attempts,
-        "evidence": _evidence(data),
-    }
+    """Where one attempt's ``outcome`` takes its task: a completed one onward (or round its loop, or to
+    a review); a failed one through triage (a busy resource, a call that never started, a refusal, an
+    effect that may have happened, an open breaker) and then along ``chain``."""
+    at = _Attempt(
+        task=task,
+        state=state,
+        outcome=outcome,
+        message=message,
+        data=data,
+        now=now,
+        context=context,
+        run=run,
+        stage=dict(state.overrides.get("stage") or {}),
+        overrides={k: v for k, v in state.overrides.items() if k != "not_before"},
+        diagnostics={"outcome": outcome, "message": message, "attempt": state.attempts,
+                     "evidence": _evidence(data)},
+    )  # fmt: skip
     if outcome == "completed":
-        outputs = outputs_of(task, data)
-        iterations = state.iterations + 1
-        if task.loop is not None:
-            seen = {**context, **outputs}
-            until = task.loop.until
-            if until.task == task.id:
-                done = "completed" in until.status and (
-                    until.key is None or seen.get(until.key) == until.equals
-                )
-            else:
-                done = holds(until, run, seen)
-            if not done:
-                if iterations >= task.loop.max_iterations:
-                    return Move(
-                        task.id,
-                        "waiting_for_human",
-                        f"the loop reached its bound of {task.loop.max_iterations} without its condition",
-                        review={"kind": "loop_bound", "answer": None},
-                        iterations=iterations,
-                        outputs=outputs,
-                        diagnostics=diagnostics,
-                    )
-                return Move(
-                    task.id,
-                    "pending",
-                    f"iteration {iterations} done; again",
-                    iterations=iterations,
-                    outputs=outputs,
-                    overrides={**overrides, "stage": {}},
-                )
-        if task.review == "after":
+        return _completed(at)
+    triaged = _triage(at, idempotent, executor_failures)
+    if triaged is not None:
+        return triaged
+    for stage in chain:
+        used = int(at.stage.get(stage.key, 0))
+        if used < stage.allowed(task):
+            said, changes = stage.move(task, used + 1, now, message)
+            progress = {**at.stage, stage.key: used + 1}
+            return Move(task.id, "pending", said, overrides={**at.overrides, "stage": progress, **changes},
+                        diagnostics=at.diagnostics)  # fmt: skip
+    return _ask(at, "failed", f"{outcome}: {message}")
+
+
+def _completed(at: _Attempt) -> Move:
+    task, outputs = at.task, outputs_of(at.task, at.data)
+    iterations = at.state.iterations + 1
+    if task.loop is not None:
+        seen = {**at.context, **outputs}
+        until = task.loop.until
+        if until.task == task.id:
+            done = "completed" in until.status and (until.key is None or seen.get(until.key) == until.equals)
+        else:
+            done = holds(until, at.run, seen)
+        if not done and iterations >= task.loop.max_iterations:
             return Move(
                 task.id,
                 "waiting_for_human",
-                "done; waits for a person's review of the result",
-                review={"kind": "after", "answer": None},
+                f"the loop reached its bound of {task.loop.max_iterations} without its condition",
+                review={"kind": "loop_bound", "answer": None},
                 iterations=iterations,
                 outputs=outputs,
-                diagnostics=diagnostics,
+                diagnostics=at.diagnostics,
             )
-        return Move(
-            task.id, "completed", message, iterations=iterations, outputs=outputs, diagnostics=diagnostics
-        )
-
-    retry = task.retry
-
-    def ask(kind: str, why: str) -> Move:
-        # Only a task that failed (its retries used up) is skipped for being optional: a call the executor
-        # refused, or one whose worker died mid-effect, still goes to a person.
-        if task.optional and kind in ("failed", "breaker"):
-            return Move(
-                task.id, "skipped", f"skipped (optional): {why}", diagnostics=diagnostics,
-                overrides={**overrides, "stage": stage},
-            )  # fmt: skip
-        if not retry.then_ask_person:
-            return Move(
-                task.id, "failed", why, diagnostics=diagnostics, overrides={**overrides, "stage": stage}
-            )
+        if not done:
+            return Move(task.id, "pending", f"iteration {iterations} done; again", iterations=iterations,
+                        outputs=outputs, overrides={**at.overrides, "stage": {}})  # fmt: skip
+    if task.review == "after":
         return Move(
             task.id,
             "waiting_for_human",
-            why,
-            review={"kind": kind, "answer": None, "context": _packed(task, context)},
-            diagnostics=diagnostics,
-            overrides={**overrides, "stage": stage},
+            "done; waits for a person's review of the result",
+            review={"kind": "after", "answer": None},
+            iterations=iterations,
+            outputs=outputs,
+            diagnostics=at.diagnostics,
         )
+    return Move(task.id, "completed", at.message, iterations=iterations, outputs=outputs,
+                diagnostics=at.diagnostics)  # fmt: skip
 
+
+def _triage(at: _Attempt, idempotent: bool, executor_failures: int) -> Move | None:
+    """What a failed attempt is before any retry: a wait, a safe rerun, or a question; None: a failure."""
+    task, outcome, message = at.task, at.outcome, at.message
     if outcome == "busy":
-        since = float(stage.get("waiting_since") or now)
-        bound = task.timeout_s or RESOURCE_WAIT_S
-        resource = str(data.get("resource") or "?")
-        holder = data.get("blocked_by") or "another job"
-        if now - since >= bound:
-            return ask(
-                "busy", f"resource {resource} stayed in use for {now - since:.0f} s (by {holder}): {message}"
-            )
-        waits = int(stage.get("waits", 0)) + 1
-        pause = min(RESOURCE_POLL_MAX_S, RESOURCE_POLL_S * 2 ** min(waits - 1, 4))
-        stage = {**stage, "waiting_since": since, "waiting_for": [resource], "waits": waits}
-        return Move(
-            task.id,
-            "pending",
-            f"waits for {resource} (in use by {holder}) since {now - since:.0f} s; again in {pause:g} s",
-            overrides={**overrides, "stage": stage, "not_before": now + pause},
-            diagnostics=diagnostics,
-        )
+        return _busy(at)
     if outcome == "not_started":
         # Its starter died before the worker began, and the claim was abandoned so it never will: running
         # it again is safe for any task and is no failure of the task.
-        return Move(task.id, "pending", f"it never started ({message}); again", overrides=overrides)
+        return Move(task.id, "pending", f"it never started ({message}); again", overrides=at.overrides)
     if outcome in ("rejected", "not_found"):
-        return ask("refused", f"the executor refused the call: {message}")
+        return _ask(at, "refused", f"the executor refused the call: {message}")
     if outcome == "unknown" and not idempotent:
-        return ask("unknown", f"its worker died mid-run; it may or may not have taken effect: {message}")
+        return _ask(at, "unknown", f"its worker died mid-run; it may or may not have taken effect: {message}")
     failures = 1 + sum(
-        1 for a in run.attempts_of(task.id) if a.status in FAILED and a.attempt != state.attempts
+        1 for a in at.run.attempts_of(task.id) if a.status in FAILED and a.attempt != at.state.attempts
     )
     if failures >= BREAKER_TASK or executor_failures >= BREAKER_EXECUTOR:
-        return ask(
-            "breaker", f"circuit open: this path failed {max(failures, executor_failures)} times; {message}"
+        return _ask(
+            at,
+            "breaker",
+            f"circuit open: this path failed {max(failures, executor_failures)} times; {message}",
         )
-    if stage.get("at_once", 0) < retry.at_once:
-        stage["at_once"] = stage.get("at_once", 0) + 1
-        return Move(
-            task.id,
-            "pending",
-            f"retry {stage['at_once']} at once: {message}",
-            overrides={**overrides, "stage": stage},
-            diagnostics=diagnostics,
+    return None
+
+
+def _busy(at: _Attempt) -> Move:
+    """A resource another job holds: the task waits its turn, backing off, up to its bound."""
+    now, stage = at.now, at.stage
+    since = float(stage.get("waiting_since") or now)
+    bound = at.task.timeout_s or RESOURCE_WAIT_S
+    resource = str(at.data.get("resource") or "?")
+    holder = at.data.get("blocked_by") or "another job"
+    if now - since >= bound:
+        return _ask(
+            at,
+            "busy",
+            f"resource {resource} stayed in use for {now - since:.0f} s (by {holder}): {at.message}",
         )
-    if stage.get("later", 0) < retry.later:
-        stage["later"] = stage.get("later", 0) + 1
-        due = now + retry.backoff_s * 2 ** (stage["later"] - 1)
-        return Move(
-            task.id,
-            "pending",
-            f"retry later (in {due - now:.0f} s): {message}",
-            overrides={**overrides, "stage": stage, "not_before": due},
-            diagnostics=diagnostics,
-        )
-    if retry.fallback_executor and task.executor is not None and not stage.get("fallback"):
-        stage["fallback"] = True
-        return Move(
-            task.id,
-            "pending",
-            f"another executor ({retry.fallback_executor}): {message}",
-            overrides={**overrides, "stage": stage, "executor": retry.fallback_executor},
-            diagnostics=diagnostics,
-        )
-    if retry.simplified and task.executor is not None and not stage.get("simplified"):
-        stage["simplified"] = True
-        return Move(
-            task.id,
-            "pending",
-            f"a simpler description: {message}",
-            overrides={**overrides, "stage": stage, "description": retry.simplified},
-            diagnostics=diagnostics,
-        )
-    return ask("failed", f"{outcome}: {message}")
+    waits = int(stage.get("waits", 0)) + 1
+    pause = min(RESOURCE_POLL_MAX_S, RESOURCE_POLL_S * 2 ** min(waits - 1, 4))
+    stage = {**stage, "waiting_since": since, "waiting_for": [resource], "waits": waits}
+    return Move(
+        at.task.id,
+        "pending",
+        f"waits for {resource} (in use by {holder}) since {now - since:.0f} s; again in {pause:g} s",
+        overrides={**at.overrides, "stage": stage, "not_before": now + pause},
+        diagnostics=at.diagnostics,
+    )
+
+
+def _ask(at: _Attempt, kind: str, why: str) -> Move:
+    """The end of the chain: a person is asked (or the task fails, or, optional, is skipped)."""
+    task, overrides = at.task, {**at.overrides, "stage": at.stage}
+    # Only a task that failed (its retries used up) is skipped for being optional: a call the executor
+    # refused, or one whose worker died mid-effect, still goes to a person.
+    if task.optional and kind in ("failed", "breaker"):
+        return Move(task.id, "skipped", f"skipped (optional): {why}", diagnostics=at.diagnostics,
+                    overrides=overrides)  # fmt: skip
+    if not task.retry.then_ask_person:
+        return Move(task.id, "failed", why, diagnostics=at.diagnostics, overrides=overrides)
+    return Move(
+        task.id,
+        "waiting_for_human",
+        why,
+        review={"kind": kind, "answer": None, "context": _packed(task, at.context)},
+        diagnostics=at.diagnostics,
+        overrides=overrides,
+    )
 
 
 def _before(task: Task, state: TaskState, context: dict[str, Any]) -> dict[str, Any]:
