@@ -76,7 +76,7 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
         if created:
             os.chmod(path, PRIVATE_DIR)  # mkdir's mode is filtered by the umask
     except OSError as exc:
-        raise ConfigError(f"cannot create the tether home {str(path)!r}: {exc.strerror or exc}") from None
+        raise ConfigError(f"cannot create the tether home {str(path)!r}: {exc.strerror or exc}") from exc
     if not path.is_dir():
         raise ConfigError(f"the tether home {str(path)!r} is not a folder")
     return path
@@ -100,7 +100,7 @@ def installation_id(home: Path) -> str:
             _create_installation_id(path)
             continue
         except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read this home's identity {str(path)!r}: {exc}") from None
+            raise ConfigError(f"cannot read this home's identity {str(path)!r}: {exc}") from exc
         if not _INSTALLATION_ID.match(found):
             raise ConfigError(
                 f"this home's identity {str(path)!r} is damaged ({found[:40]!r}): delete the file to give "
@@ -126,7 +126,7 @@ def _create_installation_id(path: Path) -> None:
             pass  # another process made it first: its id is the home's
     except OSError as exc:
         why = exc.strerror or exc
-        raise ConfigError(f"cannot create this home's identity {str(path)!r}: {why}") from None
+        raise ConfigError(f"cannot create this home's identity {str(path)!r}: {why}") from exc
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -148,7 +148,7 @@ class _Section(BaseModel):
         try:
             super().__init__(**values)
         except ValidationError as exc:
-            raise ConfigError(_explain(exc, self.section, {})) from None
+            raise ConfigError(_explain(exc, self.section, {})) from exc
 
     @classmethod
     def load(cls, home: Path, environ: dict[str, str] | None = None) -> Self:
@@ -376,7 +376,7 @@ class ShellCommand(BaseModel):
             try:
                 re.compile(pattern)
             except re.error as exc:
-                raise ValueError(f"command {self.name!r}: params.{name} is not a regex: {exc}") from None
+                raise ValueError(f"command {self.name!r}: params.{name} is not a regex: {exc}") from exc
         stray = sorted(set(self.options) - set(self.params))
         if stray:
             raise ValueError(f"command {self.name!r}: options names unknown placeholders {stray}")
@@ -441,11 +441,11 @@ def read_settings_file(home: Path) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc})") from None
+        raise ConfigError(f"{path}: cannot be read ({exc})") from exc
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     for name, value in document.items():
         if name not in SECTIONS:
             raise ConfigError(f"{path}: unknown section [{name}]{_suggest(name, SECTIONS)}")
@@ -468,7 +468,7 @@ def load_section(cls: type[S], home: Path, environ: dict[str, str] | None = None
     try:
         settings = cls.model_validate(values)  # the file's own types, strictly
     except ValidationError as exc:
-        raise ConfigError(_explain(exc, cls.section, origins)) from None
+        raise ConfigError(_explain(exc, cls.section, origins)) from exc
     overrides: dict[str, Any] = {}
     for name, info in cls.model_fields.items():
         variable = f"TETHER_{name.upper()}"
@@ -481,13 +481,13 @@ def load_section(cls: type[S], home: Path, environ: dict[str, str] | None = None
             else:
                 overrides[name] = _from_text(info.annotation, raw)
         except ValidationError as exc:
-            raise ConfigError(_explain(exc, cls.section, {name: variable}, field=name)) from None
+            raise ConfigError(_explain(exc, cls.section, {name: variable}, field=name)) from exc
     if not overrides:
         return settings
     try:
         return cls.model_validate({**settings.model_dump(), **overrides})
     except ValidationError as exc:
-        raise ConfigError(_explain(exc, cls.section, dict.fromkeys(overrides, "environment"))) from None
+        raise ConfigError(_explain(exc, cls.section, dict.fromkeys(overrides, "environment"))) from exc
 
 
 def _from_text(annotation: Any, raw: str) -> Any:

@@ -58,7 +58,7 @@ def database_url(home: Path, store: StoreSettings) -> str:
                 f"`tether auth set {DATABASE_CREDENTIAL}` (or set TETHER_API_KEY_DATABASE)"
             )
     except ArgumentError as exc:
-        raise ConfigError(f"[store].database_url is not a database URL: {exc}") from None
+        raise ConfigError(f"[store].database_url is not a database URL: {exc}") from exc
     if url.username and url.password is None:
         from tether.credentials import get_key
 

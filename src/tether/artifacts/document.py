@@ -193,7 +193,7 @@ def make_document(**fields: Any) -> Document:
     try:
         return Document.model_validate(fields)
     except ValidationError as exc:
-        raise DocumentError(f"the document is not valid: {explain(exc)}") from None
+        raise DocumentError(f"the document is not valid: {explain(exc)}") from exc
 
 
 # -- Markdown ---------------------------------------------------------------------------------------

@@ -241,7 +241,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise ProtocolError(f"{path} cannot be read: {exc.strerror or exc}") from None
+        raise ProtocolError(f"{path} cannot be read: {exc.strerror or exc}") from exc
     try:
         payload = json.loads(raw)
     except (ValueError, RecursionError) as exc:
@@ -256,7 +256,7 @@ def _model(kind: type[M], path: Path, payload: dict[str, Any]) -> M:
     try:
         return kind.model_validate(payload)
     except ValueError as exc:
-        raise ProtocolError(f"{path.name} has the wrong shape: {str(exc).splitlines()[0]}") from None
+        raise ProtocolError(f"{path.name} has the wrong shape: {str(exc).splitlines()[0]}") from exc
 
 
 # -- the home's request key ------------------------------------------------------------------------

@@ -142,8 +142,8 @@ class ForkServerSpawner:
             line = self._readline(stream, max(0.0, deadline - time.monotonic()))
             try:
                 answer = json.loads(line)
-            except ValueError:
-                raise JobError(f"the fork server answered {line[:200]!r}; see {self.log_path}") from None
+            except ValueError as exc:
+                raise JobError(f"the fork server answered {line[:200]!r}; see {self.log_path}") from exc
             if not isinstance(answer, dict):
                 raise JobError(f"the fork server answered {line[:200]!r}; see {self.log_path}")
             if answer.get("id") == ident:

@@ -114,7 +114,7 @@ def parse_params(pairs: list[str], raw_json: str | None) -> dict[str, Any]:
         try:
             loaded = json.loads(raw_json)
         except ValueError as exc:
-            raise TetherError(f"--params is not valid JSON: {exc}") from None
+            raise TetherError(f"--params is not valid JSON: {exc}") from exc
         except RecursionError:
             raise TetherError("--params is nested too deeply") from None
         if not isinstance(loaded, dict):

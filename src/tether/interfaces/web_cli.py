@@ -59,7 +59,7 @@ def serve_command(
             except OSError as exc:
                 from tether.errors import ConfigError
 
-                raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+                raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
         out.print("tether serve stopped", markup=False)
         return 0
 

@@ -122,7 +122,7 @@ class Database:
 
             parsed = make_url(url)
         except ArgumentError as exc:
-            raise StoreError(f"the database URL {url!r} is not valid: {exc}") from None
+            raise StoreError(f"the database URL {url!r} is not valid: {exc}") from exc
         self.dialect = parsed.get_backend_name()
         self.where = repr(parsed.database) if self.dialect == "sqlite" else parsed.render_as_string()
         options: dict[str, Any] = {}
@@ -215,9 +215,9 @@ class Database:
                 with conn.begin():
                     yield conn
         except DBAPIError as exc:
-            raise StoreError(describe(self.where, exc, folder=self.folder)) from None
+            raise StoreError(describe(self.where, exc, folder=self.folder)) from exc
         except SQLAlchemyError as exc:
-            raise StoreError(describe(self.where, exc, folder=self.folder)) from None
+            raise StoreError(describe(self.where, exc, folder=self.folder)) from exc
 
     @contextmanager
     def read(self) -> Iterator[Any]:
@@ -227,9 +227,9 @@ class Database:
             with self.engine.connect() as conn, conn.begin():
                 yield conn
         except DBAPIError as exc:
-            raise StoreError(describe(self.where, exc, folder=self.folder)) from None
+            raise StoreError(describe(self.where, exc, folder=self.folder)) from exc
         except SQLAlchemyError as exc:
-            raise StoreError(describe(self.where, exc, folder=self.folder)) from None
+            raise StoreError(describe(self.where, exc, folder=self.folder)) from exc
 
     def close(self) -> None:
         self.engine.dispose()
@@ -263,4 +263,4 @@ def _create_private(path: Path) -> None:
     except FileExistsError:
         pass
     except OSError as exc:
-        raise StoreError(f"cannot create the store {str(path)!r}: {exc.strerror or exc}") from None
+        raise StoreError(f"cannot create the store {str(path)!r}: {exc.strerror or exc}") from exc

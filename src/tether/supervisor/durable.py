@@ -183,8 +183,8 @@ def enqueue_turn(c: Any, workflow_id: str, request: dict[str, Any]) -> None:
     }
     try:
         c.enqueue(options, request)
-    except DBOSQueueDeduplicatedError:
-        raise TurnBusy(f"thread {thread_id!r} is in a turn already: wait for it to end") from None
+    except DBOSQueueDeduplicatedError as exc:
+        raise TurnBusy(f"thread {thread_id!r} is in a turn already: wait for it to end") from exc
 
 
 def outcome(c: Any, workflow_id: str) -> tuple[str | None, Any]:

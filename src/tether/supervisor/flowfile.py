@@ -62,7 +62,7 @@ def parse(text: str, *, source: str = "flow") -> Plan:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise PlanError(f"{source}: not valid YAML{where}: {problem}", problems=[]) from None
+        raise PlanError(f"{source}: not valid YAML{where}: {problem}", problems=[]) from exc
     except RecursionError:
         raise PlanError(f"{source}: nested too deeply", problems=[]) from None
     if not isinstance(document, dict):
@@ -80,7 +80,7 @@ def parse(text: str, *, source: str = "flow") -> Plan:
             for e in exc.errors(include_url=False)
         ]
         listed = "; ".join(p["problem"] for p in found)
-        raise PlanError(f"{source}: {listed}", problems=found) from None
+        raise PlanError(f"{source}: {listed}", problems=found) from exc
 
 
 def load(path: Path, registry: Registry) -> Plan:
@@ -90,7 +90,7 @@ def load(path: Path, registry: Registry) -> Plan:
             raise PlanError(f"{path}: larger than {MAX_FLOW_BYTES} bytes", problems=[])
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise PlanError(f"{path}: cannot be read ({exc})", problems=[]) from None
+        raise PlanError(f"{path}: cannot be read ({exc})", problems=[]) from exc
     return check(parse(text, source=str(path)), registry)
 
 

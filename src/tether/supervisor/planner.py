@@ -112,11 +112,11 @@ async def plan_goal(
         second = exc
     try:
         plan = plan_offline(goal, registry, caller=caller, home=home)
-    except PlanError:
+    except PlanError as exc:
         raise PlanError(
             f"the model's plan could not be used, even after one repair request: {second.message}",
             problems=second.data.get("problems", []),
-        ) from None
+        ) from exc
     return plan, f"planned offline: the model's plan could not be used ({second.message})"
 
 
@@ -214,6 +214,6 @@ def _plan(
                 )
             )
         except ValidationError as exc:
-            raise PlanError(f"milestone {len(tasks) + 1} {_said(exc, raw)}") from None
+            raise PlanError(f"milestone {len(tasks) + 1} {_said(exc, raw)}") from exc
     plan = Plan(goal=goal, caller=caller, tasks=tasks)
     return check(plan, registry)

@@ -185,7 +185,7 @@ def _validated(registry: Registry, plan: Plan, task_id: str, args: Any) -> dict[
     try:
         validated = validate_params(spec, args)
     except ToolRejected as exc:
-        raise ConfigError(f"{task_id}: {exc.message}") from None
+        raise ConfigError(f"{task_id}: {exc.message}") from exc
     return {} if validated is None else validated.model_dump(mode="json")
 
 

@@ -60,19 +60,19 @@ def encode_params(spec: TaskSpec, raw: object) -> str:
         raise _refuse(spec, f"params are nested more than {MAX_PARAMS_DEPTH} levels deep")
     try:
         encoded = json.dumps(raw, ensure_ascii=False, allow_nan=False)
-    except ValueError:
-        raise _refuse(spec, "params must be JSON: NaN and infinite numbers are not allowed") from None
+    except ValueError as exc:
+        raise _refuse(spec, "params must be JSON: NaN and infinite numbers are not allowed") from exc
     except TypeError as exc:
         raise _refuse(
             spec, f"params must be JSON values (strings, numbers, booleans, lists, objects): {exc}"
-        ) from None
+        ) from exc
     size = len(encoded.encode("utf-8", errors="surrogatepass"))
     if size > MAX_PARAMS_BYTES:
         raise _refuse(spec, f"params are {size} bytes of JSON; the limit is {MAX_PARAMS_BYTES}")
     try:
         encoded.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _refuse(spec, "params contain text that is not valid Unicode (a lone surrogate)") from None
+    except UnicodeEncodeError as exc:
+        raise _refuse(spec, "params contain text that is not valid Unicode (a lone surrogate)") from exc
     return encoded
 
 
@@ -104,7 +104,7 @@ def validate_params(spec: TaskSpec, raw: object) -> BaseModel | None:
         # JSON mode, strictly: the types JSON has, no coercion between them (true is not 1, "3" not 3).
         params = model.model_validate_json(encoded, strict=True)
     except ValidationError as exc:
-        raise _rejection(spec, model, exc) from None
+        raise _rejection(spec, model, exc) from exc
     return _check_catalogs(spec, params)
 
 

@@ -23,8 +23,8 @@ class _Input(_Doc):
     def _text(self) -> _Input:
         try:
             json.dumps(self.model_dump(mode="json"), ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError("the body holds a string that is not valid text (a lone surrogate)") from None
+        except UnicodeEncodeError as exc:
+            raise ValueError("the body holds a string that is not valid text (a lone surrogate)") from exc
         return self
 
 

@@ -47,7 +47,7 @@ def router(ctx: WebContext, hub: EventHub) -> APIRouter:
         try:
             subscriber = hub.subscribe()
         except Full as exc:
-            raise ApiError(503, "busy", f"{exc}; close a page and try again") from None
+            raise ApiError(503, "busy", f"{exc}; close a page and try again") from exc
 
         async def body() -> AsyncIterator[bytes]:
             try:

@@ -72,14 +72,14 @@ def request(home: Path, op: str, **args: Any) -> dict[str, Any]:
     """Send one command to the running game and return its answer; ``GameNotRunning`` if it is not."""
     try:
         info = json.loads(info_path(home).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise GameNotRunning("the game is not running") from None
+    except (OSError, ValueError) as exc:
+        raise GameNotRunning("the game is not running") from exc
     try:
         with socket.create_connection(("127.0.0.1", int(info["port"])), timeout=CONNECT_TIMEOUT_S) as conn:
             conn.sendall((json.dumps({"op": op, **args}, ensure_ascii=False) + "\n").encode())
             reply = conn.makefile("rb").readline()
-    except OSError:
-        raise GameNotRunning("the game is not running (it does not answer)") from None
+    except OSError as exc:
+        raise GameNotRunning("the game is not running (it does not answer)") from exc
     if not reply:
         raise GameNotRunning("the game closed the connection")
     answer = json.loads(reply)

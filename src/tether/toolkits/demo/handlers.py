@@ -36,7 +36,7 @@ def _ask(ctx: TaskContext, op: str, done: int | None = None, **args: Any) -> dic
         return game.request(ctx.home, op, **args)
     except game.GameNotRunning as exc:
         data = {} if done is None else {"attempts_done": done}
-        raise TaskFailed(f"{exc}; the task could not finish", **data) from None
+        raise TaskFailed(f"{exc}; the task could not finish", **data) from exc
 
 
 def start_game(ctx: TaskContext) -> tuple[str, dict[str, Any]]:

@@ -70,7 +70,7 @@ def generate(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
             merged = [source.model_dump() for source in doc.sources] + extra
             doc = make_document(**{**doc.model_dump(), "sources": merged[:MAX_SOURCES]})
     except DocumentError as exc:
-        raise TaskFailed(exc.message, **exc.data) from None
+        raise TaskFailed(exc.message, **exc.data) from exc
     if params.save_to is not None:  # a refused or taken place fails now, before minutes of building
         _check_save(ctx, params.save_to, formats, overwrite=params.overwrite)
     folder = _folder(ctx.home, ctx.execution_id)
@@ -87,7 +87,7 @@ def generate(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
         # Nothing of an unfinished generate stays: its files were never going to be on record.
         shutil.rmtree(folder, ignore_errors=True)
         if isinstance(exc, DocumentError):  # the CJK font missing, above all: the message names the package
-            raise TaskFailed(exc.message, **exc.data) from None
+            raise TaskFailed(exc.message, **exc.data) from exc
         raise
     ctx.progress(1.0, "done")
     artifacts = [_entry(item, ctx.home) for item in built]

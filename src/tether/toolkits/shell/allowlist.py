@@ -103,7 +103,7 @@ def _command(entry: ShellCommand, roots: Roots) -> Command:
     try:
         located = roots.locate(entry.cwd or ".", must_exist=True)
     except PathRefused as exc:
-        raise ConfigError(f"{where}: cwd: {exc.message}") from None
+        raise ConfigError(f"{where}: cwd: {exc.message}") from exc
     cwd = located.path
     if not cwd.is_dir():
         raise ConfigError(f"{where}: cwd {entry.cwd!r} is not a folder")

@@ -50,7 +50,7 @@ def _load(ctx: TaskContext, *, background: bool) -> tuple[Command, dict[str, str
         settings = ShellSettings.load(ctx.home)
         commands = load_commands(ctx.home)
     except ConfigError as exc:
-        raise TaskFailed(f"the shell commands are misconfigured: {exc.message}") from None
+        raise TaskFailed(f"the shell commands are misconfigured: {exc.message}") from exc
     # The executor validated the shape; the allowlist is checked here, against this home's settings.
     command = pick(commands, params.command, background=background)
     if command.destructive and not params.destructive:
@@ -79,7 +79,7 @@ def list_commands(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
     try:
         commands = load_commands(ctx.home)
     except ConfigError as exc:
-        raise TaskFailed(f"the shell commands are misconfigured: {exc.message}") from None
+        raise TaskFailed(f"the shell commands are misconfigured: {exc.message}") from exc
     described = [command.describe() for command in commands.values()]
     return f"{len(described)} allow-listed commands: {', '.join(commands)}", {"commands": described}
 
@@ -254,7 +254,7 @@ def _execute(
         tree.release()
         raise TaskFailed(
             f"{command.name}: could not start {command.program!r}: {exc.strerror or exc}"
-        ) from None
+        ) from exc
     except BaseException:
         tree.release()
         raise

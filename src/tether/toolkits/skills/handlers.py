@@ -15,7 +15,7 @@ def read_skill(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
     try:
         text = library.read(params.name, params.resource)
     except KeyError as exc:
-        raise TaskFailed(str(exc.args[0])) from None
+        raise TaskFailed(str(exc.args[0])) from exc
     skill = library.get(params.name)
     assert skill is not None
     what = params.resource or "instructions"

@@ -77,7 +77,7 @@ def parse(text: str, folder: Path, source: str, resources: tuple[str, ...] = ())
     try:
         meta = yaml.safe_load(match.group(1))
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{where}: the front matter is not valid YAML: {exc}") from None
+        raise ConfigError(f"{where}: the front matter is not valid YAML: {exc}") from exc
     if not isinstance(meta, dict):
         raise ConfigError(f"{where}: the front matter must be a mapping of name, description, when_to_use")
     unknown = sorted(set(map(str, meta)) - {"name", "description", "when_to_use", "language"})
@@ -234,7 +234,7 @@ class SkillLibrary:
                 )
         except (Unsafe, OSError) as exc:
             why = str(exc) if isinstance(exc, Unsafe) else _why(exc)
-            raise KeyError(f"resource {resource!r} of skill {name!r} cannot be read: {why}") from None
+            raise KeyError(f"resource {resource!r} of skill {name!r} cannot be read: {why}") from exc
 
 
 def _shipped_root() -> Path:
@@ -290,7 +290,7 @@ def _open_dir(root: Path, dfd: int, name: str) -> Iterator[int]:
         fd = os.open(name, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dfd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
-            raise Unsafe(f"not a real folder (a link, or a file): {_REAL_ONLY}") from None
+            raise Unsafe(f"not a real folder (a link, or a file): {_REAL_ONLY}") from exc
         raise
     try:
         yield fd
@@ -309,7 +309,7 @@ def _read(
             handle = os.open(name, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC, dir_fd=fd)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.EMLINK):
-                raise Unsafe(f"{name} is a link: skill files are read only as real files") from None
+                raise Unsafe(f"{name} is a link: skill files are read only as real files") from exc
             raise
     else:
         if (folder / name).is_symlink():

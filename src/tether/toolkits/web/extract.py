@@ -168,7 +168,7 @@ def pdf_page(body: bytes) -> Page:
             try:
                 reader.decrypt("")
             except Exception as exc:
-                raise TaskFailed(f"the PDF is encrypted and cannot be read ({exc})") from None
+                raise TaskFailed(f"the PDF is encrypted and cannot be read ({exc})") from exc
         pages = reader.pages
         texts = [page.extract_text() or "" for page in list(pages)[:MAX_PDF_PAGES]]
         metadata = reader.metadata
@@ -176,7 +176,7 @@ def pdf_page(body: bytes) -> Page:
     except TaskFailed:
         raise
     except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
-        raise TaskFailed(f"the PDF could not be read ({type(exc).__name__}: {exc})") from None
+        raise TaskFailed(f"the PDF could not be read ({type(exc).__name__}: {exc})") from exc
     text = "\n\n".join(t.strip() for t in texts if t.strip())
     if not title:
         title = next((line.strip() for line in text.splitlines() if line.strip()), "")

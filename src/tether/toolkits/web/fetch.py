@@ -146,12 +146,12 @@ class Fetcher:
                         truncated=truncated,
                         redirects=tuple(hops),
                     )
-            except httpx.TimeoutException:
-                raise _timeout(url, limits) from None
+            except httpx.TimeoutException as exc:
+                raise _timeout(url, limits) from exc
             except httpx.HTTPError as exc:
                 raise TaskFailed(
                     f"could not read {_shown(str(current))}: {_describe(exc)}", url=_shown(str(current))
-                ) from None
+                ) from exc
 
 
 def _read(

@@ -143,7 +143,7 @@ def normalize_host(host: str) -> str:
     try:
         return idna.encode(host, uts46=True).decode("ascii")
     except idna.IDNAError as exc:
-        raise ConfigError(f"{host!r} is not a valid host name ({exc})") from None
+        raise ConfigError(f"{host!r} is not a valid host name ({exc})") from exc
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,7 +244,7 @@ def check_url(url: object, *, base: httpx.URL | None = None) -> httpx.URL:
     try:
         parsed = base.join(text) if base is not None else httpx.URL(text)
     except (httpx.InvalidURL, ValueError, UnicodeError) as exc:
-        raise AddressRefused(f"{shown!r} is not a valid URL ({exc})", url=shown) from None
+        raise AddressRefused(f"{shown!r} is not a valid URL ({exc})", url=shown) from exc
     if parsed.scheme not in SCHEMES:
         scheme = parsed.scheme or "none"
         raise AddressRefused(
@@ -328,7 +328,7 @@ class GuardedBackend(httpcore.NetworkBackend):
         try:
             return self.wait_limit(timeout)
         except TimeoutError as exc:
-            raise error(str(exc)) from None
+            raise error(str(exc)) from exc
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
@@ -373,7 +373,7 @@ def resolve(host: str, port: int) -> list[tuple[IPAddress, str]]:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     except (socket.gaierror, UnicodeError, ValueError) as exc:
-        raise TaskFailed(f"cannot find the host {host!r} ({exc})", host=host) from None
+        raise TaskFailed(f"cannot find the host {host!r} ({exc})", host=host) from exc
     found: list[tuple[IPAddress, str]] = []
     for _family, _type, _proto, _name, sockaddr in infos:
         literal = str(sockaddr[0])

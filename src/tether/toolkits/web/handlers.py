@@ -23,7 +23,7 @@ def _settings(home: Path) -> ResearchSettings:
     try:
         return ResearchSettings.load(home)
     except ConfigError as exc:
-        raise TaskFailed(exc.message, config_error=True) from None
+        raise TaskFailed(exc.message, config_error=True) from exc
 
 
 def clip_text(text: str, limit: int) -> tuple[str, bool]:
@@ -50,7 +50,7 @@ def read_url(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
     try:
         policy = Policy.from_settings(settings)
     except ConfigError as exc:
-        raise TaskFailed(exc.message, config_error=True) from None
+        raise TaskFailed(exc.message, config_error=True) from exc
     ctx.progress(None, f"reading {params.url}")
     with Fetcher(policy, Limits.from_settings(settings)) as fetcher:
         fetched = fetcher.fetch(params.url, check_stop=ctx.check_stop)
@@ -104,7 +104,7 @@ def search(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
     try:
         provider, hits = run_search(ctx.home, params.query, params.k, settings)
     except ConfigError as exc:
-        raise TaskFailed(exc.message, config_error=True) from None
+        raise TaskFailed(exc.message, config_error=True) from exc
     results = [hit.to_dict() for hit in hits]
     if not results:
         message = f"no results for {params.query!r} ({provider})"

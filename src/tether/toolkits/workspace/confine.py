@@ -234,7 +234,7 @@ class Confinement:
         try:
             real = Path(os.path.realpath(root.path.joinpath(*parts)))
         except (OSError, ValueError) as exc:
-            raise self._refuse(user_path, f"it cannot be resolved ({exc})", "unresolvable") from None
+            raise self._refuse(user_path, f"it cannot be resolved ({exc})", "unresolvable") from exc
         owner = next((r for r in self.roots if r.path == real or r.path in real.parents), None)
         if owner is None:
             raise self._refuse(
@@ -249,7 +249,7 @@ class Confinement:
         except OSError as exc:
             raise self._refuse(
                 user_path, f"it cannot be inspected ({exc.strerror or exc})", "unresolvable"
-            ) from None
+            ) from exc
         if must_exist and info is None:
             raise self._refuse(user_path, "no such file or folder", "missing")
         if for_write:
@@ -263,7 +263,7 @@ class Confinement:
         try:
             return check_path_text(user_path)
         except PathRefused as exc:
-            raise PathRefused(f"{exc.message}; {self.describe()}", **exc.data, roots=self.names) from None
+            raise PathRefused(f"{exc.message}; {self.describe()}", **exc.data, roots=self.names) from exc
 
     def resolve(self, user_path: str, *, must_exist: bool = False, for_write: bool = False) -> Path:
         """The real path of ``user_path`` inside a root; ``PathRefused`` otherwise."""
@@ -357,7 +357,7 @@ class Confinement:
         try:
             fd = os.open(located.root.path, os.O_RDONLY | _O_DIRECTORY | O_CLOEXEC)
         except OSError as exc:
-            raise self._refuse(self.display(located), f"the root cannot be opened ({exc})", "root") from None
+            raise self._refuse(self.display(located), f"the root cannot be opened ({exc})", "root") from exc
         try:
             for name in parts:
                 if create:
@@ -366,7 +366,7 @@ class Confinement:
                 try:
                     child = os.open(name, _DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
-                    raise self._walk_error(located, name, exc, fd) from None
+                    raise self._walk_error(located, name, exc, fd) from exc
                 os.close(fd)
                 fd = child
                 if _id(os.fstat(fd)) == self._home_id:  # the home was moved here after the check
@@ -394,7 +394,7 @@ class Confinement:
         try:
             return os.open(located.parts[-1], flags | O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=dfd)
         except OSError as exc:
-            raise self._walk_error(located, located.parts[-1], exc, dfd) from None
+            raise self._walk_error(located, located.parts[-1], exc, dfd) from exc
 
     def locate_unfollowed(self, user_path: str) -> Located:
         """Like ``locate`` for the *name itself*: a final symbolic link is the thing meant (deleting a
@@ -409,8 +409,8 @@ class Confinement:
         located = Located(folder.root, (*folder.parts, last))
         try:
             info = os.lstat(located.path)
-        except OSError:
-            raise self._refuse(user_path, "no such file or folder", "missing") from None
+        except OSError as exc:
+            raise self._refuse(user_path, "no such file or folder", "missing") from exc
         self._guard_home(user_path, located)
         self._guard_protected(user_path, info)
         return located

@@ -30,7 +30,7 @@ def _setup(ctx: TaskContext) -> tuple[Any, WorkspaceSettings, Roots]:
         settings = WorkspaceSettings.load(ctx.home)
         roots = Roots.load(ctx.home, settings)
     except ConfigError as exc:
-        raise TaskFailed(f"the workspace is not set up: {exc.message}") from None
+        raise TaskFailed(f"the workspace is not set up: {exc.message}") from exc
     return ctx.params, settings, roots
 
 

@@ -125,9 +125,9 @@ class Roots(Confinement):
             if not overwrite:
                 try:
                     fd = self._open_file(located, dfd, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-                except PathRefused:
+                except PathRefused as exc:
                     if _exists(name, dfd):
-                        raise self._exists(user_path) from None
+                        raise self._exists(user_path) from exc
                     raise
                 _write_all(fd, data, cleanup=lambda: os.unlink(name, dir_fd=dfd))
                 return located
@@ -192,17 +192,17 @@ class Roots(Confinement):
                 else:
                     os.link(old, new, src_dir_fd=sfd, dst_dir_fd=tfd, follow_symlinks=False)
                     os.unlink(old, dir_fd=sfd)
-            except FileExistsError:
-                raise self._exists(dst) from None
+            except FileExistsError as exc:
+                raise self._exists(dst) from exc
             except OSError as exc:
                 import errno
 
                 if exc.errno == errno.EXDEV:
                     raise self._refuse(
                         dst, "it is on another file system: write a copy, then delete", "xdev"
-                    ) from None
+                    ) from exc
                 why = exc.strerror or str(exc)
-                raise self._refuse(dst, f"the move failed ({why})", "os_error") from None
+                raise self._refuse(dst, f"the move failed ({why})", "os_error") from exc
         return source, target
 
     def delete(self, user_path: str, *, recursive: bool = False) -> tuple[Located, Tally]:
@@ -223,8 +223,8 @@ class Roots(Confinement):
                 gone = self._tally(user_path, name, dfd, limit=None)  # refuses what holds the home
                 shutil.rmtree(name, dir_fd=dfd)  # the fd-based walk: links inside are not followed
                 return located, gone
-            except FileNotFoundError:
-                raise self._refuse(user_path, "no such file or folder", "missing") from None
+            except FileNotFoundError as exc:
+                raise self._refuse(user_path, "no such file or folder", "missing") from exc
             except OSError as exc:
                 import errno
 
@@ -233,10 +233,10 @@ class Roots(Confinement):
                         user_path,
                         "the folder is not empty; pass recursive=true to delete it all",
                         "not_empty",
-                    ) from None
+                    ) from exc
                 raise self._refuse(
                     user_path, f"it cannot be deleted ({exc.strerror or exc})", "os_error"
-                ) from None
+                ) from exc
 
     def tally(self, user_path: str, *, limit: int | None = None) -> tuple[Located, Tally]:
         """What deleting or moving ``user_path`` (the name itself: a link is not followed) touches,
@@ -248,8 +248,8 @@ class Roots(Confinement):
     def _tally(self, user_path: str, name: str, dfd: int, *, limit: int | None) -> Tally:
         try:
             info = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        except FileNotFoundError:
-            raise self._refuse(user_path, "no such file or folder", "missing") from None
+        except FileNotFoundError as exc:
+            raise self._refuse(user_path, "no such file or folder", "missing") from exc
         self._guard_protected(user_path, info)
         if not stat.S_ISDIR(info.st_mode):
             return _single(info)

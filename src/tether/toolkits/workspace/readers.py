@@ -80,7 +80,7 @@ def read_document(name: str, data: bytes, *, complete: bool, max_chars: int) -> 
     except Exception as exc:  # a damaged or mislabelled document: say so, no traceback
         raise Unreadable(
             f"{name}: not a readable {kind} file ({type(exc).__name__}: {exc})", kind=kind
-        ) from None
+        ) from exc
     note = f"clipped at {max_chars} characters" if clipped else ""
     return Reading(text=text, kind=kind, clipped=clipped, note=note)
 

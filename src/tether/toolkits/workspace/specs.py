@@ -38,7 +38,7 @@ def _path(value: str) -> str:
     try:
         return check_path_text(value)
     except TaskFailed as exc:
-        raise ValueError(exc.message) from None
+        raise ValueError(exc.message) from exc
 
 
 def _label(en: str, zh: str) -> JsonDict:
