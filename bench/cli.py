@@ -1,12 +1,15 @@
 """``tether`` start-up, next to ``python -c pass`` in the same run.
 
-Through the CLI server (what every command after the first one gets) with the targets of issue 7, and
-in its own process (``TETHER_CLI_SERVER=0``: the first command, or where no server may run) for the
-record.
+Through the CLI server (what every command after the first one gets) and in its own process
+(``TETHER_CLI_SERVER=0``: the first command, or where no server may run). The goals are in CPU: the
+client's (a reaped child: ``getrusage``) plus the server's whole tree (psutil: the server, its spare and
+the workers it forks), against the CPU of ``python -c pass``. A floor far above its idle cost means a
+loaded machine: the row is printed but not judged (``goals.CLI_LOADED_FLOOR_MS``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,14 +17,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.paired import paired, row
+from bench import goals
+from bench.paired import Cpu, Goal, paired, row
 
 ROUNDS = 15
-COMMANDS = (
-    ("tether --help", ("--help",), 4.0),
-    ("tether tasks", ("tasks",), 4.0),
-    ("tether task run <inline task>", ("task", "run", "b.inline"), 6.0),
-    ("tether task run <process task>", ("task", "run", "b.sync"), 10.0),
+COMMANDS: tuple[tuple[str, tuple[str, ...], Goal | None, Goal | None], ...] = (
+    ("tether --help", ("--help",), goals.CLI_SERVED["help"], goals.CLI_OWN_HELP),
+    ("tether tasks", ("tasks",), None, None),
+    ("tether task run <inline task>", ("task", "run", "b.inline"), goals.CLI_SERVED["inline"], None),
+    ("tether task run <process task>", ("task", "run", "b.sync"), goals.CLI_SERVED["process"], None),
 )
 
 
@@ -42,28 +46,29 @@ def cli_startup(home: Path) -> None:
         done = subprocess.run([tether, *args], env={**env, **extra}, capture_output=True)
         assert done.returncode == 0, done.stderr
 
-    print("\ncommand start-up, end to end (the venv's python; paired with `python -c pass`)")
+    print("\ncommand start-up, end to end (the venv's python)")
     run(("tasks",))  # the first command runs here and starts the server for the next ones
-    _wait_until_serving(tether, env)
+    server = _wait_until_serving(tether, env)
+    served = (Cpu("client, reaped (getrusage) + server tree (psutil)", roots=lambda: [server]), Cpu.here())
+    alone = (Cpu("client, reaped (getrusage)"), Cpu.here())
     try:
-        for label, args, target in COMMANDS:
-            pair = paired(lambda args=args: run(args), python, ROUNDS)
-            row(f"{label}, served", pair, "python -c pass", target)
-        for label, args, _ in COMMANDS:
-            pair = paired(lambda args=args: run(args, TETHER_CLI_SERVER="0"), python, 5, warmup=1)
-            row(f"{label}, own process", pair, "python -c pass")
+        for label, args, goal, _ in COMMANDS:
+            pair = paired(lambda args=args: run(args), python, ROUNDS, cpu=served)
+            row(f"{label}, served", pair, "python -c pass", goal)
+        for label, args, _, goal in COMMANDS:
+            pair = paired(lambda args=args: run(args, TETHER_CLI_SERVER="0"), python, 5, warmup=1, cpu=alone)
+            row(f"{label}, own process", pair, "python -c pass", goal)
     finally:
         subprocess.run([tether, "server", "stop"], env=env, capture_output=True)
 
 
-def _wait_until_serving(tether: str, env: dict[str, str]) -> None:
-    import json
-
+def _wait_until_serving(tether: str, env: dict[str, str]) -> int:
+    """The server's pid once it serves."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         done = subprocess.run([tether, "server", "status", "--json"], env=env, capture_output=True, text=True)
         if done.returncode == 0 and json.loads(done.stdout)["state"] == "serving":
             time.sleep(0.5)  # its first spare is warming up
-            return
+            return int(json.loads(done.stdout)["pid"])
         time.sleep(0.05)
     raise RuntimeError("the CLI server did not start within 60 s")
