@@ -193,7 +193,8 @@ def _ok(result: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench`` runs every section; ``python -m bench cli warm`` only those named."""
+    """``python -m bench`` runs every section; ``python -m bench cli warm`` only those named; ``--small``
+    makes the flows smaller."""
     from bench.agent import loop_overhead, prompt_sizes, skill_prompt_sizes
     from bench.cli import cli_startup
     from bench.turns import per_turn
@@ -230,7 +231,11 @@ def main(argv: list[str] | None = None) -> int:
         "research": research,
         "skills": skill_prompt_sizes,
     }
-    chosen = (sys.argv[1:] if argv is None else argv) or list(sections)
+    chosen = sys.argv[1:] if argv is None else argv
+    if "--small" in chosen:  # smaller flows, to prove the rows work; the figures are the full run's
+        chosen = [name for name in chosen if name != "--small"]
+        os.environ["TETHER_BENCH_SMALL"] = "1"
+    chosen = chosen or list(sections)
     unknown = [name for name in chosen if name not in sections]
     if unknown:
         print(f"unknown section(s) {', '.join(unknown)}; sections: {', '.join(sections)}", file=sys.stderr)
