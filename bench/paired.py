@@ -60,22 +60,24 @@ class Cpu:
         return cls(label, descendants=True, roots=roots, exclude=exclude)
 
     def sample(self, *, before: bool) -> float:
-        """Seconds of CPU. The walk over /proc costs this process milliseconds, so it is kept outside the
-        window: before a call this process is read last, after a call first."""
-        if not (self.descendants or tuple(self.roots())):
-            return _own()
-        if before:
-            others = self._others()
-            return others + _own()
-        own = _own()
-        return own + self._others()
+        """Seconds of CPU. Finding the other processes costs this process milliseconds (a walk over /proc,
+        a query), so it is kept outside the window: before a call this process is read last, after a call
+        first."""
+        if not before:
+            own = _own()
+            return own + self._others()
+        others = self._others()
+        return others + _own()
 
     def _others(self) -> float:
+        roots = tuple(self.roots())
+        if not (self.descendants or roots):
+            return 0.0
         excluded = set(self.exclude())
         tops: list[psutil.Process] = []
         if self.descendants:
             tops += [child for child in psutil.Process().children() if child.pid not in excluded]
-        for pid in self.roots():
+        for pid in roots:
             try:
                 tops.append(psutil.Process(pid))
             except psutil.Error:
