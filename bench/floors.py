@@ -46,8 +46,9 @@ for line in sys.stdin:
             write_json_atomic(Path(argument), {"protocol": 2, "done": True})
             os._exit(0)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.write(ready_w, b"r"); os.close(ready_w)  # a group leader with its handler set: signal away
         try:
+            # a group leader with its handler set: signal away (inside the try: it may come at once)
+            os.write(ready_w, b"r"); os.close(ready_w)
             while True:
                 time.sleep(0.005)
         except KeyboardInterrupt:
