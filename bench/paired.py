@@ -39,8 +39,12 @@ class Cpu:
         descendants: bool = False,
         roots: Callable[[], Iterable[int]] = tuple,
         exclude: Callable[[], Iterable[int]] = tuple,
+        children_only: bool = False,
     ) -> None:
         self.label = label
+        # only the reaped children of this process: rows that time commands in subprocesses, where this
+        # process's own CPU (waiting, polling) is no part of either side
+        self.children_only = children_only
         self.descendants = descendants
         self.roots = roots
         self.exclude = exclude
@@ -64,10 +68,10 @@ class Cpu:
         a query), so it is kept outside the window: before a call this process is read last, after a call
         first."""
         if not before:
-            own = _own()
+            own = _own(self.children_only)
             return own + self._others()
         others = self._others()
-        return others + _own()
+        return others + _own(self.children_only)
 
     def _others(self) -> float:
         roots = tuple(self.roots())
@@ -101,9 +105,11 @@ class Cpu:
         return total
 
 
-def _own() -> float:
-    me = resource.getrusage(resource.RUSAGE_SELF)
+def _own(children_only: bool = False) -> float:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if children_only:
+        return children.ru_utime + children.ru_stime
+    me = resource.getrusage(resource.RUSAGE_SELF)
     return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 
 
