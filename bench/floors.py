@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -129,6 +130,7 @@ class ForkFloor:
             self.proc.wait()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _kill(pidfd: int) -> None:
