@@ -1,5 +1,6 @@
 """The conversation loop's costs: prompt size with and without compression, and the loop's own
-overhead per step next to LangGraph's prebuilt ReAct agent (both with a scripted model and a no-op tool).
+overhead per turn next to LangGraph's prebuilt ReAct agent, persistence matched (both with a scripted
+model and a no-op tool), and a tool call through the boundary next to LangGraph's ToolNode.
 
 LangGraph is installed only in the bench environment (``.venv-bench``); without it that row is skipped.
 """
@@ -7,11 +8,11 @@ LangGraph is installed only in the bench environment (``.venv-bench``); without 
 from __future__ import annotations
 
 import asyncio
-import statistics
-import time
 from pathlib import Path
 from typing import Any
 
+from bench import goals
+from bench.paired import paired, row
 from bench.registry import registry
 from tether.agent.session import ConversationSession
 from tether.config import AgentSettings
@@ -51,40 +52,61 @@ def prompt_sizes(home: Path) -> None:
     print(f"  at turn {TURNS}: the compressed prompt is {on / raw:.4f}x the uncompressed one")
 
 
-def tether_loop(home: Path, *, sqlite: bool) -> float:
-    with Executor(registry, home=home) as executor:
-        session = ConversationSession(
-            executor,
-            ScriptedModel(_script(LOOP_TURNS)),
-            settings=AgentSettings(memory="sqlite" if sqlite else "ephemeral"),
-        )
-
-        async def run() -> list[float]:
-            samples = []
-            for i in range(LOOP_TURNS):
-                start = time.perf_counter()
-                await session.send(f"t{i}", "run the task")
-                samples.append(time.perf_counter() - start)
-            return samples
-
-        samples = asyncio.run(run())
-        tools = [s for s in session.threads.steps("t0") if s.kind == "tool"]
-        assert tools and tools[0].result and tools[0].result["status"] == "completed", tools
-        return statistics.median(samples)
-
-
 def loop_overhead(home: Path) -> None:
-    print(f"\nloop overhead per turn (2 model decisions + 1 tool call, median of {LOOP_TURNS})")
-    from bench.peer_langgraph import langgraph_loop
+    """A turn of tether's loop next to LangGraph's ReAct agent with persistence matched (threads in
+    SQLite vs ``SqliteSaver``; in memory vs no checkpointer), and one tool call through tether's boundary
+    (the executor, an inline task) next to LangGraph's ToolNode; all in this process, interleaved."""
+    from bench.peer_langgraph import langgraph_turn, toolnode_call
 
-    peer = langgraph_loop(LOOP_TURNS)
-    for label, sqlite in (("tether, threads in SQLite", True), ("tether, ephemeral memory", False)):
-        ours = tether_loop(home, sqlite=sqlite)
-        if peer is None:
-            print(f"  {label:<44} {ours * 1000:9.3f} ms   (langgraph not installed: make bench installs it)")
-        else:
-            print(f"  {label:<44} {ours * 1000:9.3f} ms   langgraph create_react_agent {peer * 1000:9.3f} ms"
-                  f"   ratio {ours / peer:6.2f}x")  # fmt: skip
+    print(f"\nloop overhead per turn (2 model decisions + 1 tool call, median of {LOOP_TURNS}, new threads)")
+    loop = asyncio.new_event_loop()
+    try:
+        for label, sqlite, peer_label, goal in (
+            ("tether, threads in SQLite", True, "LangGraph ReAct agent + SqliteSaver", goals.AGENT_TURN),
+            (
+                "tether, threads in memory",
+                False,
+                "LangGraph ReAct agent, no checkpointer (for the record)",
+                None,
+            ),
+        ):
+            folder = home / ("sqlite" if sqlite else "memory")
+            folder.mkdir(parents=True, exist_ok=True)
+            peer = langgraph_turn(folder / "langgraph.sqlite" if sqlite else None)
+            if peer is None:
+                print(f"  {label}: not measured: langgraph is not installed (make bench installs it)")
+                continue
+            with Executor(registry, home=folder) as executor:
+                session = ConversationSession(
+                    executor,
+                    ScriptedModel(_script(LOOP_TURNS + 10)),
+                    settings=AgentSettings(memory="sqlite" if sqlite else "ephemeral"),
+                )
+                threads = iter(range(10**6))
+
+                def turn(session: ConversationSession = session, threads: Any = threads) -> None:
+                    loop.run_until_complete(session.send(f"t{next(threads)}", "run the task"))
+
+                try:
+                    row(label, paired(turn, peer[0], LOOP_TURNS), peer_label, goal)
+                finally:
+                    peer[1]()
+                tools = [s for s in session.threads.steps("t0") if s.kind == "tool"]
+                assert tools and tools[0].result and tools[0].result["status"] == "completed", tools
+        call = toolnode_call()
+        if call is None:
+            print("  a tool call: not measured: langgraph is not installed (make bench installs it)")
+            return
+        with Executor(registry, home=home / "tool") as executor:
+
+            def ours() -> None:
+                result = loop.run_until_complete(executor.execute("b.inline", caller="agent"))
+                assert result.status.value == "completed", result
+
+            row("a tool call through the executor, in process", paired(ours, call, LOOP_TURNS),
+                "LangGraph ToolNode (a one-node graph), the same no-op tool", goals.TOOL_CALL)  # fmt: skip
+    finally:
+        loop.close()
 
 
 SKILL_BODY = "Step: do the careful thing, cite every source, keep bullets short. " * 60  # ~4 KB
