@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from tether.artifacts.fonts import find_font, measurer
-from tether.artifacts.textfit import AUTOSPACE_EM, is_cjk, wrap
+from tether.artifacts.textfit import AUTOSPACE_EM, WIDTH_SAFETY, is_cjk, wrap
 
 EMU_PER_PT = 12700
 TOLERANCE_PT = 0.01
@@ -118,7 +118,10 @@ def overflows(frame: FrameInfo) -> list[str]:
     for para in frame.paragraphs:
         width = inner_w - para.margin_left
         m = measurer("bold" if para.bold else "regular")
-        spans = wrap(para.text, width, para.size, m)
+        # The lines as tether planned them (its own measure, WIDTH_SAFETY of the box), each judged by a
+        # renderer's measure (shaped, kerned) against the whole box: the safety margin must hold. A
+        # re-wrap at the full width would judge lines tether never lays out (860.0 pt in 859.2).
+        spans = wrap(para.text, width * WIDTH_SAFETY, para.size, m)
         for start, end in spans:
             line = para.text[start:end]
             measured = line_width_pt(line, para.size, para.bold)
