@@ -30,11 +30,13 @@ INTERRUPTED = "interrupted"
 RECOVERED = "recovered"
 
 
-async def recover_interrupted(calls: ToolCalls, state: ThreadState) -> None:
-    """Settle every interrupted turn of ``state``'s thread (the caller holds the thread's turn)."""
+async def recover_interrupted(calls: ToolCalls, state: ThreadState) -> bool:
+    """Settle every interrupted turn of ``state``'s thread (the caller holds the thread's turn); whether
+    there was one (the thread's record changed)."""
     interrupted = await asyncio.to_thread(calls.threads.turns_with_status, state.thread_id, INTERRUPTED)
     for record in interrupted:
         await _recover(calls, state.thread_id, record.turn)
+    return bool(interrupted)
 
 
 async def _recover(calls: ToolCalls, thread_id: str, turn: int) -> None:

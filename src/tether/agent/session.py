@@ -217,9 +217,9 @@ class ConversationSession:
         try:
             state = await asyncio.to_thread(self.threads.load, thread_id)
             assert state is not None
-            await recover_interrupted(self.calls, state)
-            state = await asyncio.to_thread(self.threads.load, thread_id)
-            assert state is not None
+            if await recover_interrupted(self.calls, state):
+                state = await asyncio.to_thread(self.threads.load, thread_id)
+                assert state is not None
             if require_pending and (
                 state.pending is None or (pending_id is not None and state.pending.get("id") != pending_id)
             ):
@@ -233,7 +233,8 @@ class ConversationSession:
                 )
                 return {"error": why, "number": number}
             pending, state.pending = state.pending, None
-            await asyncio.to_thread(self.threads.save, state)
+            if pending is not None:  # the question is taken (begin_turn dated the thread already)
+                await asyncio.to_thread(self.threads.save, state)
         except BaseException:
             await asyncio.shield(asyncio.to_thread(self._end_failed, thread_id, number))
             raise

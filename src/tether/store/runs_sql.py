@@ -436,13 +436,17 @@ class SqlRunStore:
         message: str,
         duration_s: float,
         task: dict[str, Any],
+        leave_queue: bool = False,
     ) -> bool:
         """End attempt ``attempt`` and move its task as ``task`` says (``status``, ``message``, JSON
-        fields …), in one transaction. The task moves only while it is still ``running`` (a run cancelled
-        meanwhile keeps its ``cancelled``); True if it moved."""
+        fields …), in one transaction — with, when ``leave_queue``, the task's leaving the resource queue
+        (one commit, not two: a flow writes a commit's pages for each). The task moves only while it is
+        still ``running`` (a run cancelled meanwhile keeps its ``cancelled``); True if it moved."""
         at = now()
         row = _task_row(task, at)
         with self.db.write() as conn:
+            if leave_queue:
+                conn.execute(delete(W).where(W.c.run_id == run_id, W.c.task_id == task_id))
             row["rev"] = _bump(conn, run_id)
             conn.execute(
                 _END_ATTEMPT,

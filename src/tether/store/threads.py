@@ -163,6 +163,7 @@ class MemoryThreadStore:
         if any(t.status == "running" for (tid, _), t in self._turns.items() if tid == thread_id):
             return None
         state.turns += 1
+        state.updated_at = now()  # as the SQL store's begin_turn dates the thread
         self._turns[(thread_id, state.turns)] = TurnRecord(
             thread_id=thread_id,
             turn=state.turns,

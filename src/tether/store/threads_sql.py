@@ -14,6 +14,7 @@ from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, insert, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from tether.events import Event
 from tether.store import schema
@@ -104,6 +105,25 @@ _MESSAGE_AT = select(M.c.seq).where(
     M.c.thread_id == _K_THREAD, M.c.turn == _K_TURN, M.c.idx == bindparam("k_idx")
 )
 _NEXT_SEQ = select(func.coalesce(func.max(M.c.seq) + 1, 0)).where(M.c.thread_id == _K_THREAD)
+# One statement each where the store's dialect has INSERT … ON CONFLICT DO NOTHING (SQLite, PostgreSQL):
+# a new step or message is written without first reading whether it is there (a turn writes a step and
+# a message per decision and per tool call, and each statement costs more in SQLAlchemy than in SQLite).
+_NEW_MESSAGE = {
+    dialect.__name__.rpartition(".")[2]: dialect.insert(M)
+    .values(
+        thread_id=_K_THREAD, turn=_K_TURN, idx=bindparam("k_idx"), seq=_NEXT_SEQ.scalar_subquery(),
+        message=bindparam("v_message"), created_at=bindparam("v_at"),
+    )
+    .on_conflict_do_nothing()
+    .returning(M.c.seq)
+    for dialect in (sqlite, postgresql)
+}  # fmt: skip
+_NEW_STEP = {
+    dialect.__name__.rpartition(".")[2]: dialect.insert(S)
+    .on_conflict_do_nothing(index_elements=["step_id"])
+    .returning(S.c.step_id)
+    for dialect in (sqlite, postgresql)
+}  # RETURNING says what was inserted: psycopg's rowcount for ON CONFLICT DO NOTHING is -1
 _STEP_FIELDS = (
     *("thread_id", "turn", "idx", "kind", "status", "tool", "args", "result", "text"),
     *("execution_id", "call_id", "updated_at"),
@@ -257,19 +277,22 @@ class SqlThreadStore:
     @staticmethod
     def _append(conn: Any, thread_id: str, turn: int, index: int, message: dict[str, Any]) -> bool:
         key = {"k_thread": thread_id, "k_turn": turn, "k_idx": index}
+        text_ = json.dumps(message, ensure_ascii=False)
+        new = _NEW_MESSAGE.get(conn.dialect.name)
+        if new is not None:  # False: a replay of a message already on record
+            return conn.execute(new, {**key, "v_message": text_, "v_at": now()}).first() is not None
         if conn.execute(_MESSAGE_AT, key).first() is not None:
-            return False  # a replay of a message already on record
-        conn.execute(
-            insert(M),
-            {
-                "thread_id": thread_id,
-                "turn": turn,
-                "idx": index,
-                "seq": conn.execute(_NEXT_SEQ, {"k_thread": thread_id}).scalar(),
-                "message": json.dumps(message, ensure_ascii=False),
-                "created_at": now(),
-            },
-        )
+            return False
+        seq = conn.execute(_NEXT_SEQ, {"k_thread": thread_id}).scalar()
+        row = {
+            "thread_id": thread_id,
+            "turn": turn,
+            "idx": index,
+            "seq": seq,
+            "message": text_,
+            "created_at": now(),
+        }
+        conn.execute(insert(M), row)
         return True
 
     def record_step(
@@ -294,14 +317,17 @@ class SqlThreadStore:
             "updated_at": now(),
         }
         with self.db.write() as conn:
-            known = conn.execute(_STEP_CONTENT, {"k_step": step.step_id}).first()
-            if known is not None and not is_news(tuple(known), step_content(step)):
-                return REPLAYED
-            done = conn.execute(
-                _UPDATE_STEP, {"k_step": step.step_id, **{f"v_{k}": v for k, v in values.items()}}
-            )
-            if not done.rowcount:
-                conn.execute(insert(S), {"step_id": step.step_id, "created_at": step.created_at, **values})
+            new = _NEW_STEP.get(conn.dialect.name)
+            row = {"step_id": step.step_id, "created_at": step.created_at, **values}
+            if new is None or conn.execute(new, row).first() is None:  # on record: a change, or a replay
+                known = conn.execute(_STEP_CONTENT, {"k_step": step.step_id}).first()
+                if known is not None and not is_news(tuple(known), step_content(step)):
+                    return REPLAYED
+                done = conn.execute(
+                    _UPDATE_STEP, {"k_step": step.step_id, **{f"v_{k}": v for k, v in values.items()}}
+                )
+                if not done.rowcount:
+                    conn.execute(insert(S), row)
             if message is not None:
                 self._append(conn, step.thread_id, step.turn, step.index + 1, message)
             return 0 if event is None else append_event(conn, event)

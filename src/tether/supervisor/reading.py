@@ -64,11 +64,17 @@ def apply_move(store: Any, run_id: str, move: Move) -> None:
     queue_move(store, run_id, move)
 
 
+def waits_in_queue(move: Move) -> bool:
+    """Whether ``move`` leaves its task waiting for a resource (in the resource queue)."""
+    stage = (move.overrides or {}).get("stage") or {}
+    return move.status == "pending" and bool(stage.get("waiting_for"))
+
+
 def queue_move(store: Any, run_id: str, move: Move) -> None:
     """Keep the resource queue with a move: a task that waits for a resource is in it (from when it first
     asked), any other move takes it out."""
     stage = (move.overrides or {}).get("stage") or {}
-    if move.status == "pending" and stage.get("waiting_for"):
+    if waits_in_queue(move):
         store.wait_for(stage["waiting_for"], run_id, move.task_id, float(stage.get("waiting_since") or 0))
     else:
         store.done_waiting(run_id, move.task_id)
