@@ -185,13 +185,14 @@ def test_runs_that_want_a_busy_resource_wait_their_turn_in_order_never_for_a_per
         assert first["ended"] <= second["began"], "two moves of the one arm overlapped"
     # First asked, first served: the runs that had to wait got the arm in the order they first asked
     # (not the order they were started: under load a later run's segment may reach the arm first).
-    asked = {
-        f"arm{n}": (r["tasks"][0]["overrides"].get("stage") or {}).get("waiting_since")
-        for n, r in enumerate(ended)
-    }
-    waited = [m["key"] for m in moves if asked[m["key"]] is not None]
+    asked: dict[str, float] = {}
+    for n, r in enumerate(ended):
+        since = (r["tasks"][0]["overrides"].get("stage") or {}).get("waiting_since")
+        if since is not None:
+            asked[f"arm{n}"] = float(since)
+    waited = [m["key"] for m in moves if m["key"] in asked]
     assert len(waited) >= 1, asked  # five runs started at once: some waited for the arm
-    assert waited == sorted(waited, key=lambda key: asked[key]), (waited, asked)
+    assert waited == sorted(waited, key=asked.__getitem__), (waited, asked)
 
 
 def test_a_command_that_became_the_executor_hands_on_what_it_took_for_others(

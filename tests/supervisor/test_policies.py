@@ -184,13 +184,14 @@ def test_the_failure_chain_is_data_its_order_and_stages_are_the_list() -> None:
                               "executor_failures": 0, "context": {}, "run": run(s)}  # fmt: skip
     later_first = (FAILURE_CHAIN[1], FAILURE_CHAIN[0])
     moved = after_attempt(task, s, outcome="failed", chain=later_first, **common)
+    assert moved.overrides is not None
     assert moved.overrides["stage"] == {"later": 1} and moved.overrides["not_before"] == NOW + 10
     twice = (swap(FAILURE_CHAIN[0], allowed=lambda t: 2),)
     retried = state("a", attempts=2, overrides={"stage": {"at_once": 1}})
     second = after_attempt(task, retried, outcome="failed", chain=twice, **common)
     assert second.status == "pending" and second.message.startswith("retry 2 at once")
     nothing = after_attempt(task, s, outcome="failed", chain=(), **common)
-    assert nothing.status == "waiting_for_human" and nothing.review["kind"] == "failed"
+    assert nothing.status == "waiting_for_human" and (nothing.review or {}).get("kind") == "failed"
 
 
 def test_an_executor_task_falls_back_to_another_executor_then_a_simpler_description() -> None:
