@@ -28,6 +28,8 @@ class Work(BaseModel):
     key: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
     seconds: Annotated[float, Field(ge=0, le=60)] = 0.0
     fail_first: Annotated[int, Field(ge=0, le=20)] = 0
+    # Hold on (after ``seconds``) until a file of this name exists in the home: a test decides when.
+    until_file: Annotated[str | None, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = None
 
 
 def _ledger(home: Path) -> Path:
@@ -66,6 +68,9 @@ def work(ctx: TaskContext) -> dict[str, object]:
         raise RuntimeError(f"{params.key}: the service is not ready yet (transient)")
     if params.seconds:
         ctx.sleep(params.seconds)
+        ctx.check_stop()
+    while params.until_file and not (ctx.home / params.until_file).exists():
+        ctx.sleep(0.05)
         ctx.check_stop()
     _write(
         ctx.home,
