@@ -436,6 +436,8 @@ FAULT_POINTS = (
     "worker.before_claim",
     "worker.after_claim",
     "worker.before_handshake",
+    "worker.after_handshake",
+    "executor.before_liveness",
     "publish.before_lock",
     "publish.after_read",
 )
