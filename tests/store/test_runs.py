@@ -136,7 +136,7 @@ def test_each_home_drives_and_prunes_only_its_own_runs(
 
 
 def test_a_waiter_whose_task_moved_on_never_holds_the_queue(open_db: Callable[[], Database]) -> None:
-    """A task's move and its leaving the resource queue are two writes: an executor killed between them
+    """A task's move and its leaving the resource queue were two writes: an executor killed between them
     left the task first in the queue after it had run, and every later task that wanted the resource
     waited behind it forever (8 runs stranded at their second move of the arm in a kill storm)."""
     store = SqlRunStore(open_db())
@@ -145,8 +145,28 @@ def test_a_waiter_whose_task_moved_on_never_holds_the_queue(open_db: Callable[[]
     store.wait_for(["arm"], "r1", "t0", since=1.0)
     store.wait_for(["arm"], "r2", "t0", since=2.0)
     assert store.first_waiters(["arm"]) == {"arm": ("r1", "t0")}
-    store.update_task("r1", "t0", status="running")  # ...and the executor dies before done_waiting
-    assert store.first_waiters(["arm"]) == {"arm": ("r2", "t0")}
+    # Its attempt in flight, it keeps its place: it may find the arm still busy, and asked first.
+    store.update_task("r1", "t0", status="running")
+    assert store.first_waiters(["arm"]) == {"arm": ("r1", "t0")}
+    # Settled (and the executor dies before it leaves the queue): it holds the queue no more.
     store.update_task("r1", "t0", status="completed")
+    assert store.first_waiters(["arm"]) == {"arm": ("r2", "t0")}
     store.wait_for(["arm"], "r1", "t1", since=3.0)
+    assert store.first_waiters(["arm"]) == {"arm": ("r2", "t0")}
+
+
+def test_an_attempt_leaves_the_resource_queue_in_its_settle(open_db: Callable[[], Database]) -> None:
+    """The outcome and the leaving are one transaction, so a settled task is never left in the queue
+    (which is what lets a task whose attempt is in flight keep its place)."""
+    store = SqlRunStore(open_db())
+    for run in ("r1", "r2"):
+        store.create(run, goal="g", plan=_plan(1), caller="cli")
+    store.wait_for(["arm"], "r1", "t0", since=1.0)
+    store.wait_for(["arm"], "r2", "t0", since=2.0)
+    store.begin_attempts("r1", [("t0", 1, "e-r1", {})])
+    assert store.first_waiters(["arm"]) == {"arm": ("r1", "t0")}
+    store.settle("r1", "t0", 1, outcome="completed", message="", duration_s=0.1,
+                 task={"status": "completed", "message": ""}, leave_queue=True)  # fmt: skip
+    assert store.first_waiters(["arm"]) == {"arm": ("r2", "t0")}
+    store.update_task("r1", "t0", status="pending")  # were it pending again, it has no place left
     assert store.first_waiters(["arm"]) == {"arm": ("r2", "t0")}

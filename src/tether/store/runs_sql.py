@@ -234,9 +234,10 @@ class SqlRunStore:
 
     def first_waiters(self, resources: Sequence[str]) -> dict[str, tuple[str, str]]:
         """For each of ``resources``, the task of this installation's running runs that has waited for it
-        longest: ``(run_id, task_id)``. A waiter whose run is no longer running, or whose task is no longer
-        pending (it ran: an executor that died between the move and leaving the queue left it there),
-        does not count."""
+        longest: ``(run_id, task_id)``. A waiter keeps its place while its attempt is in flight (running:
+        it may find the resource still busy, and must not lose its turn meanwhile); one whose run is no
+        longer running, or whose task has moved on (an outcome is settled in the same transaction as its
+        leaving the queue; a schedule's move just before it), does not count."""
         if not resources:
             return {}
         query = (
@@ -247,7 +248,7 @@ class SqlRunStore:
                 W.c.installation == self.installation.id,
                 W.c.resource.in_(list(resources)),
                 R.c.status == "running",
-                RT.c.status == "pending",
+                RT.c.status.in_(("pending", "running")),
             )
             .order_by(W.c.since, W.c.run_id, W.c.task_id)
         )
