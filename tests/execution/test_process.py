@@ -2,6 +2,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tether.execution import process
 from tether.execution.process import ProcessRef
 
@@ -77,3 +79,38 @@ time.sleep(60)
         wait_for(lambda: all(exited(pid) for pid in tree), what="the whole tree to end")
     finally:
         worker.kill()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux reads identity from /proc")
+def test_an_identity_does_not_move_when_the_wall_clock_is_stepped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The boot time in wall-clock terms moves with every clock step (NTP, a resumed VM): a fork server
+    that read it before a step and an executor that read it after disagreed about every identity, and
+    each worker was stopped as if its starter had exited. A start time is now the kernel's count since
+    boot; one recorded in wall-clock seconds (an older tether) is still recognised."""
+    me = process.current()
+    booted = process._linux_boot_time()
+    monkeypatch.setattr(process, "_linux_boot_time", lambda: booted + 3600.0)  # the clock stepped an hour
+    assert process.current() == me and process.is_alive(me)
+    monkeypatch.setattr(process, "_linux_boot_time", lambda: booted)
+    recorded = ProcessRef(pid=me.pid, create_time=booted + me.create_time)  # as an older tether wrote it
+    assert process.is_alive(recorded)
+    assert not process.is_alive(ProcessRef(pid=me.pid, create_time=recorded.create_time - 100))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux reads identity from /proc")
+def test_two_processes_agree_on_an_identity_across_a_clock_step() -> None:
+    """A process that learned the boot time after the wall clock was stepped (here: an hour) names this
+    process as this process does."""
+    script = (
+        "import sys\n"
+        "from tether.execution import process\n"
+        "process._BOOT_TIME = getattr(process, '_BOOT_TIME', 0.0) + 3600.0\n"  # what an older tether cached
+        "booted = process._linux_boot_time()\n"
+        "process._linux_boot_time = lambda: booted + 3600.0\n"
+        "print(process.ref_of(int(sys.argv[1])).create_time)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(os.getpid())], capture_output=True, text=True, check=True
+    )
+    seen = ProcessRef(pid=os.getpid(), create_time=float(done.stdout))
+    assert process.is_alive(seen), (seen, process.current())

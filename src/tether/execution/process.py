@@ -17,6 +17,12 @@ from typing import Any
 
 # Start times from two readers of the same process agree to far better than this.
 START_TIME_TOLERANCE_S = 0.05
+# On Linux a start time is seconds since boot (the kernel's own count), never wall-clock seconds: the
+# boot time in wall-clock terms moves whenever the clock is stepped (NTP, a resumed VM), and two processes
+# that read it before and after a step disagreed about every identity (93 tests: each worker of a fork
+# server started before a step was "stopped: the process that started it exited"). A recorded start time
+# above this is wall-clock seconds, as an older tether recorded it: compared as such.
+WALL_CLOCK_START = 1e8
 WORKER_FLAG = "--tether-worker"
 FORKSERVER_FLAG = "--tether-forkserver"
 
@@ -37,7 +43,6 @@ def _linux_boot_time() -> float:
     raise OSError("no btime in /proc/stat")
 
 
-_BOOT_TIME = _linux_boot_time() if _linux else 0.0
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if _linux else 100
 
 
@@ -49,7 +54,7 @@ def _linux_stat(pid: int) -> tuple[str, float] | None:
         return None
     # The command name may contain spaces and parentheses: split after the last ')'.
     fields = raw[raw.rindex(")") + 2 :].split()
-    return fields[0], _BOOT_TIME + int(fields[19]) / _CLOCK_TICKS
+    return fields[0], int(fields[19]) / _CLOCK_TICKS
 
 
 def ref_of(pid: int) -> ProcessRef | None:
@@ -76,10 +81,16 @@ def current() -> ProcessRef:
     return ref
 
 
+def _same_start(found: float, recorded: float) -> bool:
+    if _linux and recorded > WALL_CLOCK_START:  # recorded by an older tether, in wall-clock seconds
+        found += _linux_boot_time()
+    return abs(found - recorded) < START_TIME_TOLERANCE_S
+
+
 def is_alive(ref: ProcessRef) -> bool:
     """True while the very process ``ref`` names runs; False once it exited, turned zombie or was replaced."""
     found = ref_of(ref.pid)
-    return found is not None and abs(found.create_time - ref.create_time) < START_TIME_TOLERANCE_S
+    return found is not None and _same_start(found.create_time, ref.create_time)
 
 
 def worker_command(exec_dir: Path) -> list[str]:
@@ -121,7 +132,7 @@ def interrupt(ref: ProcessRef) -> bool:
 
 def _reused(ref: ProcessRef) -> bool:
     found = ref_of(ref.pid)
-    return found is not None and abs(found.create_time - ref.create_time) >= START_TIME_TOLERANCE_S
+    return found is not None and not _same_start(found.create_time, ref.create_time)
 
 
 def kill_tree(ref: ProcessRef) -> None:
