@@ -166,7 +166,13 @@ def test_an_attempt_leaves_the_resource_queue_in_its_settle(open_db: Callable[[]
     store.begin_attempts("r1", [("t0", 1, "e-r1", {})])
     assert store.first_waiters(["arm"]) == {"arm": ("r1", "t0")}
     store.settle("r1", "t0", 1, outcome="completed", message="", duration_s=0.1,
-                 task={"status": "completed", "message": ""}, leave_queue=True)  # fmt: skip
+                 task={"status": "completed", "message": ""})  # fmt: skip
     assert store.first_waiters(["arm"]) == {"arm": ("r2", "t0")}
     store.update_task("r1", "t0", status="pending")  # were it pending again, it has no place left
+    assert store.first_waiters(["arm"]) == {"arm": ("r2", "t0")}
+    # An attempt that found the arm busy again stays in the queue, with the place it first asked for.
+    store.begin_attempts("r2", [("t0", 1, "e-r2", {})])
+    store.settle("r2", "t0", 1, outcome="busy", message="", duration_s=0.1,
+                 task={"status": "pending", "message": ""}, waiting=(["arm"], 9.0))  # fmt: skip
+    store.wait_for(["arm"], "r1", "t0", since=5.0)
     assert store.first_waiters(["arm"]) == {"arm": ("r2", "t0")}

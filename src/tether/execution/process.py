@@ -8,6 +8,7 @@ On Linux identity is read from /proc (psutil costs ~50 ms to import, which a wor
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -213,23 +214,18 @@ def become_subreaper() -> bool:
     return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
-_PRCTL: list[Any] = []
-
-
+@functools.cache
 def _prctl() -> Any:
     """libc's ``prctl``, looked up once per process (a server that forks workers looks it up before it
     forks, so no worker imports ctypes: that import was a third of a forked worker's start)."""
-    if not _PRCTL:
-        found = None
-        if _linux:
-            import ctypes
+    if not _linux:
+        return None
+    import ctypes
 
-            try:
-                found = ctypes.CDLL(None, use_errno=True).prctl
-            except (OSError, AttributeError):
-                found = None
-        _PRCTL.append(found)
-    return _PRCTL[0]
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
 
 
 def prepare_for_forks() -> None:

@@ -213,16 +213,18 @@ class SqlRunStore:
     def wait_for(self, resources: Sequence[str], run_id: str, task_id: str, since: float) -> None:
         """``task_id`` of ``run_id`` waits for ``resources`` since ``since`` (kept if already waiting)."""
         with self.db.write() as conn:
-            for resource in resources:
-                known = select(W.c.since).where(
-                    W.c.resource == resource, W.c.run_id == run_id, W.c.task_id == task_id
-                )
-                if conn.execute(known).first() is None:
-                    conn.execute(
-                        insert(W),
-                        {"resource": resource, "run_id": run_id, "task_id": task_id, "since": since,
-                         "installation": self.installation.id},
-                    )  # fmt: skip
+            self._wait_for(conn, resources, run_id, task_id, since)
+
+    def _wait_for(self, conn: Any, resources: Sequence[str], run_id: str, task_id: str, since: float) -> None:
+        for resource in resources:
+            mine = (W.c.resource == resource) & (W.c.run_id == run_id) & (W.c.task_id == task_id)
+            known = select(W.c.since).where(mine)
+            if conn.execute(known).first() is None:
+                conn.execute(
+                    insert(W),
+                    {"resource": resource, "run_id": run_id, "task_id": task_id, "since": since,
+                     "installation": self.installation.id},
+                )  # fmt: skip
 
     def done_waiting(self, run_id: str, task_id: str | None = None) -> None:
         """A task (or every task of a run) waits no more: it ran, gave up, or its run ended."""
@@ -437,16 +439,20 @@ class SqlRunStore:
         message: str,
         duration_s: float,
         task: dict[str, Any],
-        leave_queue: bool = False,
+        waiting: tuple[Sequence[str], float] | None = None,
     ) -> bool:
         """End attempt ``attempt`` and move its task as ``task`` says (``status``, ``message``, JSON
-        fields …), in one transaction — with, when ``leave_queue``, the task's leaving the resource queue
-        (one commit, not two: a flow writes a commit's pages for each). The task moves only while it is
-        still ``running`` (a run cancelled meanwhile keeps its ``cancelled``); True if it moved."""
+        fields …), with the resource queue kept in step, in one transaction: the task stays in (or joins)
+        the queue for ``waiting`` = (resources, since) when it waits for one, and leaves it otherwise —
+        a settled task is never left in the queue, nor a waiting one out of it, by a crash between two
+        writes. The task moves only while it is still ``running`` (a run cancelled meanwhile keeps its
+        ``cancelled``); True if it moved."""
         at = now()
         row = _task_row(task, at)
         with self.db.write() as conn:
-            if leave_queue:
+            if waiting is not None:
+                self._wait_for(conn, waiting[0], run_id, task_id, waiting[1])
+            else:
                 conn.execute(delete(W).where(W.c.run_id == run_id, W.c.task_id == task_id))
             row["rev"] = _bump(conn, run_id)
             conn.execute(

@@ -23,7 +23,7 @@ from tether.supervisor.policies import (
     context_of,
     executor_of,
 )
-from tether.supervisor.reading import Known, queue_move, waits_in_queue
+from tether.supervisor.reading import Known, waiting_of
 from tether.tasks.confirm import Confirmation
 from tether.tasks.result import TaskResult, TaskStatus
 
@@ -89,10 +89,8 @@ async def finish(
         message=message,
         duration_s=duration,
         task=move.fields(),
-        leave_queue=not waits_in_queue(move),
+        waiting=waiting_of(move),  # the queue moves with the task, in the same transaction
     )
-    if waits_in_queue(move):  # it waits for a resource: in the queue from when it first asked
-        await io(queue_move, store, run_id, move)
     return {"status": outcome, "next": move.status}
 
 

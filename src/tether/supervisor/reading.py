@@ -64,18 +64,20 @@ def apply_move(store: Any, run_id: str, move: Move) -> None:
     queue_move(store, run_id, move)
 
 
-def waits_in_queue(move: Move) -> bool:
-    """Whether ``move`` leaves its task waiting for a resource (in the resource queue)."""
+def waiting_of(move: Move) -> tuple[list[str], float] | None:
+    """The resources ``move`` leaves its task waiting for, and since when; None when it waits for none."""
     stage = (move.overrides or {}).get("stage") or {}
-    return move.status == "pending" and bool(stage.get("waiting_for"))
+    if move.status == "pending" and stage.get("waiting_for"):
+        return list(stage["waiting_for"]), float(stage.get("waiting_since") or 0)
+    return None
 
 
 def queue_move(store: Any, run_id: str, move: Move) -> None:
     """Keep the resource queue with a move: a task that waits for a resource is in it (from when it first
     asked), any other move takes it out."""
-    stage = (move.overrides or {}).get("stage") or {}
-    if waits_in_queue(move):
-        store.wait_for(stage["waiting_for"], run_id, move.task_id, float(stage.get("waiting_since") or 0))
+    waiting = waiting_of(move)
+    if waiting is not None:
+        store.wait_for(waiting[0], run_id, move.task_id, waiting[1])
     else:
         store.done_waiting(run_id, move.task_id)
 
