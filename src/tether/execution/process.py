@@ -12,6 +12,7 @@ import functools
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,7 @@ def _kill_each(refs: list[ProcessRef], sig: int) -> None:
                 pass
 
 
+KILL_SETTLE_S = 2.0  # how long end_descendants waits for what it killed to be gone
 FREEZE_ROUNDS = 100  # readings of the tree before the kill goes ahead with what it has
 
 
@@ -200,6 +202,11 @@ def end_descendants(pid: int) -> int:
     with it."""
     found = _stopped_descendants(pid)
     _kill_each(found, signal.SIGKILL)
+    # A SIGKILL is delivered, not done, when kill() returns: the failure published next must find them
+    # gone (a test saw one still alive under load). Zombies count as gone.
+    deadline = time.monotonic() + KILL_SETTLE_S
+    while any(is_alive(ref) for ref in found) and time.monotonic() < deadline:
+        time.sleep(0.002)
     return len(found)
 
 
