@@ -43,11 +43,12 @@ from bench.registry import noop, registry  # noqa: E402
 from tether.config import Settings  # noqa: E402
 from tether.execution import process  # noqa: E402
 from tether.execution.executor import Executor  # noqa: E402
-from tether.execution.protocol import ExecutionPaths  # noqa: E402
+from tether.execution.protocol import ExecutionPaths, read_exit  # noqa: E402
 from tether.tasks.result import TaskStatus  # noqa: E402
 
 THROUGHPUT_TASKS = 96
 FILES_RUNS = 5
+REAPED_WITHIN_S = 5.0
 WHOLE_ROUND = " (CPU: the whole round, start and stop)"
 GRACE = Settings(stop_grace_cooperative_s=0.3, stop_grace_interrupt_s=0.3, stop_grace_kill_s=2.0)
 
@@ -154,11 +155,15 @@ def _files_per_execution(ex: Executor, loop: asyncio.AbstractEventLoop, home: Pa
     for _ in range(FILES_RUNS):
         result = loop.run_until_complete(ex.execute("b.sync", caller="cli"))
         _ok(result)
-        folder = ExecutionPaths.of(home, result.execution_id).dir
-        files = [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
+        paths = ExecutionPaths.of(home, result.execution_id)
+        deadline = time.monotonic() + REAPED_WITHIN_S  # what it leaves: once its worker was reaped
+        while read_exit(paths) is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        folder = paths.dir
+        files = list(folder.rglob("*")) if folder.exists() else []  # every entry: the doorbell counts
         counts.append(len(files))
         names.update(p.name for p in files)
-        sizes.append(sum(p.stat().st_size for p in files))
+        sizes.append(sum(p.lstat().st_size for p in files))
     files, size = max(counts), max(sizes)
     met = files <= goals.FILES_PER_EXECUTION and size <= goals.LIVE_BYTES_PER_EXECUTION
     print(

@@ -228,11 +228,11 @@ def test_a_result_reads_the_same_however_the_worker_ending_is_seen(
     """Review (CI): when the worker published and exited between the executor's two looks, the answer
     carried the job record's bookkeeping (pid, times) — a different document for the same outcome. The
     executor is held right before its liveness look until the worker has published and exited."""
-    import json
     import threading
 
     from tests.support.helpers import exited, wait_for
     from tether.execution import faults
+    from tether.execution.protocol import read_claim, read_result
 
     normal = support.execute_sync("t.quick", caller="cli")
     go = tmp_path / "go"
@@ -243,10 +243,8 @@ def test_a_result_reads_the_same_however_the_worker_ending_is_seen(
     def release() -> None:
         eid = wait_for(lambda: started[0] if started else None, what="the start")
         paths = support.jobs.paths(eid)
-        worker = wait_for(
-            lambda: json.loads(paths.claim.read_text())["pid"] if paths.claim.exists() else None
-        )
-        wait_for(lambda: paths.result.exists() and exited(worker), what="the worker's end")
+        claim = wait_for(lambda: read_claim(paths), what="the worker's claim")
+        wait_for(lambda: read_result(paths) is not None and exited(claim.pid), what="the worker's end")
         go.touch()
 
     helper = threading.Thread(target=release, daemon=True)
@@ -259,3 +257,22 @@ def test_a_result_reads_the_same_however_the_worker_ending_is_seen(
     helper.join(timeout=30)
     assert raced.status is TaskStatus.COMPLETED
     assert raced.model_dump().keys() == normal.model_dump().keys() and raced.data == normal.data
+
+
+def test_a_finished_execution_leaves_its_request_and_its_result(support: Executor, home: Path) -> None:
+    """Issue 20: an execution left seven entries behind (claim, lock, exit code, an empty log, the
+    doorbell); the claim and the exit code now live in result.json, the lock is the folder's own, and
+    the reaper removes the doorbell and a log nothing was written to."""
+    from tests.support.helpers import wait_for
+    from tether.execution.protocol import read_claim, read_exit
+
+    result = support.execute_sync("t.quick", caller="cli")
+    assert result.status is TaskStatus.COMPLETED
+    paths = ExecutionPaths.of(home, result.execution_id)
+    wait_for(lambda: read_exit(paths) == 0, what="the reaper to record the exit code")
+    wait_for(lambda: sorted(p.name for p in paths.dir.iterdir()) == ["request.json", "result.json"],
+             what="only the request and the result to be left")  # fmt: skip
+    claim = read_claim(paths)
+    assert claim is not None and claim.worker and claim.pid == support.jobs.store.get(result.execution_id).pid  # type: ignore[union-attr]
+    published = read_result(paths)
+    assert published is not None and published.status is TaskStatus.COMPLETED

@@ -21,7 +21,16 @@ from dataclasses import dataclass, field
 from tether.config import Settings
 from tether.execution import faults, process
 from tether.execution.jobs import POLL_S, JobManager
-from tether.execution.protocol import TIMEOUT, Claim, ExecutionPaths, ProtocolError, read_claim, read_result
+from tether.execution.protocol import (
+    TIMEOUT,
+    Claim,
+    ExecutionPaths,
+    ProtocolError,
+    ResultFile,
+    read_claim,
+    read_record,
+    read_result,
+)
 from tether.execution.records import RecordWriter, off_loop
 from tether.execution.wake import Wake
 from tether.store.jobs import JobStore
@@ -60,8 +69,6 @@ class Follow:
         rings = self.paths.doorbell.exists()  # else nothing rings when the worker publishes: poll
         self._handshake_deadline = time.monotonic() + self.settings.handshake_timeout_s
         while True:
-            if not self._claimed:
-                self._adopt_claim()
             answer = await self._look()
             if answer is not None:
                 return answer
@@ -83,10 +90,9 @@ class Follow:
                 await self.wake.wait(self._delay)
                 self._delay = min(self._delay * 1.5, MAX_POLL_S if self.run_deadline is None else POLL_S * 2)
 
-    def _adopt_claim(self) -> None:
+    def _adopt_claim(self, claim: Claim | None) -> None:
         """The claim names the worker that really runs the execution (a retried spawn may have forked
         two; only one claimed it): follow that one."""
-        claim = _claim(self.paths)
         if claim is None:
             return
         self._claimed = True
@@ -113,7 +119,10 @@ class Follow:
         if seen == self._last_seen:
             return None
         self._last_seen = seen
-        published = _published(self.paths)
+        record = _record(self.paths)
+        if record is not None and not self._claimed:
+            self._adopt_claim(record.claim)
+        published = None if record is None else record.result
         if published is not None and published.status.terminal:
             await self.records.final(published, self.ref)
             return published
@@ -125,7 +134,7 @@ class Follow:
             if process.is_alive(ref):
                 return published.with_data(pid=ref.pid, background=True)
         else:
-            self.records.later(self.execution_id, self.store.transition, published)
+            self.records.later(self.execution_id, self.store.transition, published, defer=True)
             if spec.timeout_s is not None:
                 self.run_deadline = time.monotonic() + spec.timeout_s
         if self.run_deadline is None:
@@ -165,6 +174,13 @@ class Follow:
             return result
         message = f"timed out after {self.spec.timeout_s:g}s; {result.message}"
         return result.model_copy(update={"message": message})
+
+
+def _record(paths: ExecutionPaths) -> ResultFile | None:
+    try:
+        return read_record(paths)
+    except ProtocolError:
+        return None
 
 
 def _published(paths: ExecutionPaths) -> TaskResult | None:

@@ -4,7 +4,7 @@ preloaded servers use, the task fork server (forkserver.py) and the CLI server (
 A server that forks keeps its children in ``Children``: SIGCHLD only writes to a wake-up pipe (a handler
 rather than ``SIG_IGN``, so children stay reapable, and the pipe wakes the server's ``select``), and
 ``reap`` collects every child that ended without blocking, writing a worker's exit code to its
-``exit.json`` (where the executor looks) and handing any other child's status to the server. A forked
+result file (where the executor looks) and handing any other child's status to the server. A forked
 child first leaves the server behind (``leave_server``: the server's signal plumbing undone and its
 descriptors closed), becomes its own session where it must, and takes its standard streams
 (``take_stdio``); ``run_as_forked_child`` then runs its body and ends it with ``os._exit``, never with
@@ -65,7 +65,7 @@ class Children:
 
     def reap(self, ended: Callable[[int, int], None] | None = None, *, others: bool = False) -> int:
         """Reap every child that has ended, without blocking; how many were. A worker's exit code goes to
-        its ``exit.json``; any other child's wait status to ``ended(pid, status)``. ``others``: the server
+        its result file; any other child's wait status to ``ended(pid, status)``. ``others``: the server
         has children besides workers (without any child, nothing is asked of the kernel)."""
         reaped = 0
         while self.workers or others:
@@ -79,7 +79,7 @@ class Children:
             exec_dir = self.workers.pop(pid, None)
             if exec_dir is not None:
                 with contextlib.suppress(OSError):
-                    write_exit(ExecutionPaths(exec_dir), os.waitstatus_to_exitcode(status))
+                    write_exit(ExecutionPaths(exec_dir), os.waitstatus_to_exitcode(status), pid)
             elif ended is not None:
                 ended(pid, status)
         return reaped

@@ -10,7 +10,7 @@ registry names in ``preload``, which the server imports itself in its idle pause
 Protocol on stdin/stdout, one JSON document per line each way (so any path, newlines included, fits
 in one line): ``{"id": n, "spawn": dir}`` → ``{"id": n, "pid": pid}`` or ``{"id": n, "error": why}``.
 The id is echoed, so an answer is never taken for another request's. The server reaps its children
-and writes each exit code to the child's ``exit.json``; forking.py does both, for the CLI server too.
+and records each exit code in the child's result file; forking.py does both, for the CLI server too.
 It exits when its stdin closes (its parent is gone); running workers go on and watch their starter
 themselves.
 """

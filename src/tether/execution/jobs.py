@@ -4,7 +4,7 @@ The job manager never takes a resource lock, so status and stop work while a job
 writes anything it reconciles the store with the execution's files, in this order of authority:
 
 1. ``result.json`` — a state the worker published is adopted, a terminal one never overwritten;
-2. the worker's identity — from the job row, or from the worker's own claim (``worker.json``) when the
+2. the worker's identity — from the job row, or from the worker's own claim (in ``result.json``) when the
    row has none (its starter died, or the store was busy, between the spawn and the record): a live
    worker is never declared dead, and stop always reaches it;
 3. a row whose worker never claimed it is given up only by winning the claim (``abandon``), so a late
@@ -215,12 +215,20 @@ class JobManager:
 
         The claim wins over the row: a retried spawn can fork a second process that exits at once, and
         the row may name that one while the worker that claimed the execution runs."""
+        known = (
+            None
+            if record.pid is None or record.create_time is None
+            else ProcessRef(pid=record.pid, create_time=record.create_time)
+        )
         try:
             claim = read_claim(paths)
         except ProtocolError as exc:
+            # A torn result file tore the claim with it: the row still names the worker.
+            if known is not None:
+                return known
             return self.finish(record, paths, TaskStatus.FAILED, f"the worker's claim is unreadable: {exc}")
-        if claim is None and record.pid is not None and record.create_time is not None:
-            return ProcessRef(pid=record.pid, create_time=record.create_time)  # not claimed yet
+        if claim is None and known is not None:
+            return known  # not claimed yet
         if claim is None and give_up is not None:
             claim = abandon(paths, give_up)
         if claim is None:

@@ -174,7 +174,7 @@ class Launch:
         faults.point("executor.after_spawn")
         # Off the critical path, in order: the worker's own claim names it until the row does.
         self.records.later(
-            self.execution_id, self.store.set_process, self.execution_id, ref.pid, ref.create_time
+            self.execution_id, self.store.set_process, self.execution_id, ref.pid, ref.create_time, defer=True
         )
         if self.on_start is not None:
             self.on_start(self.execution_id)

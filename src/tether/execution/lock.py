@@ -178,6 +178,24 @@ def exclusive(path: Path) -> Iterator[None]:
         handle.close()
 
 
+@contextlib.contextmanager
+def exclusive_dir(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the folder ``path`` itself for a short critical section (POSIX: an
+    ``flock`` on the folder, no lock file; elsewhere a ``.lock`` file inside it)."""
+    if sys.platform == "win32":
+        with exclusive(path / ".lock"):
+            yield
+        return
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield  # closing the descriptor lets go
+    finally:
+        os.close(fd)
+
+
 if sys.platform == "win32":
     import msvcrt
 

@@ -3,21 +3,27 @@
 One folder per execution, under ``<home>/executions/<execution_id>/``, private to the home's owner::
 
     request.json     written once by the executor before the worker starts, signed with the home's key
-    worker.json      the claim: created exactly once, by the worker (its pid and start time) or by an
-                     observer that gave the execution up before any worker claimed it ("abandoned")
-    result.json      the published state; replaced atomically and durably (fsync), compare-and-set
+    result.json      created exactly once, by the claim: the worker's (its pid and start time) or an
+                     observer's that gave the execution up before any worker claimed it ("abandoned");
+                     then the published state, replaced atomically (durably, fsync, once completed)
+                     and compare-and-set; and the worker's exit code, added by whoever reaped it
     stop.requested   exists once a stop was asked for; holds the reason
     events.jsonl     progress events, one JSON object per line, appended
-    worker.log       the worker's stdout, stderr and log records
-    exit.json        the worker's exit code, written by whoever reaped it (if anyone could)
+    worker.log       the worker's stdout, stderr and log records; removed when its worker is reaped
+                     and nothing was written to it (and nothing else of its process group lives)
+    exit.json        the exit code of a worker reaped before anything claimed the execution (rare)
+    .doorbell        a FIFO that wakes whoever waits for the worker (no content); removed when its
+                     worker is reaped
 
-Every JSON file carries ``protocol``; a reader refuses a version it does not know.
+Every JSON file carries ``protocol``; a reader refuses a version it does not know. A finished task
+leaves two files: its request and its result.
 
 The claim closes the crash windows around a spawn: whoever wants to declare an execution dead before
 its worker was seen must first win the claim, so a worker can never run after an observer recorded it
 as never started, and a worker that did start is always found through its own record, whatever the
-store says. ``result.json`` changes only under ``.result.lock`` and only along the state machine, so
-two processes finishing the same job agree on one terminal state.
+store says. ``result.json`` changes only under an exclusive lock on the execution's folder and only
+along the state machine, keeping the claim and the exit code it holds, so two processes finishing the
+same job agree on one terminal state.
 """
 
 from __future__ import annotations
@@ -37,10 +43,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from tether.execution import faults
+from tether.execution import doorbell, faults
 from tether.tasks.result import TaskResult, TaskStatus
 
-PROTOCOL = 2
+PROTOCOL = 3
+READABLE_PROTOCOLS = frozenset({2, PROTOCOL})  # 3 moved the claim and exit code into result.json
 EXECUTIONS_DIR = "executions"
 KEYS_DIR = "keys"
 REQUEST_KEY = "request.key"
@@ -72,16 +79,13 @@ class ExecutionPaths:
         return self.dir / "request.json"
 
     @property
-    def claim(self) -> Path:
+    def legacy_claim(self) -> Path:
+        """Where tether before protocol 3 kept the claim: still read, never written."""
         return self.dir / "worker.json"
 
     @property
     def result(self) -> Path:
         return self.dir / "result.json"
-
-    @property
-    def result_lock(self) -> Path:
-        return self.dir / ".result.lock"
 
     @property
     def stop(self) -> Path:
@@ -142,17 +146,8 @@ class Request(BaseModel):
     signature: str = ""
 
 
-class ResultFile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    protocol: int = PROTOCOL
-    pid: int
-    updated_at: float
-    result: TaskResult
-
-
 class Claim(BaseModel):
-    """``worker.json``: the worker that owns this execution, or why nobody ever will."""
+    """Who owns this execution: its worker, or the observer that gave it up before any worker came."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -165,6 +160,19 @@ class Claim(BaseModel):
     @property
     def worker(self) -> bool:
         return self.abandoned is None
+
+
+class ResultFile(BaseModel):
+    """``result.json``: the claim, then the published state, then the worker's exit code."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    protocol: int = PROTOCOL
+    pid: int  # who wrote this version
+    updated_at: float
+    result: TaskResult | None = None  # nothing published yet (only claimed)
+    claim: Claim | None = None
+    exit_code: int | None = None
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -246,7 +254,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         payload = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(f"{path.name} is not valid JSON ({type(exc).__name__})") from None
-    if not isinstance(payload, dict) or payload.get("protocol") != PROTOCOL:
+    if not isinstance(payload, dict) or payload.get("protocol") not in READABLE_PROTOCOLS:
         found = payload.get("protocol") if isinstance(payload, dict) else None
         raise ProtocolError(f"{path.name}: protocol {found!r} is not the supported version {PROTOCOL}")
     return payload
@@ -317,7 +325,7 @@ def write_request(paths: ExecutionPaths, request: Request) -> None:
     # is gone is given up like any other that no worker claimed.
     private_mkdir(paths.dir)
     write_json_atomic(paths.request, request.model_dump(mode="json"), durable=False)
-    open_doorbell(paths)
+    doorbell.create(paths.doorbell)
 
 
 def read_request(paths: ExecutionPaths) -> Request:
@@ -328,12 +336,15 @@ def read_request(paths: ExecutionPaths) -> Request:
 
 
 def claim_for_worker(paths: ExecutionPaths, pid: int, create_time: float) -> bool:
-    """The worker's claim on its execution; False when it was abandoned or claimed before.
+    """The worker's claim on its execution (``result.json`` created, nothing published yet); False
+    when it was abandoned or claimed before.
 
     Not fsynced: it only matters while processes live (a power loss ends them all), and the durable
     ``running`` state that follows it is what says a handler may have begun."""
     claim = Claim(pid=pid, create_time=create_time, at=time.time())
-    return _create_exclusive(paths.claim, claim.model_dump(mode="json"), durable=False)
+    if paths.legacy_claim.exists():  # claimed by a worker of an older tether
+        return False
+    return _create_exclusive(paths.result, _record(None, claim).model_dump(mode="json"), durable=False)
 
 
 def abandon(paths: ExecutionPaths, reason: str) -> Claim:
@@ -341,41 +352,62 @@ def abandon(paths: ExecutionPaths, reason: str) -> Claim:
     (ours, or the worker's when it claimed first)."""
     mine = Claim(pid=os.getpid(), abandoned=reason, at=time.time())
     private_mkdir(paths.dir)  # a starter that stalled before writing its request finds the claim taken
-    if _create_exclusive(paths.claim, mine.model_dump(mode="json")):
+    if _create_exclusive(paths.result, _record(None, mine).model_dump(mode="json")):
         return mine
     found = read_claim(paths)
     return found if found is not None else mine
 
 
+def _record(
+    result: TaskResult | None, claim: Claim | None, exit_code: int | None = None, *, pid: int | None = None
+) -> ResultFile:
+    return ResultFile(
+        pid=os.getpid() if pid is None else pid,
+        updated_at=time.time(),
+        result=result,
+        claim=claim,
+        exit_code=exit_code,
+    )
+
+
+def read_record(paths: ExecutionPaths) -> ResultFile | None:
+    """``result.json`` whole: the claim, the published state and the exit code (None: not claimed)."""
+    payload = _read_json(paths.result)
+    return None if payload is None else _model(ResultFile, paths.result, payload)
+
+
 def read_claim(paths: ExecutionPaths) -> Claim | None:
-    payload = _read_json(paths.claim)
-    return None if payload is None else _model(Claim, paths.claim, payload)
-
-
-def write_result(
-    paths: ExecutionPaths, result: TaskResult, *, pid: int | None = None, durable: bool | None = None
-) -> None:
-    """Write ``result``. ``completed`` is durable by default (file and folder fsynced): a task whose
-    effects happened must not look unfinished, and be run again, because a power loss took its result
-    away. Every other state says the task did not complete, which recovery concludes from a dead
-    worker anyway (an fsync costs milliseconds, on the path of every stop)."""
-    record = ResultFile(pid=os.getpid() if pid is None else pid, updated_at=time.time(), result=result)
-    durable = result.status is TaskStatus.COMPLETED if durable is None else durable
-    write_json_atomic(paths.result, record.model_dump(mode="json"), durable=durable)
-    ring_doorbell(paths)
+    record = read_record(paths)
+    if record is not None and record.claim is not None:
+        return record.claim
+    payload = _read_json(paths.legacy_claim)
+    return None if payload is None else _model(Claim, paths.legacy_claim, payload)
 
 
 def read_result(paths: ExecutionPaths) -> TaskResult | None:
-    payload = _read_json(paths.result)
-    return None if payload is None else _model(ResultFile, paths.result, payload).result
+    record = read_record(paths)
+    return None if record is None else record.result
+
+
+def _write_record(paths: ExecutionPaths, record: ResultFile, *, durable: bool) -> None:
+    write_json_atomic(paths.result, record.model_dump(mode="json"), durable=durable)
+    doorbell.ring(paths.doorbell)
 
 
 @contextlib.contextmanager
 def _result_lock(paths: ExecutionPaths) -> Iterator[None]:
-    from tether.execution.lock import exclusive
+    from tether.execution.lock import exclusive_dir
 
-    with exclusive(paths.result_lock):
+    with exclusive_dir(paths.dir):
         yield
+
+
+def _current(paths: ExecutionPaths) -> ResultFile | None:
+    """What ``result.json`` holds, under the lock; a torn or unreadable file counts as empty."""
+    try:
+        return read_record(paths)
+    except ProtocolError:
+        return None
 
 
 def publish(paths: ExecutionPaths, result: TaskResult, *, durable: bool | None = None) -> TaskResult:
@@ -383,18 +415,22 @@ def publish(paths: ExecutionPaths, result: TaskResult, *, durable: bool | None =
 
     Returns what the file holds afterwards (``result``, or the terminal state that won). A torn or
     unreadable file counts as empty: the worker is its only writer while it lives, and the finishers
-    that write after it died all go through this lock. ``durable``: see ``write_result``.
+    that write after it died all go through this lock. The claim and the exit code are kept.
+    ``durable``: ``completed`` is durable by default (file and folder fsynced): a task whose effects
+    happened must not look unfinished, and be run again, because a power loss took its result away.
+    Every other state says the task did not complete, which recovery concludes from a dead worker
+    anyway (an fsync costs milliseconds, on the path of every stop).
     """
     faults.point("publish.before_lock")
     with _result_lock(paths):
-        try:
-            current = read_result(paths)
-        except ProtocolError:
-            current = None
+        found = _current(paths)
+        current = None if found is None else found.result
         faults.point("publish.after_read")
         if current is not None and not current.status.can_become(result.status):
             return current
-        write_result(paths, result, durable=durable)
+        claim, code = (None, None) if found is None else (found.claim, found.exit_code)
+        durable = result.status is TaskStatus.COMPLETED if durable is None else durable
+        _write_record(paths, _record(result, claim, code), durable=durable)
         return result
 
 
@@ -444,13 +480,59 @@ def last_progress(paths: ExecutionPaths) -> dict[str, Any] | None:
     return None
 
 
-def write_exit(paths: ExecutionPaths, returncode: int) -> None:
-    if paths.dir.exists():
-        write_json_atomic(paths.exit, {"protocol": PROTOCOL, "returncode": returncode}, durable=False)
-        ring_doorbell(paths)  # whoever settles the execution is waiting for this
+def write_exit(paths: ExecutionPaths, returncode: int, pid: int | None = None) -> None:
+    """Record the exit code of the worker ``pid`` that was just reaped, in ``result.json`` beside its
+    claim (in ``exit.json`` when nothing claimed the execution yet); a process that is not the
+    claimant (a second fork of a retried spawn that found the claim taken) records nothing.
+
+    The claimant's end is the execution's last event from its own side: its doorbell is removed (whoever
+    listens keeps its descriptor and is rung one last time; a later follower reads the file), and so is
+    an empty log once nothing of the worker's process group is left to write to it. Both are gone by the
+    time the exit code can be read."""
+    if not paths.dir.exists():
+        return
+    bell = doorbell.open_bell(paths.doorbell)
+    try:
+        with _result_lock(paths):
+            found = _current(paths)
+            if found is None:
+                write_json_atomic(paths.exit, {"protocol": PROTOCOL, "returncode": returncode}, durable=False)
+                return
+            claim = found.claim
+            if pid is not None and claim is not None and claim.worker and claim.pid != pid:
+                return
+            if pid is not None and claim is not None and claim.worker:
+                with contextlib.suppress(OSError):
+                    paths.doorbell.unlink()
+                _drop_empty_log(paths, pid)
+            record = found.model_copy(update={"exit_code": returncode, "updated_at": time.time()})
+            write_json_atomic(paths.result, record.model_dump(mode="json"), durable=False)
+    finally:
+        if bell is not None:
+            doorbell.ring_on(bell)  # whoever settles the execution is waiting for this
+
+
+def _drop_empty_log(paths: ExecutionPaths, pid: int) -> None:
+    if os.name != "posix":
+        return
+    try:
+        if paths.log.stat().st_size:
+            return
+        os.killpg(pid, 0)  # something the worker started still runs in its group and may yet write
+    except ProcessLookupError:
+        with contextlib.suppress(OSError):
+            paths.log.unlink()
+    except OSError:
+        return
 
 
 def read_exit(paths: ExecutionPaths) -> int | None:
+    try:
+        record = read_record(paths)
+    except ProtocolError:
+        record = None
+    if record is not None and record.exit_code is not None:
+        return record.exit_code
     try:
         payload = _read_json(paths.exit)
         return None if payload is None else int(payload["returncode"])
@@ -503,38 +585,6 @@ def clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[: limit - 40]}… [{len(text) - limit + 40} more characters]"
-
-
-# -- the doorbell: a FIFO the starter listens on, so it wakes the moment the worker publishes --------
-
-
-def open_doorbell(paths: ExecutionPaths) -> None:
-    """Create the execution's doorbell (POSIX); without one, the starter simply polls."""
-    if hasattr(os, "mkfifo"):
-        with contextlib.suppress(FileExistsError):
-            os.mkfifo(paths.doorbell, PRIVATE_FILE)
-
-
-def listen(paths: ExecutionPaths) -> int | None:
-    """A non-blocking read end of the doorbell (None where there is none)."""
-    try:
-        return os.open(paths.doorbell, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return None
-
-
-def ring_doorbell(paths: ExecutionPaths) -> None:
-    """Wake whoever listens; nobody listening (ENXIO), or no doorbell at all, is fine."""
-    try:
-        fd = os.open(paths.doorbell, os.O_WRONLY | os.O_NONBLOCK)
-    except OSError:
-        return
-    try:
-        os.write(fd, b"!")
-    except OSError:
-        pass  # the pipe is full: the listener has enough reasons to wake already
-    finally:
-        os.close(fd)
 
 
 TIMEOUT = "timeout"

@@ -1,7 +1,7 @@
 """Starting worker processes: a fork server where the OS has fork, a fresh interpreter elsewhere.
 
 Both spawners put each worker in its own session / process group with stdio on ``worker.log`` and
-record each worker's exit code in ``exit.json`` when they reap it (``reap()``).
+record each worker's exit code in its result file when they reap it (``reap()``).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class SubprocessSpawner:
             if code is not None:
                 del self._children[exec_dir]
                 with contextlib.suppress(OSError):
-                    write_exit(ExecutionPaths(exec_dir), code)
+                    write_exit(ExecutionPaths(exec_dir), code, child.pid)
 
     def close(self) -> None:
         self.reap()

@@ -4,7 +4,7 @@ Whoever waits on an execution (the executor following a task, a stop escalating,
 settled) sleeps on the event loop until one of these happens:
 
 - the worker publishes a state, or its exit code is recorded: both ring the execution's doorbell, a
-  FIFO in its folder (``protocol.ring_doorbell``);
+  FIFO in its folder (``doorbell.py``);
 - the worker's process exits: a pidfd (Linux 5.3+) becomes readable the moment it does, zombie or not;
 - an interval passes: other changes ring nothing (a deadline, a claim), and where a platform has no
   FIFO or pidfd the interval is all there is, a poll.
@@ -20,8 +20,8 @@ import os
 import time
 from collections.abc import Callable
 
-from tether.execution import process
-from tether.execution.protocol import ExecutionPaths, listen
+from tether.execution import doorbell, process
+from tether.execution.protocol import ExecutionPaths
 
 
 class Wake:
@@ -42,7 +42,7 @@ class Wake:
 
     def listen(self, paths: ExecutionPaths) -> bool:
         """Wake when the execution's doorbell rings; False where it has none (the wait polls)."""
-        read_fd = listen(paths)
+        read_fd = doorbell.listen(paths.doorbell)
         if read_fd is None:
             return False
         try:

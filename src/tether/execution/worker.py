@@ -1,7 +1,7 @@
 """The worker: one process runs one task and publishes its state in result.json (contract 6).
 
 ``python -m tether.execution.worker <execution dir>``. First the worker claims its execution
-(``worker.json``, created exactly once): if an observer gave the execution up first, or another worker
+(``result.json``, created exactly once): if an observer gave the execution up first, or another worker
 ran it, it leaves without doing anything. Then it trusts nothing from its parent but the request file,
 and only when the home's key signed it: it re-resolves the spec from the registry, re-validates the
 params, re-checks the danger policy (a ``caution``/``destructive`` call needs the person's confirmation
@@ -260,7 +260,8 @@ def consent_problem(spec: TaskSpec, request: Request, clean: dict[str, Any]) -> 
     return None
 
 
-def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
+def run(request: Request, paths: ExecutionPaths, log: logging.Logger, *, signed: bool | None = None) -> int:
+    """Run ``request``'s task; ``signed``: whether the home's key signed it, when already checked."""
     me = process.current()
     # Orphans of the handler's processes stay below this worker instead of going to init: a
     # double-forked, setsid grandchild is still in the tree that a stop ends.
@@ -270,7 +271,7 @@ def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
         return 0
     faults.point("worker.after_claim")
     publisher = _Publisher(paths, request)
-    admitted = _admit(request, paths, publisher)
+    admitted = _admit(request, paths, publisher, _signed(request) if signed is None else signed)
     if admitted is None:
         return 0
     registry, spec, params = admitted
@@ -288,7 +289,7 @@ def run(request: Request, paths: ExecutionPaths, log: logging.Logger) -> int:
 
 
 def _claim(request: Request, paths: ExecutionPaths, me: process.ProcessRef, log: logging.Logger) -> bool:
-    """Claim the execution (``worker.json``, created once); False when an observer gave it up first or
+    """Claim the execution (``result.json``, created once); False when an observer gave it up first or
     another worker claimed it: then this one leaves without doing anything."""
     if claim_for_worker(paths, me.pid, me.create_time):
         return True
@@ -302,12 +303,11 @@ def _claim(request: Request, paths: ExecutionPaths, me: process.ProcessRef, log:
 
 
 def _admit(
-    request: Request, paths: ExecutionPaths, publisher: _Publisher
+    request: Request, paths: ExecutionPaths, publisher: _Publisher, signed: bool
 ) -> tuple[Registry, TaskSpec, BaseModel | None] | None:
     """Trust nothing from the parent but the signed request: check it again from scratch. The registry,
     spec and params to run, or None once a refusal (or a stop that came first) is published."""
-    key = request_key(Path(request.home), create=False)
-    if key is None or not signed_by(request, key) or request.execution_id != paths.dir.name:
+    if not signed or request.execution_id != paths.dir.name:
         publisher.final(
             TaskStatus.REJECTED,
             "refused: this request was not written by this home's executor (missing or wrong signature)",
@@ -404,7 +404,7 @@ def _run_locked(
         _stopped_before_start(paths, publisher)
         return
     faults.point("worker.after_handshake")
-    log.info("running %s %s", request.task_id, request.params)
+    log.debug("running %s %s", request.task_id, request.params)
     status, message, data = _run_handler(spec.handler, ctx, log)
     # The outcome is decided: a late SIGINT/SIGTERM must not turn it into a lost result.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -419,7 +419,7 @@ def _run_locked(
     # Release before publishing: whoever sees the terminal state may start the next task at once.
     locks.release()
     publisher.final(status, message, data)
-    log.info("%s: %s", status.value, message)
+    log.debug("%s: %s", status.value, message)  # the outcome is on record: an empty log is removed
 
 
 def _run_handler(
@@ -456,12 +456,16 @@ def _logger(execution_id: str) -> logging.Logger:
     return log
 
 
-def _adopt_environment(request: Request) -> None:
+def _signed(request: Request) -> bool:
+    key = request_key(Path(request.home), create=False)
+    return key is not None and signed_by(request, key)
+
+
+def _adopt_environment(request: Request, signed: bool) -> None:
     """Take the environment the executor allowlisted and signed, whoever forked this worker (a fork
     server or the CLI server holds the environment it started with). An unsigned request changes
     nothing: ``run`` refuses it."""
-    key = request_key(Path(request.home), create=False)
-    if key is None or not signed_by(request, key):
+    if not signed or os.environ == request.env:  # a fork server started with the same environment
         return
     os.environ.clear()
     os.environ.update(request.env)
@@ -479,10 +483,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ProtocolError, ValueError) as exc:
         print(f"tether worker: unreadable request: {exc}", file=sys.stderr)
         return 3
-    _adopt_environment(request)
+    signed = _signed(request)
+    _adopt_environment(request, signed)
     log = _logger(request.execution_id)
     try:
-        return run(request, paths, log)
+        return run(request, paths, log, signed=signed)
     finally:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
