@@ -276,3 +276,44 @@ def test_a_finished_execution_leaves_its_request_and_its_result(support: Executo
     assert claim is not None and claim.worker and claim.pid == support.jobs.store.get(result.execution_id).pid  # type: ignore[union-attr]
     published = read_result(paths)
     assert published is not None and published.status is TaskStatus.COMPLETED
+
+
+def test_a_quick_task_is_put_on_record_in_two_writes_and_a_slow_one_shows_it_runs(
+    support: Executor, home: Path
+) -> None:
+    """Issue 20: every process task paid four store transactions (the row, its worker's pid,
+    ``running``, the outcome). A task that ends within ``DEFER_S`` gets the row and one terminal write
+    carrying the rest; one that runs longer shows ``running`` and its worker while it runs."""
+    import threading
+
+    from sqlalchemy import event
+
+    from tests.support.helpers import wait_for
+
+    writes: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith(("INSERT", "UPDATE")) and " jobs" in statement:
+            writes.append(statement.split()[0].upper())
+
+    engine = support.runtime.db.engine
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        assert support.execute_sync("t.quick", caller="cli").status is TaskStatus.COMPLETED
+        assert writes == ["INSERT", "UPDATE"], writes
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    slow = threading.Thread(target=support.execute_sync, args=("t.waits_for_go",), kwargs={"caller": "cli"})
+    slow.start()
+    try:
+        wait_for(lambda: (home / "waiting").exists(), what="the task to run")
+        running = wait_for(
+            lambda: next(
+                (r for r in support.store.list(active=True) if r.status is TaskStatus.RUNNING), None
+            ),
+            what="the running task on record",
+        )
+        assert running.pid is not None and running.task_id == "t.waits_for_go"
+    finally:
+        (home / "go").touch()
+        slow.join(timeout=30)
