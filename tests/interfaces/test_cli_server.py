@@ -152,8 +152,11 @@ def test_a_spare_starts_warm_and_never_warms_again(served: Served, home: Path) -
         assert done.returncode == 0, done.stderr
         data = json.loads(done.stdout)["data"]
         assert data["ppid"] == server and data["warm_ups"] == 1, data
+        # Typer's click command too was built once, in the server (it was half a command's CPU).
+        assert data["command_builds"] == 1, data
     alone = served.run("task", "run", "t.warm_ups", "--json", TETHER_HOME=str(home), TETHER_CLI_SERVER="0")
-    assert json.loads(alone.stdout)["data"]["warm_ups"] is None  # no server, no warm-up
+    data = json.loads(alone.stdout)["data"]
+    assert data["warm_ups"] is None and data["command_builds"] == 1  # no server: built by the command
 
 
 def test_the_command_gets_the_clients_folder_and_environment(served: Served, tmp_path: Path) -> None:

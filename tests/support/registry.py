@@ -271,7 +271,9 @@ def warm_ups(ctx: TaskContext) -> dict[str, object]:
     """How many times the CLI server's warm-up ran in this process's image (None when it was not
     forked from a CLI server), and which process started this one."""
     zygote = sys.modules.get("tether.interfaces.zygote")
-    return {"warm_ups": getattr(zygote, "warm_ups", None), "ppid": os.getppid()}
+    guard = sys.modules.get("tether.interfaces.guard")
+    builds = getattr(guard, "builds", None)
+    return {"warm_ups": getattr(zygote, "warm_ups", None), "command_builds": builds, "ppid": os.getppid()}
 
 
 registry.add(

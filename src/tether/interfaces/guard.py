@@ -186,6 +186,24 @@ def settle(code: int) -> None:
             signal.signal(sig, lambda signum, frame: os._exit(code))
 
 
+_COMMANDS: dict[int, tuple[Any, Any]] = {}
+builds = 0  # how many times this process's image built a click command (a test reads it)
+
+
+def command_of(app: Any) -> Any:
+    """The click command Typer builds from ``app``, built once per process image. Typer builds it anew
+    on every call (reading every command's signature, its annotations evaluated one by one): half of a
+    served command's CPU. The CLI server builds it while it warms, and every command it forks reuses it."""
+    global builds
+    known = _COMMANDS.get(id(app))
+    if known is None or known[0] is not app:
+        from typer.main import get_command
+
+        builds += 1
+        known = _COMMANDS[id(app)] = (app, get_command(app))
+    return known[1]
+
+
 def run(app: Any, argv: list[str]) -> int:
     """Run the Typer ``app`` on ``argv`` and return its exit code; never raises, never prints a traceback."""
     as_json = "--json" in argv
@@ -208,7 +226,7 @@ def run(app: Any, argv: list[str]) -> int:
         if bad is not None:
             print_error(bad, as_json=as_json, code="usage")
             return USAGE
-        code = app(args=argv, prog_name="tether", standalone_mode=False)
+        code = command_of(app)(args=argv, prog_name="tether", standalone_mode=False)
     except BaseException as exc:
         if isinstance(exc, SystemExit):
             return exc.code if isinstance(exc.code, int) else FAILURE
