@@ -24,6 +24,21 @@ from bench.paired import Cpu, Goal, paired, row
 ROUNDS = 15
 QUIET_S = 0.05  # psutil reads CPU in 10 ms ticks: five idle ticks in a row is quiet
 SETTLE_S = 2.0
+# Two commands and a callback, so Typer builds a group and Rich renders its help, as for tether.
+BARE_TYPER = """
+import typer
+app = typer.Typer()
+@app.callback()
+def main(home: str = typer.Option(None, help="the home")) -> None:
+    "A bare app."
+@app.command()
+def one(name: str) -> None:
+    "One."
+@app.command()
+def two(count: int = 1) -> None:
+    "Two."
+app()
+"""
 COMMANDS: tuple[tuple[str, tuple[str, ...], Goal | None, Goal | None], ...] = (
     ("tether --help", ("--help",), goals.CLI_SERVED["help"], goals.CLI_OWN_HELP),
     ("tether tasks", ("tasks",), None, None),
@@ -77,6 +92,12 @@ def cli_startup(home: Path) -> None:
         for label, args, _, goal in COMMANDS:
             pair = paired(lambda args=args: run(args, TETHER_CLI_SERVER="0"), python, 5, warmup=1, cpu=alone)
             row(f"{label}, own process", pair, "python -c pass", goal)
+
+        def bare_typer() -> None:
+            subprocess.run([sys.executable, "-c", BARE_TYPER, "--help"], check=True, capture_output=True)
+
+        pair = paired(bare_typer, python, 5, warmup=1, cpu=alone)
+        row("a bare Typer app's --help, own process", pair, "python -c pass (for the record)")
     finally:
         subprocess.run([tether, "server", "stop"], env=env, capture_output=True)
 

@@ -36,7 +36,7 @@ from typing import Annotated, Any, TypedDict
 from dbos import DBOS
 
 from bench import goals
-from bench.paired import Cpu, Goal, Pair, row
+from bench.paired import Cpu, Pair, row, why_not
 from bench.registry import registry
 from tether.execution.executor import Executor
 from tether.runtime import Runtime
@@ -338,7 +338,7 @@ async def _report(home: Path, runtime: Runtime, executor: Executor, backend: str
                     took[name].append((value, spent))
         floor = f"a plain DBOS workflow of {n:,} plain steps, waves of {WAVE}"
         row(f"{n:,} trivial tasks, per task", _pair(n, took["ours"], took["floor"], cpu.label), floor,
-            Goal(limit=goals.FLOW))  # fmt: skip
+            goals.FLOW)  # fmt: skip
         row(f"{n:,} trivial tasks, per task", _pair(n, took["ours"], took["exec"], cpu.label),
             "the same as DBOS steps calling the executor (for the record)")  # fmt: skip
         if took.get("peer"):
@@ -381,6 +381,8 @@ async def _bytes_written(runtime: Runtime, postgresql: bool) -> None:
             f"   floor {per_step['floor']:8,.0f} B = {ratio:6.2f}x   goal ≤ {goals.FLOW_BYTES:g}x: {verdict}"
         )
         print(f"  {'':<44} paired with: a plain DBOS workflow of as many steps; wchar of {what}")
+        if verdict == "not met":
+            why_not(goals.FLOW_BYTES_WHY["postgresql" if postgresql else "sqlite"])
 
 
 async def _worker_flow(runtime: Runtime, executor: Executor) -> None:

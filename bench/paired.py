@@ -132,6 +132,17 @@ class Goal:
     limit: float
     metric: Metric = "wall"
     loaded_floor_ms: float | None = None
+    why: str | None = None  # why the goal is out of reach, printed when it is not met
+
+
+def why_not(why: str | None) -> None:
+    """The reason under a row that misses its goal, wrapped to the bench's width."""
+    if not why:
+        return
+    import textwrap
+
+    for line in textwrap.wrap(why, width=110, initial_indent="why not: ", subsequent_indent="  "):
+        print(f"  {'':<44} {line}")
 
 
 def paired(
@@ -201,3 +212,5 @@ def row(name: str, pair: Pair, floor_name: str, goal: Goal | float | None = None
         f"   {verdict(goal, pair)}"
     )
     print(f"  {'':<44} paired with: {floor_name}; CPU of {pair.cpu_label}")
+    if isinstance(goal, Goal) and verdict(goal, pair).endswith("not met"):
+        why_not(goal.why)
