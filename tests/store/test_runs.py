@@ -7,6 +7,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from tether.store.database import Database
 from tether.store.runs import TaskState
 from tether.store.runs_sql import SqlRunStore
@@ -176,3 +178,29 @@ def test_an_attempt_leaves_the_resource_queue_in_its_settle(open_db: Callable[[]
                  task={"status": "pending", "message": ""}, waiting=(["arm"], 9.0))  # fmt: skip
     store.wait_for(["arm"], "r1", "t0", since=5.0)
     assert store.first_waiters(["arm"]) == {"arm": ("r2", "t0")}
+
+
+def test_a_scheduled_move_and_its_place_in_the_queue_are_one_write(
+    open_db: Callable[[], Database], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schedule's move (a task left waiting behind a busy resource) and its joining the queue were two
+    transactions: a crash between them left the task waiting outside the queue. Now the queue write
+    failing takes the move back with it."""
+    store = SqlRunStore(open_db())
+    store.create("r1", goal="g", plan=_plan(1), caller="cli")
+    waiting = (["arm"], 1.0)
+
+    def crash(*args: object) -> None:
+        raise RuntimeError("the process died here")
+
+    monkeypatch.setattr(store, "_wait_for", crash)
+    with pytest.raises(RuntimeError):
+        store.move_task("r1", "t0", waiting=waiting, status="pending", message="waits for arm")
+    run = store.get("r1")
+    assert run is not None and run.task("t0").message == ""  # type: ignore[union-attr]
+    monkeypatch.undo()
+    store.move_task("r1", "t0", waiting=waiting, status="pending", message="waits for arm")
+    assert store.first_waiters(["arm"]) == {"arm": ("r1", "t0")}
+    store.move_task("r1", "t0", waiting=None, status="running", message="")
+    store.update_task("r1", "t0", status="pending")
+    assert store.first_waiters(["arm"]) == {}  # a move to anything but waiting left the queue

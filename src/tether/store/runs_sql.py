@@ -3,8 +3,8 @@
 Reads build a run's record from its rows (the engine's hot statements are built once); writes append
 their event (topic ``run:<id>``) in the same transaction, bump the run's revision for every task they
 change, and are idempotent where the engine may repeat them after a crash, compare-and-set where a
-person answers (a review is answered once). It also keeps the queues of runs waiting for a resource
-and prunes ended runs of this installation.
+person answers (a review is answered once). It also prunes ended runs of this installation; the queue
+of runs waiting for a resource is ``resource_queue.py``, mixed in.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tether.store import schema
 from tether.store.database import Database
 from tether.store.events import append_event
 from tether.store.jobs import now
+from tether.store.resource_queue import ResourceQueue
 from tether.store.runs import (
     RUN_STATUSES,
     RUN_TERMINAL,
@@ -117,8 +118,8 @@ def _bump(conn: Any, run_id: str) -> int:
     return int(conn.execute(_BUMP, {"rid": run_id}).scalar() or 0)
 
 
-class SqlRunStore:
-    """Runs in the home's database (SQLite or PostgreSQL)."""
+class SqlRunStore(ResourceQueue):
+    """Runs in the home's database (SQLite or PostgreSQL), with their resource queue."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -207,58 +208,6 @@ class SqlRunStore:
         query = select(R.c.run_id).where(R.c.run_id.like(pattern, escape="\\")).limit(limit)
         with self.db.read() as conn:
             return [row[0] for row in conn.execute(query)]
-
-    # -- waiting for a resource ---------------------------------------------------------------------
-
-    def wait_for(self, resources: Sequence[str], run_id: str, task_id: str, since: float) -> None:
-        """``task_id`` of ``run_id`` waits for ``resources`` since ``since`` (kept if already waiting)."""
-        with self.db.write() as conn:
-            self._wait_for(conn, resources, run_id, task_id, since)
-
-    def _wait_for(self, conn: Any, resources: Sequence[str], run_id: str, task_id: str, since: float) -> None:
-        for resource in resources:
-            mine = (W.c.resource == resource) & (W.c.run_id == run_id) & (W.c.task_id == task_id)
-            known = select(W.c.since).where(mine)
-            if conn.execute(known).first() is None:
-                conn.execute(
-                    insert(W),
-                    {"resource": resource, "run_id": run_id, "task_id": task_id, "since": since,
-                     "installation": self.installation.id},
-                )  # fmt: skip
-
-    def done_waiting(self, run_id: str, task_id: str | None = None) -> None:
-        """A task (or every task of a run) waits no more: it ran, gave up, or its run ended."""
-        query = delete(W).where(W.c.run_id == run_id)
-        if task_id is not None:
-            query = query.where(W.c.task_id == task_id)
-        with self.db.write() as conn:
-            conn.execute(query)
-
-    def first_waiters(self, resources: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """For each of ``resources``, the task of this installation's running runs that has waited for it
-        longest: ``(run_id, task_id)``. A waiter keeps its place while its attempt is in flight (running:
-        it may find the resource still busy, and must not lose its turn meanwhile); one whose run is no
-        longer running, or whose task has moved on (an outcome is settled in the same transaction as its
-        leaving the queue; a schedule's move just before it), does not count."""
-        if not resources:
-            return {}
-        query = (
-            select(W.c.resource, W.c.run_id, W.c.task_id, W.c.since)
-            .join(R, R.c.run_id == W.c.run_id)
-            .join(RT, (RT.c.run_id == W.c.run_id) & (RT.c.task_id == W.c.task_id))
-            .where(
-                W.c.installation == self.installation.id,
-                W.c.resource.in_(list(resources)),
-                R.c.status == "running",
-                RT.c.status.in_(("pending", "running")),
-            )
-            .order_by(W.c.since, W.c.run_id, W.c.task_id)
-        )
-        found: dict[str, tuple[str, str]] = {}
-        with self.db.read() as conn:
-            for row in conn.execute(query):
-                found.setdefault(row.resource, (row.run_id, row.task_id))
-        return found
 
     def active(self) -> list[RunRecord]:
         """This installation's runs that are not over (running, or paused for a person)."""
@@ -381,18 +330,31 @@ class SqlRunStore:
     def update_task(self, run_id: str, task_id: str, *, event: bool = True, **values: Any) -> None:
         """Set a task's fields (``status``, ``message``, ``diagnostics``, ``outputs``, ``review``,
         ``overrides``, ``iterations``); JSON fields are encoded here."""
-        row = _task_row(values, now())
         with self.db.write() as conn:
-            row["rev"] = _bump(conn, run_id)
-            conn.execute(_set_task(tuple(row), False), _task_params(run_id, task_id, row))
-            if event and "status" in values:
-                append_event(
-                    conn,
-                    RunTaskChanged(
-                        topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status=values["status"],
-                        message=str(values.get("message", "")),
-                    ),
-                )  # fmt: skip
+            self._update_task(conn, run_id, task_id, event, values)
+
+    def move_task(
+        self, run_id: str, task_id: str, *, waiting: tuple[Sequence[str], float] | None, **values: Any
+    ) -> None:
+        """``update_task`` with the resource queue kept in step, in the same transaction (as ``settle``
+        does): the task stays in (or joins) the queue for ``waiting`` = (resources, since) when it waits
+        for one, and leaves it otherwise."""
+        with self.db.write() as conn:
+            self._queue(conn, run_id, task_id, waiting)
+            self._update_task(conn, run_id, task_id, True, values)
+
+    def _update_task(self, conn: Any, run_id: str, task_id: str, event: bool, values: dict[str, Any]) -> None:
+        row = _task_row(values, now())
+        row["rev"] = _bump(conn, run_id)
+        conn.execute(_set_task(tuple(row), False), _task_params(run_id, task_id, row))
+        if event and "status" in values:
+            append_event(
+                conn,
+                RunTaskChanged(
+                    topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status=values["status"],
+                    message=str(values.get("message", "")),
+                ),
+            )  # fmt: skip
 
     def begin_attempt(
         self, run_id: str, task_id: str, attempt: int, execution_id: str, how: dict[str, Any]
@@ -450,10 +412,7 @@ class SqlRunStore:
         at = now()
         row = _task_row(task, at)
         with self.db.write() as conn:
-            if waiting is not None:
-                self._wait_for(conn, waiting[0], run_id, task_id, waiting[1])
-            else:
-                conn.execute(delete(W).where(W.c.run_id == run_id, W.c.task_id == task_id))
+            self._queue(conn, run_id, task_id, waiting)
             row["rev"] = _bump(conn, run_id)
             conn.execute(
                 _END_ATTEMPT,

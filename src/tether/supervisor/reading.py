@@ -60,8 +60,9 @@ def resources_of(h: Host, plan: Plan) -> dict[str, tuple[str, ...]]:
 
 
 def apply_move(store: Any, run_id: str, move: Move) -> None:
-    store.update_task(run_id, move.task_id, **move.fields())
-    queue_move(store, run_id, move)
+    """The task moved and the resource queue kept in step with it, in one transaction: a task that waits
+    for a resource is in the queue (from when it first asked), any other move takes it out."""
+    store.move_task(run_id, move.task_id, waiting=waiting_of(move), **move.fields())
 
 
 def waiting_of(move: Move) -> tuple[list[str], float] | None:
@@ -70,16 +71,6 @@ def waiting_of(move: Move) -> tuple[list[str], float] | None:
     if move.status == "pending" and stage.get("waiting_for"):
         return list(stage["waiting_for"]), float(stage.get("waiting_since") or 0)
     return None
-
-
-def queue_move(store: Any, run_id: str, move: Move) -> None:
-    """Keep the resource queue with a move: a task that waits for a resource is in it (from when it first
-    asked), any other move takes it out."""
-    waiting = waiting_of(move)
-    if waiting is not None:
-        store.wait_for(waiting[0], run_id, move.task_id, waiting[1])
-    else:
-        store.done_waiting(run_id, move.task_id)
 
 
 @dataclass(frozen=True)
