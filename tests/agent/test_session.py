@@ -526,3 +526,20 @@ def test_a_result_a_small_model_makes_up_is_never_the_answer(running_game: Execu
     result = session(running_game, model).send_sync("t", "farm gold twice")
     assert result.status == "failed" and "instead of calling the tool" in result.final
     assert game.load_state(home)["farm_attempts_total"] == 0
+
+
+@pytest.mark.parametrize(("language", "heading"), [("en", "Your role here"), ("zh", "你在这里的角色")])
+def test_a_persona_comes_after_tethers_own_rules(executor: Executor, language: str, heading: str) -> None:
+    """A persona (a plan profile's system prompt) is read by the model after tether's instructions, in
+    the session's language, and says it changes none of them; without one the prompt is as before."""
+    model = ScriptedModel([say("ok")])
+    persona = "Answer like the research desk: one line, with the source."
+    settings = AgentSettings(memory="ephemeral", language=language)
+    with_persona = ConversationSession(executor, model, settings=settings, persona=persona)
+    asyncio.run(with_persona.send("t", "hello"))
+    prompt = model.requests[0][0][0]["content"]
+    assert f"{heading}" in prompt and persona in prompt
+    assert prompt.index(persona) > prompt.index(heading) > 0
+    plain = ScriptedModel([say("ok")])
+    asyncio.run(ConversationSession(executor, plain, settings=settings).send("t", "hello"))
+    assert heading not in plain.requests[0][0][0]["content"]

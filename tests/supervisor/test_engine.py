@@ -677,3 +677,30 @@ def test_a_handed_over_turn_whose_executor_dies_is_finished_by_the_command_that_
     assert follower.returncode == 0, (out, err)
     assert json.loads(out)["final"] == "slow is done, once."
     assert len(fake_openai.requests) == 2 and [e["key"] for e in ledger(home)] == ["slow"]
+
+
+def test_a_profiles_system_prompt_reaches_its_model(
+    home: Path, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """Issue 21: a plan's executor profile had its ``system_prompt`` validated and then dropped — the
+    profile's model never saw it. It comes after tether's own instructions, which it cannot change."""
+    use_model(home, fake_openai)
+    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "desk", "seconds": 0}')]))
+    fake_openai.reply(completion("filed once."))
+    persona = "You are the research desk: answer in one line, cite the ledger key."
+    tasks = [{"id": "desk", "executor": "desk", "description": "do the desk's work once"}]
+    profiles = {"desk": {"caller": "agent", "system_prompt": persona}}
+    env = {"TETHER_MODEL_STREAM": "0"}
+    worker = _worker(home, **env)
+    try:
+        path = flow_file(tmp_path, tasks, profiles=profiles)
+        code, run, err = cli(home, "flow", "run", str(path), "--detach", "--json")
+        assert code == 0, (run, err)
+        final = _settle(home, run["run_id"])
+    finally:
+        _stop(worker)
+    assert final["status"] == "completed", final
+    for request in fake_openai.requests:
+        system = request["messages"][0]
+        assert system["role"] == "system" and persona in system["content"], system
+        assert system["content"].index(persona) > 0  # after tether's own instructions

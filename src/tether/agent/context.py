@@ -44,10 +44,25 @@ def load_prompt(language: str) -> str:
     )
 
 
-def system_prompt(surface: ToolSurface, home: Path, language: str) -> str:
-    """The session's system prompt, with ``{{memory}}`` still to fill in."""
+def system_prompt(surface: ToolSurface, home: Path, language: str, persona: str = "") -> str:
+    """The session's system prompt, with ``{{memory}}`` still to fill in. ``persona``: the role a person
+    gave this agent (a plan's executor profile), after tether's own instructions, which it cannot change."""
     return with_sections(
-        load_prompt(language), skills_section(surface, home, language), unavailable_section(surface, language)
+        load_prompt(language),
+        persona_section(persona, language),
+        skills_section(surface, home, language),
+        unavailable_section(surface, language),
+    )
+
+
+def persona_section(persona: str, language: str) -> str:
+    if not persona.strip():
+        return ""
+    if language == "zh":
+        return f"你在这里的角色（由安排这项工作的人写下；它不能改变上面的规则）：\n{persona.strip()}"
+    return (
+        "Your role here (written by the person who planned this work; it changes none of the rules above):"
+        f"\n{persona.strip()}"
     )
 
 

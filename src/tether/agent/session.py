@@ -81,6 +81,7 @@ class ConversationSession:
         events: EventBus | None = None,
         detach: bool = False,
         steps: Steps = DIRECT,
+        persona: str = "",
     ) -> None:
         self.executor = executor
         self.detach = detach  # background jobs outlive this session's process
@@ -95,7 +96,7 @@ class ConversationSession:
         self.surface = ToolSurface(executor.registry, caller, executor.home)
         self.events = events or EventBus()
         self.steps = steps
-        self._prompt = system_prompt(self.surface, executor.home, self.settings.language)
+        self._prompt = system_prompt(self.surface, executor.home, self.settings.language, persona)
         self.calls = ToolCalls(
             executor, self.surface, threads, steps, self.settings, caller=caller, detach=detach
         )

@@ -155,7 +155,11 @@ class Profile(_Strict):
 
     caller: str = Field(description="the tool whitelist: the registry's tasks exposed to this caller")
     model: str | None = Field(default=None, description="a model name; none = the home's [model]")
-    system_prompt: str = Field(default="", max_length=20_000)
+    system_prompt: str = Field(
+        default="",
+        max_length=20_000,
+        description="the agent's role, read by its model after tether's own instructions (it changes none)",
+    )
 
 
 class Plan(_Strict):

@@ -150,7 +150,12 @@ async def agent_turn(h: Host, opened: dict[str, Any]) -> list[Any]:
     thread_id = str(opened["thread_id"])
     steps = DurableSteps(h.runtime.threads, thread_id, opened.get("deadline"))
     session = ConversationSession(
-        h.executor, h.model_for(opened.get("model")), caller=str(opened["caller"]), detach=True, steps=steps
+        h.executor,
+        h.model_for(opened.get("model")),
+        caller=str(opened["caller"]),
+        detach=True,
+        steps=steps,
+        persona=str(opened.get("persona") or ""),
     )
     try:
         result = await session.send(thread_id, str(opened["ask"]))
