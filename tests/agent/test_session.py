@@ -534,7 +534,7 @@ def test_a_persona_comes_after_tethers_own_rules(executor: Executor, language: s
     the session's language, and says it changes none of them; without one the prompt is as before."""
     model = ScriptedModel([say("ok")])
     persona = "Answer like the research desk: one line, with the source."
-    settings = AgentSettings(memory="ephemeral", language=language)
+    settings = AgentSettings(memory="ephemeral", language=language)  # type: ignore[arg-type]
     with_persona = ConversationSession(executor, model, settings=settings, persona=persona)
     asyncio.run(with_persona.send("t", "hello"))
     prompt = model.requests[0][0][0]["content"]
