@@ -170,3 +170,16 @@ def test_help_loads_no_model_store_or_event_loop() -> None:
         capture_output=True, text=True, env={**os.environ, "TETHER_CLI_SERVER": "0"}, timeout=60,
     )  # fmt: skip
     assert "Usage" in done.stdout and done.stderr.strip().splitlines()[-1] == "[]", done.stderr
+
+
+def test_a_job_that_logged_nothing_says_so(home: Path) -> None:
+    """A finished task's empty log is removed with its worker (issue 20): ``job log`` says the job
+    logged nothing instead of printing an empty line; ``--json`` still gives the text, empty."""
+    support = ("--registry", "tests.support.registry:registry")
+    code, out, err = tether_cli(*support, "task", "run", "t.quick", "--json", home=home)
+    assert code == 0, err
+    execution_id = json.loads(out)["execution_id"]
+    code, out, _ = tether_cli(*support, "job", "log", execution_id, home=home)
+    assert code == 0 and f"job {execution_id} logged nothing" in out
+    code, out, _ = tether_cli(*support, "job", "log", execution_id, "--json", home=home)
+    assert code == 0 and json.loads(out) == {"execution_id": execution_id, "text": ""}

@@ -201,6 +201,8 @@ def job_log(
             text = log_tail(ExecutionPaths.of(executor.runtime.home, result.execution_id), lines)
         if as_json:
             print(json.dumps({"execution_id": result.execution_id, "text": text}, ensure_ascii=False))
+        elif not text:  # an empty log is removed with its worker: nothing to print, say so
+            print(f"job {result.execution_id} logged nothing")
         else:
             print(visible(text))  # a worker's log is outside text
         return 0
