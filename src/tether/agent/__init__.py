@@ -2,7 +2,7 @@
 
 Owns the tool surface a caller sees (surface.py), the controlled loop (session.py), a tool call run and
 recorded as one step (calls.py), the model's steps and the budget review (decisions.py), what the model
-reads (context.py), tether's own words in a turn (texts.py), the bookkeeping of one turn (turn.py), how
+reads (context.py) with stale reads folded (stale.py), tether's own words in a turn (texts.py), the bookkeeping of one turn (turn.py), how
 steps run, directly or durably (steps.py), the recovery of a turn whose process died (recovery.py),
 dialogue memory and compression (memory.py), the files a person ticks (outputs.py), reading a person's
 yes or no (replies.py) and the system prompts (prompts/).

@@ -4,22 +4,24 @@ The system prompt is built once per session: the instructions in the session's l
 (``agent/prompts/``), the installed skills by name and description, the tools not set up here, and last
 the memory summary, which changes only when the thread is folded, so a server's prompt cache reuses
 everything before it. Each step then adds the conversation after the folded prefix, made well formed
-for any server (every tool call answered, no answer without its call), and last the open jobs, which
-change between steps.
+for any server (every tool call answered, no answer without its call) and with reads of a file that a
+later call changed shown as stale (``stale.py``), and last the open jobs, which change between steps.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 
 from tether.agent import outputs
 from tether.agent.calls import ToolCalls
+from tether.agent.stale import fold_stale_reads
 from tether.agent.surface import ToolSurface
 from tether.models.base import Message, OpenJob, ToolOutcome, TurnContext
 from tether.store.threads import ThreadState, ThreadStore
+from tether.tasks.spec import TaskSpec
 
 SKILLS_TASK = "skills.read"
 
@@ -127,16 +129,23 @@ def turn_context(
 
 
 def model_messages(
-    prompt: str, threads: ThreadStore, state: ThreadState, context: TurnContext, language: str
+    prompt: str,
+    threads: ThreadStore,
+    state: ThreadState,
+    context: TurnContext,
+    language: str,
+    spec_of: Callable[[str], TaskSpec | None] | None = None,
 ) -> list[Message]:
     """What the model reads, stable part first: the system prompt (instructions, then the memory
     summary, which changes only when the thread is folded), the conversation, and last the open
-    jobs, which change between steps. A server's prompt cache then reuses everything before them."""
+    jobs, which change between steps. A server's prompt cache then reuses everything before them.
+    ``spec_of`` (a tool name's task): reads of a file that a later call changed are folded into a note
+    saying so (``stale.py``)."""
     system = prompt.replace("{{memory}}", state.summary or "(nothing yet)")
-    messages: list[Message] = [
-        {"role": "system", "content": system},
-        *well_formed(threads.messages(state.thread_id, from_seq=state.folded)),
-    ]
+    history = well_formed(threads.messages(state.thread_id, from_seq=state.folded))
+    if spec_of is not None:
+        history = fold_stale_reads(history, spec_of, language)
+    messages: list[Message] = [{"role": "system", "content": system}, *history]
     if context.open_jobs:
         zh = language == "zh"
         lines = "\n".join(

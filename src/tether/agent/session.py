@@ -436,7 +436,8 @@ class ConversationSession:
     # -- context and memory ---------------------------------------------------------------------
 
     def _messages(self, state: ThreadState, context: TurnContext) -> list[Message]:
-        return model_messages(self._prompt, self.threads, state, context, self.settings.language)
+        language = self.settings.language
+        return model_messages(self._prompt, self.threads, state, context, language, self.surface.spec)
 
     def _compress(self, state: ThreadState) -> None:
         current = self.threads.load(state.thread_id) or state

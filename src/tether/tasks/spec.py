@@ -83,6 +83,10 @@ class TaskSpec:
     # Boolean parameters that make one call destructive when true (``overwrite``): the call then needs
     # the person's confirmation like a destructive task, whatever ``danger`` says for the plain call.
     destructive_if: tuple[str, ...] = ()
+    # Parameters holding the path of a file the task reads, and of one it changes (writes, moves,
+    # deletes): a conversation then knows that a read made before a change of the same file is stale.
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
     # ``"package.module:function"``: ``function(home) -> str | None`` says why the task cannot be used
     # in this home (no search provider configured, no command allow-listed); None when it can. An
     # unavailable task is left off the model's tool surface and refused by the executor with that reason.
@@ -101,6 +105,8 @@ class TaskSpec:
         object.__setattr__(self, "danger", Danger(self.danger))
         object.__setattr__(self, "isolation", Isolation(self.isolation))
         object.__setattr__(self, "destructive_if", tuple(self.destructive_if))
+        object.__setattr__(self, "reads", tuple(self.reads))
+        object.__setattr__(self, "writes", tuple(self.writes))
         where = f"task {self.task_id!r}"
         if not TASK_ID_RE.match(self.task_id):
             raise RegistryError(f"{where}: ids are dotted lowercase names like 'demo.farm_instance'")
@@ -114,9 +120,11 @@ class TaskSpec:
             if not NAME_RE.match(name):
                 raise RegistryError(f"{where}: {name!r} is not a valid resource, precondition or caller name")
         fields = self.params.model_fields if self.params is not None else {}
-        for name in self.destructive_if:
-            if name not in fields:
-                raise RegistryError(f"{where}: destructive_if names {name!r}, which is not a parameter")
+        named = {"destructive_if": self.destructive_if, "reads": self.reads, "writes": self.writes}
+        for kind, names in named.items():
+            for name in names:
+                if name not in fields:
+                    raise RegistryError(f"{where}: {kind} names {name!r}, which is not a parameter")
         if self.available is not None and not OBJECT_PATH_RE.match(self.available):
             raise RegistryError(
                 f"{where}: available must be 'package.module:function', got {self.available!r}"

@@ -148,6 +148,7 @@ def _browse_specs() -> tuple[TaskSpec, ...]:
         ),
         TaskSpec(
             task_id="workspace.read",
+            reads=("path",),
             handler=H + "read_file",
             params=ReadParams,
             exposed_to=EVERYONE,
@@ -173,6 +174,7 @@ def _change_specs() -> tuple[TaskSpec, ...]:
     return (
         TaskSpec(
             task_id="workspace.write",
+            writes=("path",),
             handler=H + "write_file",
             params=WriteParams,
             exposed_to=EVERYONE,
@@ -194,6 +196,7 @@ def _change_specs() -> tuple[TaskSpec, ...]:
         ),
         TaskSpec(
             task_id="workspace.move",
+            writes=("src", "dst"),
             handler=H + "move_file",
             params=MoveParams,
             exposed_to=EVERYONE,
@@ -207,6 +210,7 @@ def _change_specs() -> tuple[TaskSpec, ...]:
         ),
         TaskSpec(
             task_id="workspace.delete",
+            writes=("path",),
             handler=H + "delete_file",
             params=DeleteParams,
             exposed_to=EVERYONE,
