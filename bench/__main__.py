@@ -32,6 +32,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -137,15 +138,18 @@ def _where_cpu_goes(ex: Executor, loop: asyncio.AbstractEventLoop, floor: ForkFl
     floor_server = psutil.Process(floor.proc.pid)
     rounds = 100
     here, (srv, kids) = me.cpu_times(), own(server)
+    ids = []
     for _ in range(rounds):
-        _ok(loop.run_until_complete(ex.execute("b.sync", caller="cli")))
-    time.sleep(0.2)  # the last worker reaped
+        result = loop.run_until_complete(ex.execute("b.sync", caller="cli"))
+        _ok(result)
+        ids.append(result.execution_id)
+    _reaped(lambda: read_exit(ExecutionPaths.of(ex.home, ids[-1])) is not None)
     after, (srv2, kids2) = me.cpu_times(), own(server)
     mine = (after.user + after.system - here.user - here.system) / rounds * 1000
     f_srv, f_kids = own(floor_server)
     for _ in range(rounds):
         floor.publish()
-    time.sleep(0.2)
+    _reaped(lambda: not floor_server.children())  # its last child's CPU counts once it is reaped
     f_srv2, f_kids2 = own(floor_server)
     print(
         f"  {'':<44} where one task's CPU goes: executor {mine:.2f} ms, fork server"
@@ -153,6 +157,13 @@ def _where_cpu_goes(ex: Executor, loop: asyncio.AbstractEventLoop, floor: ForkFl
         f" the floor's server {(f_srv2 - f_srv) / rounds * 1000:.2f} ms, its child"
         f" {(f_kids2 - f_kids) / rounds * 1000:.2f} ms"
     )
+
+
+def _reaped(done: Callable[[], bool]) -> None:
+    """Until ``done`` (a worker reaped, its CPU then counted in its parent's), within ``REAPED_WITHIN_S``."""
+    deadline = time.monotonic() + REAPED_WITHIN_S
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 def _throughput(ex: Executor, loop: asyncio.AbstractEventLoop, cpu: Cpu) -> None:
@@ -192,9 +203,7 @@ def _files_per_execution(ex: Executor, loop: asyncio.AbstractEventLoop, home: Pa
         result = loop.run_until_complete(ex.execute("b.sync", caller="cli"))
         _ok(result)
         paths = ExecutionPaths.of(home, result.execution_id)
-        deadline = time.monotonic() + REAPED_WITHIN_S  # what it leaves: once its worker was reaped
-        while read_exit(paths) is None and time.monotonic() < deadline:
-            time.sleep(0.001)
+        _reaped(lambda paths=paths: read_exit(paths) is not None)  # what it leaves, once reaped
         folder = paths.dir
         files = list(folder.rglob("*")) if folder.exists() else []  # every entry: the doorbell counts
         counts.append(len(files))

@@ -25,10 +25,7 @@ def create(bell: Path) -> None:
 
 def listen(bell: Path) -> int | None:
     """A non-blocking read end of the doorbell (None where there is none)."""
-    try:
-        return os.open(bell, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return None
+    return _open(bell, os.O_RDONLY)
 
 
 def ring(bell: Path) -> None:
@@ -40,8 +37,12 @@ def ring(bell: Path) -> None:
 
 def open_bell(bell: Path) -> int | None:
     """A write end to ring later (after the doorbell was removed, say); None when nobody listens."""
+    return _open(bell, os.O_WRONLY)
+
+
+def _open(bell: Path, mode: int) -> int | None:
     try:
-        return os.open(bell, os.O_WRONLY | os.O_NONBLOCK)
+        return os.open(bell, mode | os.O_NONBLOCK)
     except OSError:
         return None
 

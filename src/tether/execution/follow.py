@@ -21,16 +21,7 @@ from dataclasses import dataclass, field
 from tether.config import Settings
 from tether.execution import faults, process
 from tether.execution.jobs import POLL_S, JobManager
-from tether.execution.protocol import (
-    TIMEOUT,
-    Claim,
-    ExecutionPaths,
-    ProtocolError,
-    ResultFile,
-    read_claim,
-    read_record,
-    read_result,
-)
+from tether.execution.protocol import TIMEOUT, Claim, ExecutionPaths, current_record
 from tether.execution.records import RecordWriter, off_loop
 from tether.execution.wake import Wake
 from tether.store.jobs import JobStore
@@ -119,7 +110,7 @@ class Follow:
         if seen == self._last_seen:
             return None
         self._last_seen = seen
-        record = _record(self.paths)
+        record = current_record(self.paths)
         if record is not None and not self._claimed:
             self._adopt_claim(record.claim)
         published = None if record is None else record.result
@@ -143,12 +134,13 @@ class Follow:
 
     async def _exited(self) -> TaskResult | None:
         """The followed worker is gone: its answer, or None when another worker claimed the execution."""
-        claim = _claim(self.paths)
+        found = current_record(self.paths)
+        claim = None if found is None else found.claim
         if claim is not None and claim.worker and claim.pid != self.ref.pid:
             self._follow(claim)
             return None
         # It may have published and exited between the look above and this one.
-        published = _published(self.paths)
+        published = None if found is None else found.result
         if published is not None and published.status.terminal:
             await self.records.final(published, self.ref)
             return published  # the same answer as when the publication is seen first
@@ -174,27 +166,6 @@ class Follow:
             return result
         message = f"timed out after {self.spec.timeout_s:g}s; {result.message}"
         return result.model_copy(update={"message": message})
-
-
-def _record(paths: ExecutionPaths) -> ResultFile | None:
-    try:
-        return read_record(paths)
-    except ProtocolError:
-        return None
-
-
-def _published(paths: ExecutionPaths) -> TaskResult | None:
-    try:
-        return read_result(paths)
-    except ProtocolError:
-        return None
-
-
-def _claim(paths: ExecutionPaths) -> Claim | None:
-    try:
-        return read_claim(paths)
-    except ProtocolError:
-        return None
 
 
 async def _until_dead(ref: process.ProcessRef, seconds: float) -> None:

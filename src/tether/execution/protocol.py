@@ -358,15 +358,9 @@ def abandon(paths: ExecutionPaths, reason: str) -> Claim:
     return found if found is not None else mine
 
 
-def _record(
-    result: TaskResult | None, claim: Claim | None, exit_code: int | None = None, *, pid: int | None = None
-) -> ResultFile:
+def _record(result: TaskResult | None, claim: Claim | None, exit_code: int | None = None) -> ResultFile:
     return ResultFile(
-        pid=os.getpid() if pid is None else pid,
-        updated_at=time.time(),
-        result=result,
-        claim=claim,
-        exit_code=exit_code,
+        pid=os.getpid(), updated_at=time.time(), result=result, claim=claim, exit_code=exit_code
     )
 
 
@@ -402,8 +396,9 @@ def _result_lock(paths: ExecutionPaths) -> Iterator[None]:
         yield
 
 
-def _current(paths: ExecutionPaths) -> ResultFile | None:
-    """What ``result.json`` holds, under the lock; a torn or unreadable file counts as empty."""
+def current_record(paths: ExecutionPaths) -> ResultFile | None:
+    """What ``result.json`` holds now; a torn or unreadable file counts as empty (its writers say so
+    under the lock, its followers read it again on its next change)."""
     try:
         return read_record(paths)
     except ProtocolError:
@@ -423,7 +418,7 @@ def publish(paths: ExecutionPaths, result: TaskResult, *, durable: bool | None =
     """
     faults.point("publish.before_lock")
     with _result_lock(paths):
-        found = _current(paths)
+        found = current_record(paths)
         current = None if found is None else found.result
         faults.point("publish.after_read")
         if current is not None and not current.status.can_become(result.status):
@@ -494,14 +489,14 @@ def write_exit(paths: ExecutionPaths, returncode: int, pid: int | None = None) -
     bell = doorbell.open_bell(paths.doorbell)
     try:
         with _result_lock(paths):
-            found = _current(paths)
+            found = current_record(paths)
             if found is None:
                 write_json_atomic(paths.exit, {"protocol": PROTOCOL, "returncode": returncode}, durable=False)
                 return
             claim = found.claim
-            if pid is not None and claim is not None and claim.worker and claim.pid != pid:
-                return
             if pid is not None and claim is not None and claim.worker:
+                if claim.pid != pid:
+                    return
                 with contextlib.suppress(OSError):
                     paths.doorbell.unlink()
                 _drop_empty_log(paths, pid)

@@ -260,8 +260,8 @@ def consent_problem(spec: TaskSpec, request: Request, clean: dict[str, Any]) -> 
     return None
 
 
-def run(request: Request, paths: ExecutionPaths, log: logging.Logger, *, signed: bool | None = None) -> int:
-    """Run ``request``'s task; ``signed``: whether the home's key signed it, when already checked."""
+def run(request: Request, paths: ExecutionPaths, log: logging.Logger, *, signed: bool) -> int:
+    """Run ``request``'s task; ``signed``: whether the home's key signed it (checked once, in ``main``)."""
     me = process.current()
     # Orphans of the handler's processes stay below this worker instead of going to init: a
     # double-forked, setsid grandchild is still in the tree that a stop ends.
@@ -271,7 +271,7 @@ def run(request: Request, paths: ExecutionPaths, log: logging.Logger, *, signed:
         return 0
     faults.point("worker.after_claim")
     publisher = _Publisher(paths, request)
-    admitted = _admit(request, paths, publisher, _signed(request) if signed is None else signed)
+    admitted = _admit(request, paths, publisher, signed)
     if admitted is None:
         return 0
     registry, spec, params = admitted

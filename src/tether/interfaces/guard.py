@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 import signal
@@ -186,22 +187,19 @@ def settle(code: int) -> None:
             signal.signal(sig, lambda signum, frame: os._exit(code))
 
 
-_COMMANDS: dict[int, tuple[Any, Any]] = {}
 builds = 0  # how many times this process's image built a click command (a test reads it)
 
 
+@functools.cache
 def command_of(app: Any) -> Any:
     """The click command Typer builds from ``app``, built once per process image. Typer builds it anew
     on every call (reading every command's signature, its annotations evaluated one by one): half of a
     served command's CPU. The CLI server builds it while it warms, and every command it forks reuses it."""
-    global builds
-    known = _COMMANDS.get(id(app))
-    if known is None or known[0] is not app:
-        from typer.main import get_command
+    from typer.main import get_command
 
-        builds += 1
-        known = _COMMANDS[id(app)] = (app, get_command(app))
-    return known[1]
+    global builds
+    builds += 1
+    return get_command(app)
 
 
 def run(app: Any, argv: list[str]) -> int:

@@ -53,20 +53,12 @@ class ResourceQueue:
         else:
             conn.execute(delete(W).where(W.c.run_id == run_id, W.c.task_id == task_id))
 
-    def done_waiting(self, run_id: str, task_id: str | None = None) -> None:
-        """A task (or every task of a run) waits no more: it ran, gave up, or its run ended."""
-        query = delete(W).where(W.c.run_id == run_id)
-        if task_id is not None:
-            query = query.where(W.c.task_id == task_id)
-        with self.db.write() as conn:
-            conn.execute(query)
-
     def first_waiters(self, resources: Sequence[str]) -> dict[str, tuple[str, str]]:
         """For each of ``resources``, the task of this installation's running runs that has waited for it
         longest: ``(run_id, task_id)``. A waiter keeps its place while its attempt is in flight (running:
         it may find the resource still busy, and must not lose its turn meanwhile); one whose run is no
-        longer running, or whose task has moved on (an outcome is settled in the same transaction as its
-        leaving the queue; a schedule's move just before it), does not count."""
+        longer running, or whose task has moved on, does not count (an outcome or a schedule's move
+        changes the task and the queue in one transaction)."""
         if not resources:
             return {}
         query = (
