@@ -273,6 +273,10 @@ class AgentSettings(_Section):
     # Which jobs the agent sees and controls: those its own thread started ("thread"), or every job of
     # a task exposed to it ("caller").
     job_scope: Literal["thread", "caller"] = "thread"
+    # A team (``agents.delegate``): how deep a chain of delegations may go (manager → agent is 1), and
+    # how many model decisions one delegated turn may take (it is not extended: it reports instead).
+    delegation_max_depth: Annotated[int, Field(ge=1, le=8)] = 2
+    delegation_max_steps: Count = 10
 
     @model_validator(mode="after")
     def _ceiling(self) -> Self:

@@ -31,6 +31,7 @@ from tether.config import (
 from tether.errors import ConfigError
 from tether.events import EventBus
 from tether.resilience import ResilienceRegistry, breakers_dir
+from tether.store.agents import AgentStore
 from tether.store.artifacts import SqlArtifactStore
 from tether.store.database import Database, default_url
 from tether.store.events import EventLog
@@ -88,6 +89,7 @@ class Runtime:
         self.installation = db.installation  # whose rows this runtime acts on in a shared database
         self.jobs = SqlJobStore(db)
         self.threads = SqlThreadStore(db)
+        self.agents = AgentStore(db)
         self.events = EventLog(db)
         self.runs = SqlRunStore(db)
         self.artifacts = SqlArtifactStore(db)

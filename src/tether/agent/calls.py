@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.agent import texts
 from tether.agent.steps import TOOL, Steps, perform
 from tether.agent.surface import GET_STATUS, ToolSurface
+from tether.agent.team import DELEGATE_NAME
 from tether.agent.turn import Turn
 from tether.config import AgentSettings
 from tether.errors import TetherError
@@ -27,7 +28,11 @@ from tether.execution.executor import Executor
 from tether.models.base import Message, ToolCall, ToolOutcome
 from tether.store.threads import ThreadStore
 from tether.tasks.confirm import Confirmation
+from tether.tasks.grants import Grants
 from tether.tasks.result import TaskResult, TaskStatus
+
+if TYPE_CHECKING:
+    from tether.agent.delegation import Delegations
 
 OK = (TaskStatus.COMPLETED, TaskStatus.RUNNING)
 
@@ -43,6 +48,7 @@ class ToolCalls:
         *,
         caller: str,
         detach: bool,
+        grants: Grants | None = None,
     ) -> None:
         self.executor = executor
         self.surface = surface
@@ -50,7 +56,9 @@ class ToolCalls:
         self.steps = steps
         self.settings = settings
         self.caller = caller
+        self.grants = grants  # the agent's: narrow every lookup, execution and job it may see
         self.detach = detach  # background jobs outlive this session's process
+        self.delegations: Delegations | None = None  # set by a session that may delegate
 
     def origin(self, thread_id: str) -> str:
         return f"thread:{thread_id}"
@@ -67,6 +75,7 @@ class ToolCalls:
         consent: Confirmation | None = None,
         may_ask: bool = True,
         answer: TaskResult | None = None,
+        delegated: dict[str, Any] | None = None,
     ) -> TaskResult:
         """Run one call as one step: recorded started (with its execution id) before it runs, then its
         outcome, which is also the tool message the model sees (unless, with ``may_ask``, the call waits
@@ -76,16 +85,18 @@ class ToolCalls:
         step_id = f"{turn.thread_id}:{turn.turn}:{index}"
         execution_id = execution_id_for(turn.thread_id, str(turn.turn), str(index))
         control = self.surface.is_control(call.name)
+        delegation = self.delegations is not None and call.name == DELEGATE_NAME
         await turn.record(
             "tool",
             status="started",
             tool=task_id,
             args=call.arguments,
             call_id=call.id,
-            execution_id=None if control or call.error or answer else execution_id,
+            execution_id=None if control or delegation or call.error or answer else execution_id,
             event=ToolStarted(
                 topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=index, tool=task_id,
-                args=call.arguments, execution_id=None if control or call.error or answer else execution_id,
+                args=call.arguments,
+                execution_id=None if control or delegation or call.error or answer else execution_id,
             ),
         )  # fmt: skip
         if answer is not None:  # settled without running (no file was wanted): recorded like any outcome
@@ -98,6 +109,9 @@ class ToolCalls:
                 message=f"{call.name}: {call.error}",
                 data={"errors": [{"param": None, "message": call.error}]},
             )
+        elif delegation:
+            assert self.delegations is not None
+            result = await self.delegations.run(turn, call, index, consent, delegated)
         else:
 
             async def work() -> dict[str, Any]:
@@ -108,6 +122,7 @@ class ToolCalls:
                         task_id,
                         call.arguments,
                         caller=self.caller,
+                        grants=self.grants,
                         confirmation=consent,
                         detach=self.detach,
                         origin=self.origin(turn.thread_id),
@@ -122,6 +137,13 @@ class ToolCalls:
         return result
 
     async def control(self, turn: Turn, call: ToolCall) -> TaskResult:
+        if not self.surface.granted_control(call.name):
+            return TaskResult(
+                task_id=call.name,
+                execution_id="",
+                status=TaskStatus.NOT_FOUND,
+                message=f"no task {call.name!r} is available to this agent",
+            )
         execution_id = call.arguments.get("execution_id")
         if not isinstance(execution_id, str) or not execution_id:
             return TaskResult(
@@ -137,6 +159,7 @@ class ToolCalls:
                 caller=self.caller,
                 origin=self.scope(turn.thread_id),
                 reason=f"asked by the {self.caller}",
+                grants=self.grants,
             )
         except TetherError as exc:
             return TaskResult(
@@ -192,15 +215,21 @@ class ToolCalls:
             "danger": refusal.data.get("danger"),
             "formats": list(turn.formats),
         }
+        if refusal.data.get("delegated"):  # a sub-agent's question, asked here: bound to its exact call
+            turn.state.pending["delegated"] = refusal.data["delegated"]
         zh = texts.zh(turn.message, self.settings.language)
         shown = json.dumps(args, ensure_ascii=False)
         destructive = refusal.data.get("danger") == "destructive"
         # What the call would touch (files, bytes), measured now, as the person is asked.
-        spec = self.executor.registry.get(task_id, self.caller)
+        # (a sub-agent's call is checked against the sub-agent's grants, in its own session)
+        grants = None if refusal.data.get("delegated") else self.grants
+        spec = self.executor.registry.get(task_id, self.caller, grants)
         impact = None
         if spec is not None and spec.impact is not None and isinstance(args, dict):
             impact = await asyncio.to_thread(spec.impact_of, self.executor.home, args, "zh" if zh else "en")
         question = texts.confirmation_question(task_id, shown, impact, destructive=destructive, zh=zh)
+        if refusal.data.get("delegated"):
+            question = texts.delegated_question(str(refusal.data["delegated"]["agent"]), question, zh=zh)
         payload = {
             "status": ToolOutcome.NEEDS_CONFIRMATION.value,
             "message": "waiting for the person's confirmation; nothing ran",

@@ -108,7 +108,9 @@ def turn_context(
     formats: tuple[str, ...] = (),
 ) -> TurnContext:
     executor = calls.executor
-    jobs = executor.jobs_for(calls.caller, origin=calls.scope(state.thread_id), active=True, limit=20)
+    jobs = executor.jobs_for(
+        calls.caller, origin=calls.scope(state.thread_id), active=True, limit=20, grants=calls.grants
+    )
     open_jobs = tuple(
         OpenJob(
             execution_id=r.execution_id,

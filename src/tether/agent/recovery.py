@@ -100,12 +100,13 @@ async def _outcome(calls: ToolCalls, thread_id: str, turn: int, step: StepRecord
     if not (record.terminal and record.status is TaskStatus.FAILED and record.data.get("interrupted")):
         described = await asyncio.to_thread(executor.jobs.describe, record)
         return described.model_dump(mode="json")  # adopted, or live and going on
-    spec = executor.registry.get(record.task_id, calls.caller)
+    spec = executor.registry.get(record.task_id, calls.caller, calls.grants)
     if spec is not None and spec.idempotent and spec.danger is Danger.SAFE:
         again = await executor.execute(
             record.task_id,
             record.params,
             caller=calls.caller,
+            grants=calls.grants,
             origin=calls.origin(thread_id),
             step_id=step.step_id,
             execution_id=execution_id_for(thread_id, str(turn), str(step.index), "again"),

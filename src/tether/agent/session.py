@@ -41,10 +41,12 @@ from typing import Any
 from tether.agent import decisions, memory, outputs, texts
 from tether.agent.calls import OK, ToolCalls, call_key
 from tether.agent.context import model_messages, system_prompt, turn_context
+from tether.agent.delegation import Delegations
 from tether.agent.recovery import recover_interrupted
 from tether.agent.replies import is_no, is_yes
 from tether.agent.steps import DIRECT, OPEN, Steps, TurnHalted, perform
 from tether.agent.surface import GET_STATUS, STOP_TASK, ToolSurface
+from tether.agent.team import Lineage, Team, delegate_tool
 from tether.agent.turn import Turn, TurnResult, TurnStatus
 from tether.config import AgentSettings
 from tether.errors import ConfigError, ModelError
@@ -52,8 +54,10 @@ from tether.events import ConfirmationAnswered, EventBus, ModelDecided
 from tether.execution import process
 from tether.execution.executor import Executor
 from tether.models.base import Message, Model, ModelResponse, ToolCall, TurnContext
+from tether.store.agents import DEFAULT_AGENT
 from tether.store.threads import MemoryThreadStore, ThreadState, ThreadStore
 from tether.tasks.confirm import Confirmation
+from tether.tasks.grants import DELEGATE, Grants, allowed
 from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import AGENT
 
@@ -82,7 +86,15 @@ class ConversationSession:
         detach: bool = False,
         steps: Steps = DIRECT,
         persona: str = "",
+        grants: Grants | None = None,
+        agent: str = DEFAULT_AGENT,
+        team: Team | None = None,
+        lineage: Lineage | None = None,
     ) -> None:
+        """``grants`` narrow the tasks this session's agent may reach (``tasks/grants.py``); ``agent``
+        names it on its threads; with ``team`` it may hand work to other agents (``agent/team.py``) when
+        its grants include ``agents.delegate`` and there is someone to hand work to; ``lineage`` is where
+        it stands in a chain of delegations."""
         self.executor = executor
         self.detach = detach  # background jobs outlive this session's process
         self.model = model
@@ -93,13 +105,26 @@ class ConversationSession:
             threads = MemoryThreadStore() if self.settings.memory == "ephemeral" else executor.runtime.threads
         self.threads = threads
         self.caller = caller
-        self.surface = ToolSurface(executor.registry, caller, executor.home)
+        self.grants = grants
+        self.agent_name = agent
+        self.lineage = lineage or Lineage()
+        extra = ()
+        if team is not None and allowed(DELEGATE, grants) and (grants is not None or team.agents is not None):
+            roster = team.roster()
+            if grants is not None or len(roster) > 1:  # the default assistant delegates once a team exists
+                extra = (delegate_tool(roster, agent),)
+        self.surface = ToolSurface(executor.registry, caller, executor.home, grants, extra)
         self.events = events or EventBus()
         self.steps = steps
         self._prompt = system_prompt(self.surface, executor.home, self.settings.language, persona)
         self.calls = ToolCalls(
-            executor, self.surface, threads, steps, self.settings, caller=caller, detach=detach
+            executor, self.surface, threads, steps, self.settings, caller=caller, detach=detach, grants=grants
         )
+        if extra and team is not None:
+            self.calls.delegations = Delegations(
+                team, me=agent, grants=grants, lineage=self.lineage, steps=steps,
+                language=self.settings.language,
+            )  # fmt: skip
         self._locks: dict[str, asyncio.Lock] = {}
         me = process.current()
         self._me = (me.pid, me.create_time)
@@ -214,6 +239,9 @@ class ConversationSession:
         """Claim the thread's next turn, settle what an interrupted turn left, and take the call the
         person answers (read and cleared by the one writer of this thread: a second answer to the
         same question finds nothing waiting). One step: a replayed turn gets the same answer."""
+        # The thread belongs to this session's agent (the default assistant's threads name none).
+        stored = None if self.agent_name == DEFAULT_AGENT else self.agent_name
+        await asyncio.to_thread(self.threads.assign, thread_id, stored, self.lineage.parent_step)
         number = await self._claim_turn(thread_id, message)
         try:
             state = await asyncio.to_thread(self.threads.load, thread_id)
@@ -291,7 +319,10 @@ class ConversationSession:
         return self.calls.origin(thread_id)
 
     async def _run_confirmed(self, turn: Turn, pending: dict[str, Any], source: str) -> TaskResult:
-        call = ToolCall(id=f"confirmed_{turn.turn}", name=pending["name"], arguments=pending["args"])
+        delegated = pending.get("delegated")
+        # A sub-agent's question: the call that runs here is the delegation, resumed with the answer.
+        arguments = dict(delegated.get("call") or {}) if delegated else pending["args"]
+        call = ToolCall(id=f"confirmed_{turn.turn}", name=pending["name"], arguments=arguments)
         await turn.record(
             "confirmation",
             tool=pending["tool"],
@@ -307,7 +338,7 @@ class ConversationSession:
         consent = Confirmation(
             task_id=pending["tool"], digest=pending["digest"], source=source, nonce=str(pending["id"])
         )
-        return await self.calls.execute(turn, call, consent=consent, may_ask=False)
+        return await self.calls.execute(turn, call, consent=consent, may_ask=False, delegated=delegated)
 
     async def _loop(
         self, turn: Turn, *, answer: bool | None, blocked: TaskResult | None = None

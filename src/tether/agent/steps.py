@@ -24,12 +24,17 @@ StepWork = Callable[[], Awaitable[dict[str, Any]]]
 OPEN = "open"
 MODEL = "model"
 TOOL = "tool"
+# A delegation (``agent/team.py``): not one step but a child turn with steps of its own; ``delegate``
+# runs it (directly, or as a DBOS child workflow whose id derives from the delegator's step).
+DELEGATE = "delegate"
 
 
 class Steps(Protocol):
     durable: bool  # a durable turn that is cancelled is resumed later, not recorded as failed
 
     async def __call__(self, kind: str, work: StepWork) -> dict[str, Any]: ...
+
+    async def delegate(self, payload: dict[str, Any], team: Any) -> dict[str, Any]: ...
 
 
 class DirectSteps:
@@ -39,6 +44,11 @@ class DirectSteps:
 
     async def __call__(self, kind: str, work: StepWork) -> dict[str, Any]:
         return await work()
+
+    async def delegate(self, payload: dict[str, Any], team: Any) -> dict[str, Any]:
+        from tether.agent.team import run_child
+
+        return await run_child(team, payload, self)
 
 
 DIRECT = DirectSteps()

@@ -2,9 +2,11 @@
 
 Business tools come from the specs exposed to the caller: the JSON schema of the params model, catalog
 values as enums, the words people use for them, and danger and background stated in the description.
-Two control tools are always there: ``get_task_status`` and ``stop_task``; they go to the job manager
-and never take a resource lock. A tool name is the task id with ``.`` spelled ``__`` (providers allow
-only ``[A-Za-z0-9_-]`` in function names).
+Two control tools, ``get_task_status`` and ``stop_task``, go to the job manager and never take a
+resource lock; they are there for every caller, and for an agent only when its grants include
+``jobs.status`` / ``jobs.stop`` (the ids they are granted under). An agent's grants narrow the business
+tools the same way: a task they do not cover is not on its surface. A tool name is the task id with
+``.`` spelled ``__`` (providers allow only ``[A-Za-z0-9_-]`` in function names).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from tether.errors import ConfigError
 from tether.models.base import ToolDef
 from tether.tasks.catalog import Catalog, InCatalog
+from tether.tasks.grants import JOBS_STATUS, JOBS_STOP, Grants, allowed
 from tether.tasks.spec import Danger, Registry, TaskSpec
 
 GET_STATUS = "get_task_status"
@@ -77,6 +80,9 @@ CONTROL_TOOLS = (
         kind="control",
     ),
 )
+
+
+CONTROL_IDS = {GET_STATUS: JOBS_STATUS, STOP_TASK: JOBS_STOP}
 
 
 def tool_name(task_id: str) -> str:
@@ -168,14 +174,24 @@ def tool_for(spec: TaskSpec) -> ToolDef:
 class ToolSurface:
     """The tools of ``registry`` that ``caller`` may use, plus the control tools."""
 
-    def __init__(self, registry: Registry, caller: str, home: Path | None = None) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        caller: str,
+        home: Path | None = None,
+        grants: Grants | None = None,
+        extra: tuple[ToolDef, ...] = (),
+    ) -> None:
         """With ``home``, tasks that are not set up there (``TaskSpec.available``) are left off the
-        surface; ``unavailable`` maps their tool names to the reason, so the agent can say why."""
+        surface; ``unavailable`` maps their tool names to the reason, so the agent can say why.
+        ``grants`` narrow it to an agent's; ``extra`` are tools the session answers itself
+        (``agents.delegate``), already checked against the grants."""
         self.caller = caller
+        self.grants = grants
         self._specs: dict[str, TaskSpec] = {}
         self.unavailable: dict[str, str] = {}
         business: list[ToolDef] = []
-        for spec in sorted(registry.for_caller(caller), key=lambda s: s.task_id):
+        for spec in sorted(registry.for_caller(caller, grants), key=lambda s: s.task_id):
             name = tool_name(spec.task_id)
             if name in self._specs or name in (GET_STATUS, STOP_TASK):
                 raise ConfigError(f"task {spec.task_id!r} maps to the tool name {name!r}, which is taken")
@@ -186,7 +202,9 @@ class ToolSurface:
             self._specs[name] = spec
             business.append(tool_for(spec))
         self.business = tuple(business)
-        self.tools = (*self.business, *CONTROL_TOOLS)
+        self.control_tools = tuple(t for t in CONTROL_TOOLS if allowed(CONTROL_IDS[t.name], grants))
+        self.extra = extra
+        self.tools = (*self.business, *extra, *self.control_tools)
 
     def spec(self, name: str) -> TaskSpec | None:
         return self._specs.get(name)
@@ -203,3 +221,10 @@ class ToolSurface:
     @staticmethod
     def is_control(name: str) -> bool:
         return name in (GET_STATUS, STOP_TASK)
+
+    def granted_control(self, name: str) -> bool:
+        """Whether this surface's grants include the control tool ``name``."""
+        return any(tool.name == name for tool in self.control_tools)
+
+    def is_extra(self, name: str) -> bool:
+        return any(tool.name == name for tool in self.extra)

@@ -55,3 +55,10 @@ def confirmation_question(
     kind = "destructive" if destructive else "a caution task"
     said = f": {impact}" if impact else ""
     return f"{task_id} is {kind} (arguments {shown}){said}. Do you confirm? Answer yes or no."
+
+
+def delegated_question(agent: str, question: str, *, zh: bool) -> str:
+    """A sub-agent's question, asked in the thread the person is looking at: who asks, then the call."""
+    if zh:
+        return f"（由 {agent} 提出）{question}"
+    return f"({agent} asks) {question}"

@@ -32,6 +32,7 @@ from tether.execution.protocol import bounded, clip
 from tether.execution.records import off_loop
 from tether.store.jobs import JobStore
 from tether.tasks.confirm import Confirmation, call_digest
+from tether.tasks.grants import Grants
 from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import NAME_RE, Danger, Registry, TaskSpec
 from tether.tasks.validation import MAX_PARAMS_BYTES, validate_params
@@ -94,6 +95,7 @@ class Admitted:
     params: BaseModel | None  # validated, as the handler receives them
     clean: dict[str, Any]  # the same, as JSON: what goes on record and into the request
     consent: Confirmation | None  # the confirmation it runs under; None for a safe call
+    grants: Grants | None = None  # the agent's grants it was admitted under (re-checked by the worker)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,7 +127,8 @@ class Gate:
     registry: Registry
     home: Path
     settings: Settings
-    visible: Callable[[str, str, str | None], bool]  # (execution id, caller, origin): may caller see it
+    # (execution id, caller, origin, grants): may the caller see the job
+    visible: Callable[[str, str, str | None, Grants | None], bool]
 
     async def admit(
         self,
@@ -133,12 +136,14 @@ class Gate:
         params: Mapping[str, Any] | None,
         caller: str,
         confirmation: Confirmation | None,
+        grants: Grants | None = None,
     ) -> Admitted | Refusal:
-        """Steps 2-7 of ``execute``, in order; the first that fails is the answer."""
-        spec = self.registry.get(task_id, caller) if isinstance(task_id, str) else None
+        """Steps 2-7 of ``execute``, in order; the first that fails is the answer. A task outside the
+        caller's ``grants`` is ``not_found``, like one that does not exist."""
+        spec = self.registry.get(task_id, caller, grants) if isinstance(task_id, str) else None
         if spec is None:
             shown = clip(str(task_id), 200)
-            similar = self.registry.similar(shown, caller)
+            similar = self.registry.similar(shown, caller, grants=grants)
             hint = f"; did you mean {', '.join(similar)}?" if similar else ""
             message = f"no task {shown!r} is available to {caller}{hint}"
             return Refusal(
@@ -149,7 +154,7 @@ class Gate:
         except ToolRejected as exc:
             return self._refuse(spec, TaskStatus.REJECTED, exc.message, exc.data)
         clean = {} if validated is None else validated.model_dump(mode="json")
-        refusal = await self._busy(spec, caller) or await self._unmet(spec)
+        refusal = await self._busy(spec, caller, grants) or await self._unmet(spec)
         if refusal is not None:
             return refusal
         consent = self.consent(spec, clean, caller, confirmation)
@@ -164,7 +169,7 @@ class Gate:
                 f"exact call{mismatch}"
             )
             return self._refuse(spec, TaskStatus.REJECTED, message, consent)
-        return Admitted(spec=spec, params=validated, clean=clean, consent=consent)
+        return Admitted(spec=spec, params=validated, clean=clean, consent=consent, grants=grants)
 
     @staticmethod
     def _refuse(
@@ -172,14 +177,16 @@ class Gate:
     ) -> Refusal:
         return Refusal(task_id=spec.task_id, status=status, message=message, data=data or {})
 
-    async def _busy(self, spec: TaskSpec, caller: str) -> Refusal | None:
+    async def _busy(self, spec: TaskSpec, caller: str, grants: Grants | None) -> Refusal | None:
         """One active job per resource: the live holder of the lock, named to a caller that may see it."""
         held = await off_loop(lock.holder, self.home, spec.resources) if spec.resources else None
         if held is None:
             return None
         resource, owner = held
         holder = str(owner.get("execution_id", "unknown"))
-        if caller in self.settings.operator_callers or await off_loop(self.visible, holder, caller, None):
+        if caller in self.settings.operator_callers or await off_loop(
+            self.visible, holder, caller, None, grants
+        ):
             who = f"execution {holder} ({owner.get('task_id', '?')})"
             data = {"blocked_by": holder, "blocking_task": owner.get("task_id"), "resource": resource}
         else:  # a job this caller may not see is not named to it

@@ -56,6 +56,7 @@ from tether.execution.spawner import Spawner, default_spawner
 from tether.runtime import Runtime
 from tether.store.jobs import JobRecord
 from tether.tasks.confirm import Confirmation, call_digest
+from tether.tasks.grants import Grants
 from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import Isolation, Registry
 from tether.tasks.validation import validate_params
@@ -169,11 +170,17 @@ class Executor:
     # -- consent --------------------------------------------------------------------------------
 
     def confirm(
-        self, task_id: str, params: Mapping[str, Any] | None, *, caller: str, source: str
+        self,
+        task_id: str,
+        params: Mapping[str, Any] | None,
+        *,
+        caller: str,
+        source: str,
+        grants: Grants | None = None,
     ) -> Confirmation:
         """A confirmation of exactly this call, for an interface acting on the person's own act (a
         typed command with ``--confirm``). ``ToolNotFound``/``ToolRejected`` for a call that cannot run."""
-        spec = self.registry.get(task_id, caller)
+        spec = self.registry.get(task_id, caller, grants)
         if spec is None:
             raise ToolNotFound(f"no task {task_id!r} is available to {caller}", task_id=task_id)
         validated = validate_params(spec, params)
@@ -188,6 +195,7 @@ class Executor:
         params: Mapping[str, Any] | None = None,
         *,
         caller: str,
+        grants: Grants | None = None,
         confirmation: Confirmation | None = None,
         detach: bool = False,
         origin: str | None = None,
@@ -196,6 +204,9 @@ class Executor:
         on_start: Callable[[str], None] | None = None,
     ) -> TaskResult:
         """Run one task for ``caller``. ``confirmation`` only ever from the person, never from a model.
+
+        ``grants`` (an agent's, ``tasks/grants.py``) narrow what ``caller`` may reach: a task outside them
+        is ``not_found``. They travel in the signed request, and the worker checks them again.
 
         ``origin`` says what started it (``thread:<id>``, later ``run:<id>``) and ``step_id`` which of
         its steps; callers that scope control to their origin see only those jobs. ``execution_id``
@@ -213,12 +224,12 @@ class Executor:
             execution_id = new_execution_id()
         else:
             check_execution_id(execution_id)
-            if not self._inline(task_id, caller):  # an inline call claims its id as it starts
+            if not self._inline(task_id, caller, grants):  # an inline call claims its id as it starts
                 known = await off_loop(self.store.get, execution_id)
                 if known is not None:
                     return await self._attach(known, task_id, on_start)
         where = Where(origin=origin, step_id=step_id, given=given)
-        verdict = await self._gate.admit(task_id, params, caller, confirmation)
+        verdict = await self._gate.admit(task_id, params, caller, confirmation, grants)
         if not isinstance(verdict, Admitted):
             refusal = verdict.result(execution_id, started)
             return await record_refusal(
@@ -256,8 +267,8 @@ class Executor:
             attach=lambda known: self._attach(known, verdict.spec.task_id, on_start),
         ).run()
 
-    def _inline(self, task_id: object, caller: str) -> bool:
-        spec = self.registry.get(task_id, caller) if isinstance(task_id, str) else None
+    def _inline(self, task_id: object, caller: str, grants: Grants | None) -> bool:
+        spec = self.registry.get(task_id, caller, grants) if isinstance(task_id, str) else None
         return spec is not None and spec.isolation is Isolation.INLINE
 
     async def _attach(
@@ -281,26 +292,31 @@ class Executor:
 
     # -- control --------------------------------------------------------------------------------
 
-    def _visible(self, execution_id: str, caller: str, origin: str | None) -> bool:
+    def _visible(
+        self, execution_id: str, caller: str, origin: str | None, grants: Grants | None = None
+    ) -> bool:
         """Whether ``caller`` may see the job: a person acting directly sees every job of the home
-        (contract 9: any process can stop any job); any other caller only jobs of tasks exposed to it,
-        and only ``origin``'s when it scopes itself to one."""
+        (contract 9: any process can stop any job); any other caller only jobs of tasks exposed to it
+        (and within its ``grants``), and only ``origin``'s when it scopes itself to one."""
         record = self.store.get(execution_id) if isinstance(execution_id, str) else None
         if record is None:
             return False
         if caller in self.settings.operator_callers:
             return origin is None or record.origin == origin
-        return self.registry.get(record.task_id, caller) is not None and (
+        return self.registry.get(record.task_id, caller, grants) is not None and (
             origin is None or record.origin == origin
         )
 
     MIN_PREFIX = 4
 
-    def _by_prefix(self, prefix: object, caller: str, origin: str | None) -> str | list[str]:
+    def _by_prefix(
+        self, prefix: object, caller: str, origin: str | None, grants: Grants | None
+    ) -> str | list[str]:
         """The one visible job whose id starts with ``prefix``, else the visible ones that do."""
         if not isinstance(prefix, str) or len(prefix) < self.MIN_PREFIX or len(prefix) >= 19:
             return []
-        visible = [i for i in self.store.ids_with_prefix(prefix, 5) if self._visible(i, caller, origin)]
+        ids = self.store.ids_with_prefix(prefix, 5)
+        visible = [i for i in ids if self._visible(i, caller, origin, grants)]
         return visible[0] if len(visible) == 1 else visible
 
     async def control(
@@ -311,17 +327,19 @@ class Executor:
         caller: str,
         origin: str | None = None,
         reason: str | None = None,
+        grants: Grants | None = None,
     ) -> TaskResult:
-        """Status, stop or wait for one job, as ``caller`` sees it (``origin``: only jobs it started).
+        """Status, stop or wait for one job, as ``caller`` sees it (``origin``: only jobs it started;
+        ``grants``: only jobs of tasks within an agent's grants).
 
         A job the caller may not see is answered exactly like one that does not exist: ``not_found``.
         """
         if action not in ACTIONS:
             raise ConfigError(f"unknown job action {action!r}; actions: {', '.join(ACTIONS)}")
         check_caller(caller)
-        if not await off_loop(self._visible, execution_id, caller, origin):
+        if not await off_loop(self._visible, execution_id, caller, origin, grants):
             shown = clip(str(execution_id), 80)
-            found = await off_loop(self._by_prefix, execution_id, caller, origin)
+            found = await off_loop(self._by_prefix, execution_id, caller, origin, grants)
             if isinstance(found, str):
                 execution_id = found  # a unique prefix of a job this caller sees
             else:
@@ -346,11 +364,12 @@ class Executor:
         active: bool = False,
         limit: int = 50,
         before: str | None = None,
+        grants: Grants | None = None,
     ) -> list[TaskResult]:
         """The jobs ``caller`` may see (see ``control``), newest first; ``before`` pages on."""
         task_ids = None
         if caller not in self.settings.operator_callers:
-            task_ids = [spec.task_id for spec in self.registry.for_caller(caller)]
+            task_ids = [spec.task_id for spec in self.registry.for_caller(caller, grants)]
         return self.jobs.list(active=active, limit=limit, origin=origin, task_ids=task_ids, before=before)
 
 

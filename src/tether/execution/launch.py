@@ -149,6 +149,7 @@ class Launch:
             task_id=self.spec.task_id,
             registry_ref=registry_ref,
             caller=self.caller,
+            grants=None if self.admitted.grants is None else self.admitted.grants.to_json(),
             origin=self.where.origin,
             params=self.admitted.clean,
             confirmation=None

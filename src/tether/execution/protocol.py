@@ -128,6 +128,9 @@ class Request(BaseModel):
     task_id: str
     registry_ref: str
     caller: str
+    # The agent's grants the call was admitted under (``tasks/grants.py``, as JSON): the worker checks
+    # the task against them again. None: no narrowing beyond the caller's exposure.
+    grants: list[list[str]] | None = None
     origin: str | None = None
     params: dict[str, Any]
     confirmation: Confirmation | None = None

@@ -50,6 +50,7 @@ from tether.execution.protocol import (
     stopped_status,
 )
 from tether.tasks.confirm import call_digest
+from tether.tasks.grants import Grants
 from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import Danger, Registry, TaskSpec, load_object
 from tether.tasks.validation import validate_params
@@ -331,7 +332,12 @@ def _admit(
     except TetherError as exc:
         publisher.final(TaskStatus.FAILED, f"worker cannot load the registry: {exc.message}")
         return None
-    spec = registry.get(request.task_id, request.caller)
+    try:
+        grants = Grants.from_json(request.grants)
+    except TetherError as exc:
+        publisher.final(TaskStatus.REJECTED, f"the request's grants are not valid: {exc.message}")
+        return None
+    spec = registry.get(request.task_id, request.caller, grants)
     if spec is None:
         publisher.final(TaskStatus.NOT_FOUND, f"unknown task {request.task_id!r}")
         return None

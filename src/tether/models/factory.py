@@ -98,3 +98,31 @@ def model_from_settings(
 
         model = JsonDecisionModel(model)
     return model
+
+
+def named_settings(settings: ModelSettings, name: str | None) -> ModelSettings | None:
+    """``settings`` for the model ``name``: None for the home's own, ``offline``, a model under the
+    home's provider (``deepseek-chat``) or ``provider/model`` (another provider: its preset's address
+    and its own key). None returned means the offline model."""
+    if not name:
+        return settings
+    if name == "offline":
+        return None
+    provider, slash, model = name.partition("/")
+    if slash and provider and model and provider != settings.provider:
+        return ModelSettings(
+            provider=provider,
+            model=model,
+            temperature=settings.temperature,
+            json_decisions=settings.json_decisions,
+        )
+    return settings.model_copy(update={"model": model if slash else name})
+
+
+def nameable(settings: ModelSettings, name: str) -> bool:
+    """Whether ``name`` names a model that can be asked here: ``offline``, the home's model, or
+    ``provider/model`` with a known provider (a preset, or the home's own)."""
+    if name == "offline" or (settings.model and name == settings.model):
+        return True
+    provider, slash, model = name.partition("/")
+    return bool(slash and model and (provider == settings.provider or preset(provider) is not None))

@@ -58,6 +58,25 @@ threads = Table(
     Column("turns", Integer, nullable=False),
     Column("created_at", String, nullable=False),
     Column("updated_at", String, nullable=False),
+    Column("agent", String),
+    Column("parent", String),
+)
+
+# Named agents (``store/agents.py``): a persona, a model, grants within the agent caller's tasks.
+agents = Table(
+    "agents",
+    metadata,
+    Column("name", String, primary_key=True),
+    Column("description", Text, nullable=False),
+    Column("persona", Text, nullable=False),
+    Column("model", String),
+    Column("language", String),
+    Column("grants", Text, nullable=False),
+    Column("aliases", Text, nullable=False),
+    Column("memory", String, nullable=False),
+    Column("channel", String),
+    Column("created_at", String, nullable=False),
+    Column("updated_at", String, nullable=False),
 )
 
 deleted_threads = Table(
@@ -460,6 +479,26 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (resource, run_id, task_id)
     );
     CREATE INDEX resource_waits_order ON resource_waits(installation, resource, since);
+    """,
+    # 12: a team of agents. An agent is a named persona with its model and its tool grants; a thread
+    # belongs to one (NULL: the default assistant), and a delegated thread names the step that asked.
+    """
+    CREATE TABLE agents (
+        name        TEXT PRIMARY KEY,
+        description TEXT NOT NULL DEFAULT '',
+        persona     TEXT NOT NULL DEFAULT '',
+        model       TEXT,
+        language    TEXT,
+        grants      TEXT NOT NULL DEFAULT '[]',
+        aliases     TEXT NOT NULL DEFAULT '[]',
+        memory      TEXT NOT NULL DEFAULT 'on',
+        channel     TEXT,
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL
+    );
+    ALTER TABLE threads ADD COLUMN agent TEXT;
+    ALTER TABLE threads ADD COLUMN parent TEXT;
+    CREATE INDEX threads_parent ON threads(parent);
     """,
 )
 

@@ -92,6 +92,8 @@ class ThreadState:
     turns: int = 0
     created_at: str = field(default_factory=now)
     updated_at: str = field(default_factory=now)
+    agent: str | None = None  # the agent it belongs to (None: the default assistant)
+    parent: str | None = None  # for a delegated thread: the step that asked (``<thread>:<turn>:<i>``)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,6 +137,7 @@ class ThreadStore(Protocol):
     def emit(self, event: Event) -> Event: ...
     def forget(self, thread_id: str) -> None: ...
     def deleted(self, thread_id: str) -> bool: ...
+    def assign(self, thread_id: str, agent: str | None, parent: str | None = None) -> None: ...
 
 
 class MemoryThreadStore:
@@ -256,6 +259,21 @@ class MemoryThreadStore:
 
     def deleted(self, thread_id: str) -> bool:
         return thread_id in self._deleted
+
+    def assign(self, thread_id: str, agent: str | None, parent: str | None = None) -> None:
+        state = self._threads.setdefault(thread_id, ThreadState(thread_id=thread_id))
+        check_assign(state, agent)
+        state.agent, state.parent = agent, parent or state.parent
+
+
+def check_assign(state: ThreadState, agent: str | None) -> None:
+    """A thread keeps the agent it began with: another one may not take it over."""
+    if state.turns and (state.agent or None) != (agent or None):
+        had = state.agent or "assistant"
+        raise ConfigError(
+            f"thread {state.thread_id!r} belongs to agent {had!r}: start a new thread to talk to "
+            f"{agent or 'assistant'!r}"
+        )
 
 
 def step_content(step: StepRecord) -> tuple[Any, ...]:

@@ -28,6 +28,7 @@ from tether.store.threads import (
     ThreadDeleted,
     ThreadState,
     TurnRecord,
+    check_assign,
     is_news,
     json_or_none,
     now,
@@ -421,6 +422,25 @@ class SqlThreadStore:
             if conn.execute(_DELETED, {"k_thread": thread_id}).first() is None:
                 conn.execute(insert(D), {"thread_id": thread_id, "deleted_at": now()})
 
+    def assign(self, thread_id: str, agent: str | None, parent: str | None = None) -> None:
+        """The thread (created if new) belongs to ``agent``; ``ConfigError`` if it began with another."""
+        stamp = now()
+        with self.db.write() as conn:
+            if conn.execute(_DELETED, {"k_thread": thread_id}).first() is not None:
+                raise ThreadDeleted(
+                    f"thread {thread_id!r} was deleted; its id is not used again: pick another"
+                )
+            conn.execute(_CREATE_THREAD, {"id": thread_id, "title": "", "at": stamp})
+            row = conn.execute(_LOAD, {"k_thread": thread_id}).first()
+            state = _state(row)
+            check_assign(state, agent)
+            if (state.agent, state.parent) != (agent, parent or state.parent):
+                conn.execute(
+                    update(Th)
+                    .where(Th.c.thread_id == thread_id)
+                    .values(agent=agent, parent=parent or state.parent)
+                )
+
     def deleted(self, thread_id: str) -> bool:
         with self.db.read() as conn:
             return conn.execute(_DELETED, {"k_thread": thread_id}).first() is not None
@@ -437,6 +457,8 @@ def _state(row: Any) -> ThreadState:
         turns=m["turns"],
         created_at=m["created_at"],
         updated_at=m["updated_at"],
+        agent=m["agent"],
+        parent=m["parent"],
     )
 
 

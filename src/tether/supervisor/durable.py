@@ -46,6 +46,7 @@ APP_VERSION = "tether-flows-2"  # 2: agent attempts are child workflows; a goal 
 QUEUE = "tether-runs"  # an installation's queue is tether-runs-<installation id>
 WORKFLOW = "tether.run_segment"
 TURN_WORKFLOW = "tether.turn"
+DELEGATION_WORKFLOW = "tether.delegation"  # a delegated turn, a child of the delegator's turn
 POLL_S = 0.05
 SLOTS = 64
 SLOTS_DIR = "executors"

@@ -236,6 +236,7 @@ async def open_agent(run_id: str, task_id: str, number: int) -> dict[str, Any]:
         "ask": message,
         "thread_id": f"run-{at.execution_id}",
         "caller": profile.caller,
+        "agent": profile.agent,
         "model": profile.model,
         "persona": profile.system_prompt,
         "deadline": deadline_of(plan, run, task),

@@ -153,7 +153,14 @@ def _raw_refs(args_from: Any) -> list[str]:
 class Profile(_Strict):
     """An executor profile: who does a task that is not a direct call."""
 
-    caller: str = Field(description="the tool whitelist: the registry's tasks exposed to this caller")
+    caller: str = Field(
+        default="agent", description="the tool whitelist: the registry's tasks exposed to this caller"
+    )
+    agent: str | None = Field(
+        default=None,
+        pattern=r"^[a-z][a-z0-9_-]{0,39}$",
+        description="a named agent (tether agents list): its persona, model, grants; prompt, model here win",
+    )
     model: str | None = Field(default=None, description="a model name; none = the home's [model]")
     system_prompt: str = Field(
         default="",

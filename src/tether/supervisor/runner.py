@@ -74,11 +74,12 @@ def models_of(runtime: Runtime) -> Callable[[str | None], Any]:
     """The models an executor of ``runtime``'s home asks: its ``[model]``, or a named one."""
 
     def model_for(name: str | None) -> Any:
-        from tether.models.factory import model_from_settings
+        from tether.models.factory import model_from_settings, named_settings
+        from tether.models.offline import OfflineModel
 
-        settings = runtime.model_settings
-        if name:
-            settings = settings.model_copy(update={"model": name})
+        settings = named_settings(runtime.model_settings, name)
+        if settings is None:
+            return OfflineModel()
         return model_from_settings(runtime.home, settings, resilience=runtime.resilience)
 
     return model_for

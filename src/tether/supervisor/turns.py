@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS
 
-from tether.agent.steps import MODEL, OPEN, StepWork, TurnHalted
+from tether.agent.steps import DELEGATE, MODEL, OPEN, StepWork, TurnHalted
 from tether.agent.surface import ToolSurface
 from tether.errors import TetherError
 from tether.execution import process
@@ -66,7 +66,17 @@ class DurableSteps:
             return out
         if kind == MODEL:
             return await _model(self, work)
+        if kind == DELEGATE:
+            # Not a step: the child turn is a workflow of its own, started from this workflow, so its
+            # steps are recorded there and a replay of this turn waits for (or reads) its result.
+            if self.number is not None and not await self._hold():
+                return {"halt": "another process recovered this turn", "taken_over": True}
+            return await work()
         return await _tool(self, work)
+
+    async def delegate(self, payload: dict[str, Any], team: Any) -> dict[str, Any]:
+        """Run a delegated turn as a DBOS child workflow of this turn's workflow."""
+        return await run_delegation(payload, self.deadline)
 
     async def fresh(self, work: StepWork) -> dict[str, Any]:
         """A step that runs for the first time: halt past the deadline or when the turn is not ours."""
@@ -108,8 +118,7 @@ async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
     runs): ``{"thread_id", "message"}``, or ``{"thread_id", "confirm": true}`` to run the one call the
     thread waits on (``"approve": false`` declines it instead). Its ``TurnResult`` as a dict, or
     ``{"error": ...}`` for a request that cannot run."""
-    from tether.agent.session import ConversationSession
-    from tether.errors import TetherError
+    from tether.agent.team import agent_of, session_for, team_of
     from tether.supervisor.host import host
 
     h = host()
@@ -117,7 +126,13 @@ async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
         return {"error": "this executor has no model configured"}
     thread_id = str(request.get("thread_id", ""))
     steps = DurableSteps(h.runtime.threads, thread_id)
-    session = ConversationSession(h.executor, h.model_for(None), detach=True, steps=steps)
+    try:
+        team = team_of(h.executor, h.model_for)
+        agent = request.get("agent")
+        record = await asyncio.to_thread(agent_of, team, None if agent is None else str(agent), thread_id)
+        session = session_for(team, record, steps=steps, detach=True)
+    except TetherError as exc:
+        return {"error": exc.message}
     try:
         if request.get("confirm"):
             source = str(request.get("source", "person:cli"))
@@ -139,24 +154,31 @@ async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
         return {"error": f"the turn stopped: {halt.reason}"}
     except TetherError as exc:
         return {"error": exc.message}
-    return {**result.to_dict(), "model": session.model_label}
+    return {**result.to_dict(), "model": session.model_label, "agent": session.agent_name}
+
+
+@DBOS.workflow(name=durable.DELEGATION_WORKFLOW)
+async def run_delegation(payload: dict[str, Any], deadline: float | None) -> dict[str, Any]:
+    """One delegated turn (``agent/team.py``), a child workflow of the delegator's turn: its model and
+    tool calls are steps of this workflow, so a crash resumes it where it was and runs no tool twice."""
+    from tether.agent.team import run_child, team_of
+    from tether.supervisor.host import host
+
+    h = host()
+    assert h.model_for is not None
+    steps = DurableSteps(h.runtime.threads, str(payload["thread_id"]), deadline)
+    return await run_child(team_of(h.executor, h.model_for), payload, steps)
 
 
 async def agent_turn(h: Host, opened: dict[str, Any]) -> list[Any]:
     """Run an agent task's turn (inside its attempt's workflow); [outcome, message, data]."""
-    from tether.agent.session import ConversationSession
-
     assert h.model_for is not None
     thread_id = str(opened["thread_id"])
     steps = DurableSteps(h.runtime.threads, thread_id, opened.get("deadline"))
-    session = ConversationSession(
-        h.executor,
-        h.model_for(opened.get("model")),
-        caller=str(opened["caller"]),
-        detach=True,
-        steps=steps,
-        persona=str(opened.get("persona") or ""),
-    )
+    try:
+        session = await asyncio.to_thread(_agent_session, h, opened, steps)
+    except TetherError as exc:
+        return ["rejected", f"the task's agent cannot run: {exc.message}", {"thread_id": thread_id}]
     try:
         result = await session.send(thread_id, str(opened["ask"]))
     except TurnHalted as halt:
@@ -182,6 +204,31 @@ async def agent_turn(h: Host, opened: dict[str, Any]) -> list[Any]:
     if refused is not None:
         return ["failed", f"{refused['task_id']} {refused['status']}: {refused['message']}", data]
     return ["failed", result.final, data]
+
+
+def _agent_session(h: Host, opened: dict[str, Any], steps: DurableSteps) -> Any:
+    """The session of an agent task: the profile's agent (its persona, model and grants; the profile's
+    own prompt and model, when given, win), else a plain session for the profile's caller."""
+    from dataclasses import replace
+
+    from tether.agent.session import ConversationSession
+    from tether.agent.team import agent_of, session_for, team_of
+
+    assert h.model_for is not None
+    persona, model = str(opened.get("persona") or ""), opened.get("model")
+    if opened.get("agent"):
+        team = team_of(h.executor, h.model_for)
+        record = agent_of(team, str(opened["agent"]))
+        record = replace(record, persona=persona or record.persona, model=model or record.model)
+        return session_for(team, record, steps=steps, detach=True, caller=str(opened["caller"]))
+    return ConversationSession(
+        h.executor,
+        h.model_for(model),
+        caller=str(opened["caller"]),
+        detach=True,
+        steps=steps,
+        persona=persona,
+    )
 
 
 def _evidence(steps: Sequence[StepRecord]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:

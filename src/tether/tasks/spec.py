@@ -24,6 +24,7 @@ from tether.tasks.callers import CLI as CLI
 from tether.tasks.callers import EVERYONE as EVERYONE
 from tether.tasks.callers import MCP as MCP
 from tether.tasks.callers import NAME_RE
+from tether.tasks.grants import Grants, allowed
 
 TASK_ID_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -231,10 +232,11 @@ class Registry:
         self._preconditions[name] = condition
         return condition
 
-    def get(self, task_id: str, caller: str | None = None) -> TaskSpec | None:
-        """The spec, or None when it does not exist or is not exposed to ``caller`` (None = internal)."""
+    def get(self, task_id: str, caller: str | None = None, grants: Grants | None = None) -> TaskSpec | None:
+        """The spec, or None when it does not exist, is not exposed to ``caller`` (None = internal) or
+        is outside ``grants`` (an agent's, ``tasks/grants.py``; None = no narrowing)."""
         spec = self._specs.get(task_id)
-        if spec is None or (caller is not None and not spec.exposed(caller)):
+        if spec is None or (caller is not None and not spec.exposed(caller)) or not allowed(task_id, grants):
             return None
         return spec
 
@@ -245,8 +247,10 @@ class Registry:
             raise ToolNotFound(f"no task {task_id!r} is registered", task_id=task_id)
         return spec
 
-    def for_caller(self, caller: str) -> list[TaskSpec]:
-        return [spec for spec in self._specs.values() if spec.exposed(caller)]
+    def for_caller(self, caller: str, grants: Grants | None = None) -> list[TaskSpec]:
+        return [
+            spec for spec in self._specs.values() if spec.exposed(caller) and allowed(spec.task_id, grants)
+        ]
 
     def __iter__(self) -> Iterator[TaskSpec]:
         return iter(self._specs.values())
@@ -263,10 +267,10 @@ class Registry:
                 return reason
         return None
 
-    def similar(self, task_id: str, caller: str, limit: int = 3) -> list[str]:
+    def similar(self, task_id: str, caller: str, limit: int = 3, grants: Grants | None = None) -> list[str]:
         import difflib
 
-        names = [spec.task_id for spec in self.for_caller(caller)]
+        names = [spec.task_id for spec in self.for_caller(caller, grants)]
         return difflib.get_close_matches(task_id, names, n=limit, cutoff=0.6)
 
     @staticmethod

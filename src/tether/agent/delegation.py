@@ -1,0 +1,111 @@
+"""One session's side of ``agents.delegate``: check the call, resolve ``to``, run the child turn as one
+delegation step of this turn, and turn its end into the tool's result (``agent/team.py`` has the rules).
+
+A sub-agent's question comes back as this call's ``needs_confirmation`` with the sub-agent's exact call
+(task, arguments, digest) and where it waits (``delegated``); the session asks the person in this thread.
+The person's "yes" runs this again with ``delegated`` and the consent: the child thread's own question is
+answered (by its id, so only that question), and the child's turn goes on from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tether.agent import texts
+from tether.agent.steps import DELEGATE, Steps, perform
+from tether.agent.team import (
+    MAX_REQUEST_CHARS,
+    Lineage,
+    Target,
+    Team,
+    check,
+    child_thread,
+    outcome,
+    refusal,
+    resolve,
+)
+from tether.agent.turn import Turn
+from tether.models.base import ToolCall
+from tether.tasks.confirm import Confirmation
+from tether.tasks.grants import Grants
+from tether.tasks.result import TaskResult
+
+
+class Delegations:
+    def __init__(
+        self, team: Team, *, me: str, grants: Grants | None, lineage: Lineage, steps: Steps, language: str
+    ) -> None:
+        self.team = team
+        self.me = me
+        self.grants = grants  # this agent's effective grants: a sub-agent never gets more
+        self.chain = lineage.chain or (me,)
+        self.steps = steps
+        self.language = language
+
+    async def run(
+        self,
+        turn: Turn,
+        call: ToolCall,
+        index: int,
+        consent: Confirmation | None,
+        delegated: dict[str, Any] | None,
+    ) -> TaskResult:
+        zh = texts.zh(turn.message, self.language)
+        if delegated is not None:
+            if consent is None:
+                return refusal("a sub-agent's question is answered only by the person's confirmation")
+            target = Target.from_json(delegated["target"])
+            lineage = Lineage.from_json(delegated["lineage"])
+            thread_id = str(delegated["thread_id"])
+            payload = {
+                "target": target.to_json(),
+                "lineage": lineage.to_json(),
+                "thread_id": thread_id,
+                "request": "",
+                "answer": {
+                    "approve": True,
+                    "source": consent.source,
+                    "pending_id": str(delegated["pending_id"]),
+                },
+            }
+            arguments: dict[str, Any] = dict(delegated.get("call") or {})
+        else:
+            to, request = call.arguments.get("to"), call.arguments.get("request")
+            if not isinstance(request, str) or not request.strip():
+                return refusal("request: say what the other agent should do, in plain words")
+            if len(request) > MAX_REQUEST_CHARS:
+                return refusal(f"request: at most {MAX_REQUEST_CHARS} characters")
+            if to is not None and not isinstance(to, str):
+                return refusal("to: an agent's name, a bundle's name or a model name")
+            roster = await asyncio.to_thread(self.team.roster)
+            target = resolve(to or "", roster, self.team.known_models)
+            here = Lineage(chain=self.chain, within=self.grants)
+            refused = check(target, here, self.team.settings, zh)
+            if refused is not None:
+                return refused
+            thread_id = child_thread(turn.thread_id, turn.turn, index)
+            lineage = Lineage(
+                chain=(*self.chain, target.name or "default"),
+                within=self.grants,
+                parent_step=f"{turn.thread_id}:{turn.turn}:{index}",
+            )
+            payload = {
+                "target": target.to_json(),
+                "lineage": lineage.to_json(),
+                "thread_id": thread_id,
+                "request": request,
+                "answer": None,
+            }
+            arguments = dict(call.arguments)
+
+        async def work() -> dict[str, Any]:
+            return await self.steps.delegate(payload, self.team)
+
+        done = await perform(self.steps, DELEGATE, work)
+        result = outcome(target, thread_id, done)
+        if result.data.get("delegated"):
+            result.data["delegated"].update(
+                target=target.to_json(), lineage=lineage.to_json(), call=arguments
+            )
+        return result
