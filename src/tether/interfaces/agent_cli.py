@@ -27,22 +27,39 @@ CONTROL = ("get_task_status", "stop_task")
 EXIT_NEEDS_CONFIRMATION = 3
 
 
-def _session(home: str | None, registry_ref: str, *, detach: bool = False) -> Any:
-    from tether.agent.session import ConversationSession
+def _session(
+    home: str | None,
+    registry_ref: str,
+    *,
+    detach: bool = False,
+    agent: str | None = None,
+    thread: str | None = None,
+) -> Any:
+    """The session that answers: ``agent`` (else the agent ``thread`` belongs to, else the default)."""
+    from tether.agent.team import agent_of, session_for, team_of
     from tether.execution.executor import Executor
-    from tether.models.factory import model_from_settings, resolve
+    from tether.models.factory import models_for, resolve
 
     executor = Executor(load_registry(registry_ref), home=home)
     try:
         executor.maintain()
         runtime = executor.runtime
-        model = model_from_settings(runtime.home, runtime.model_settings, resilience=runtime.resilience)
-        session = ConversationSession(executor, model, detach=detach)
-        session.model_label = resolve(runtime.home, runtime.model_settings).label
+        team = team_of(executor, models_for(runtime))
+        record = agent_of(team, agent, thread if thread is None else _known_thread(runtime, thread))
+        session = session_for(team, record, detach=detach)
+        if record.model is None:
+            session.model_label = resolve(runtime.home, runtime.model_settings).label
     except BaseException:
         executor.close()
         raise
     return session
+
+
+def _known_thread(runtime: Any, given: str) -> str | None:
+    try:
+        return resolve_thread(runtime, given)
+    except ConfigError:
+        return None  # a new thread, or one resolve_thread will name as unknown later
 
 
 def resolve_thread(session: Any, given: str) -> str:
@@ -92,6 +109,10 @@ ThreadOption = Annotated[str | None, typer.Option(help="Continue this thread (it
 NewThreadOption = Annotated[
     str | None, typer.Option("--new-thread", help="Start a new thread with this name")
 ]
+AgentOption = Annotated[
+    str | None,
+    typer.Option("--agent", "-a", help="Who answers (tether agents); a thread keeps the agent it began with"),
+]
 
 
 @app.command("run")
@@ -120,6 +141,7 @@ def run_command(
             help="Generate these files from the turn's result: md, html, pptx, pdf (repeat, or pptx,pdf)",
         ),
     ] = None,
+    agent: AgentOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """One turn: the agent plans, calls tools through the executor, and reports.
@@ -141,11 +163,11 @@ def run_command(
         if not here:
             handed = _hand_over(
                 state.home, state.registry_ref, goal, thread, new_thread,
-                confirm=confirm, as_json=as_json, formats=ticked,
+                confirm=confirm, as_json=as_json, formats=ticked, agent=agent,
             )  # fmt: skip
             if handed is not None:
                 return handed
-        session = _session(state.home, state.registry_ref, detach=detach)
+        session = _session(state.home, state.registry_ref, detach=detach, agent=agent, thread=thread)
         if not as_json:
             session.events.subscribe(render_event)
         try:
@@ -169,6 +191,7 @@ def run_command(
 def chat_command(
     thread: ThreadOption = None,
     new_thread: NewThreadOption = None,
+    agent: AgentOption = None,
 ) -> None:
     """A conversation. ↑/↓ recall what you typed; Ctrl-C cancels the turn in progress (the
     conversation goes on); 'exit' or Ctrl-D leaves, asking first what to do with background jobs."""
@@ -176,7 +199,7 @@ def chat_command(
     def body() -> int:
         from tether.interfaces.chat import Chat
 
-        session = _session(state.home, state.registry_ref, detach=True)
+        session = _session(state.home, state.registry_ref, detach=True, agent=agent, thread=thread)
         try:
             thread_id = _start_thread(session, thread, new_thread)
             return Chat(session, thread_id).run()
@@ -198,7 +221,14 @@ def threads_command(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     def body() -> int:
         store = _thread_store(state.home)
         rows = [
-            {"thread_id": t.thread_id, "title": t.title, "turns": t.turns, "updated_at": t.updated_at}
+            {
+                "thread_id": t.thread_id,
+                "title": t.title,
+                "turns": t.turns,
+                "updated_at": t.updated_at,
+                "agent": t.agent or "assistant",
+                "parent": t.parent,
+            }
             for t in store.threads()
         ]
         if as_json:
@@ -209,7 +239,7 @@ def threads_command(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         for row in rows:
             out.print(
                 f"{row['thread_id']}  {row['turns']:>3} turns  {human_time(row['updated_at']):>11}  "
-                f"{row['title']}",
+                f"{row['agent']:<10}  {row['title']}",
                 markup=False,
                 overflow="ellipsis",
                 no_wrap=True,
@@ -334,7 +364,7 @@ def _exit_code(status: str) -> int:
 
 def _hand_over(
     home: str | None, registry_ref: str, goal: str | None, thread: str | None, new_thread: str | None, *,
-    confirm: bool, as_json: bool, formats: tuple[str, ...] = (),
+    confirm: bool, as_json: bool, formats: tuple[str, ...] = (), agent: str | None = None,
 ) -> int | None:  # fmt: skip
     """Run the turn in the home's live executor and follow it; None when no executor runs."""
     import secrets
@@ -349,7 +379,7 @@ def _hand_over(
         thread_id = _start_thread(runtime, thread, new_thread)
         request = {
             "thread_id": thread_id, "message": goal or "", "confirm": confirm, "source": "person:cli",
-            "formats": list(formats),
+            "formats": list(formats), "agent": agent,
         }  # fmt: skip
         if confirm:  # the question the person answers, by its id: not whatever waits when it runs
             state = runtime.threads.load(thread_id)

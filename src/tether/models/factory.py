@@ -6,8 +6,10 @@ model, a provider with neither a preset nor a ``base_url``, a hosted service wit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tether.config import SETTINGS_FILE, ModelSettings, read_settings_file
 from tether.credentials import env_names, get_key
@@ -126,3 +128,15 @@ def nameable(settings: ModelSettings, name: str) -> bool:
         return True
     provider, slash, model = name.partition("/")
     return bool(slash and model and (provider == settings.provider or preset(provider) is not None))
+
+
+def models_for(runtime: Any) -> Callable[[str | None], Model]:
+    """The models a home's sessions ask, by name (``named_settings``): its ``[model]`` for None."""
+
+    def model_for(name: str | None) -> Model:
+        settings = named_settings(runtime.model_settings, name)
+        if settings is None:
+            return OfflineModel()
+        return model_from_settings(runtime.home, settings, resilience=runtime.resilience)
+
+    return model_for

@@ -72,17 +72,9 @@ async def _segment_settled(runtime: Runtime, run: RunRecord, timeout_s: float = 
 
 def models_of(runtime: Runtime) -> Callable[[str | None], Any]:
     """The models an executor of ``runtime``'s home asks: its ``[model]``, or a named one."""
+    from tether.models.factory import models_for
 
-    def model_for(name: str | None) -> Any:
-        from tether.models.factory import model_from_settings, named_settings
-        from tether.models.offline import OfflineModel
-
-        settings = named_settings(runtime.model_settings, name)
-        if settings is None:
-            return OfflineModel()
-        return model_from_settings(runtime.home, settings, resilience=runtime.resilience)
-
-    return model_for
+    return models_for(runtime)
 
 
 async def execute_here(
