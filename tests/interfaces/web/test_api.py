@@ -426,3 +426,31 @@ def test_the_cli_does_what_the_page_does(served: Served) -> None:
     code, _, err = tether_cli("threads", "delete", asked, home=served.home)
     assert code == 0, err
     assert served.http.get(f"/api/threads/{asked}").status_code == 404
+
+
+def test_agents_are_made_changed_and_given_threads_from_the_api(served: Served) -> None:
+    listed = served.get("/api/agents")
+    assert [a["name"] for a in listed["items"]][:1] == ["assistant"] and listed["items"][0]["builtin"]
+    assert "workspace.*" in listed["bundles"]["files"]
+    made = served.post(
+        "/api/agents", {"name": "scout", "grants": ["research"], "aliases": ["侦察员"]}, expect=201
+    )
+    assert made["tasks"][0] == "web.*" and made["aliases"] == ["侦察员"]
+    twice = served.http.post("/api/agents", json={"name": "scout"})
+    assert twice.status_code == 400 and "exists already" in twice.json()["detail"]["message"]
+    bad = served.http.post("/api/agents", json={"name": "odd", "grants": ["rm -rf /"]})
+    assert bad.status_code == 400 and "files" in bad.json()["detail"]["message"]
+    assert served.http.post("/api/agents", json={"name": "Bad Name"}).status_code == 422
+    changed = served.http.patch("/api/agents/scout", json={"description": "looks things up"})
+    assert changed.status_code == 200 and changed.json()["description"] == "looks things up"
+    assert served.http.patch("/api/agents/nobody", json={"description": "x"}).status_code == 404
+    thread = served.post("/api/threads", {"agent": "scout"}, expect=201)
+    assert thread["agent"] == "scout"
+    unknown = served.http.post("/api/threads", json={"agent": "nobody"})
+    assert unknown.status_code == 400 and "scout" in unknown.json()["detail"]["message"]
+    after = say(served, thread["thread_id"], "hello")
+    assert after["agent"] == "scout" and after["turns"] == 1
+    plain = served.post("/api/threads", {}, expect=201)
+    assert plain["agent"] == "assistant"
+    assert served.http.delete("/api/agents/scout").json() == {"name": "scout"}
+    assert served.http.get("/api/agents/scout").status_code == 404

@@ -341,3 +341,22 @@ def test_a_page_refused_the_live_stream_says_why_and_gets_in_once_a_slot_frees(
         page.locator("[data-testid=live][data-state=live]").wait_for(timeout=90_000)
         assert error.is_hidden()
         context.close()
+
+
+def test_a_thread_is_given_to_the_agent_picked_and_says_who_answers(page: Any, served: Served) -> None:
+    served.post("/api/agents", {"name": "gamer", "grants": ["automation", "jobs"]}, expect=201)
+    page.reload()
+    page.locator("[data-testid=live][data-state=live]").wait_for()
+    page.get_by_test_id("agent-picker").select_option("gamer")
+    new_thread(page)
+    label = page.get_by_test_id("thread-agent")
+    label.wait_for()
+    assert "gamer" in label.inner_text()
+    say(page, "查看游戏状态")
+    thread_id = page.evaluate("() => decodeURIComponent(location.hash.split('thread=')[1])")
+    assert served.get(f"/api/threads/{thread_id}")["agent"] == "gamer"
+    page.get_by_test_id("thread-item").filter(has_text="gamer").first.wait_for()
+    # The default assistant is picked again for the next thread, and no label is shown for it.
+    page.get_by_test_id("agent-picker").select_option("assistant")
+    new_thread(page)
+    page.wait_for_function("() => document.querySelector('[data-testid=thread-agent]').hidden")

@@ -66,6 +66,8 @@ class Thread(_Doc):
     updated_at: str
     running: bool
     pending: Confirmation | None
+    agent: str = Field(default="assistant", description="who answers in this thread")
+    parent: str | None = Field(default=None, description="a delegated thread: the step that asked")
 
 
 class ThreadPage(_Doc):
@@ -75,6 +77,49 @@ class ThreadPage(_Doc):
 
 class NewThread(_Input):
     title: str = Field(default="", max_length=200)
+    agent: str | None = Field(
+        default=None, pattern=r"^[a-z][a-z0-9_-]{0,39}$", description="who answers (GET /api/agents)"
+    )
+
+
+class AgentDoc(_Doc):
+    name: str
+    description: str
+    persona: str
+    model: str | None
+    language: str | None
+    grants: list[str]
+    tasks: list[str] = Field(description="the patterns the grants stand for")
+    aliases: list[str]
+    memory: str
+    channel: str | None
+    created_at: str
+    updated_at: str
+    builtin: bool
+
+
+class Agents(_Doc):
+    items: list[AgentDoc]
+    bundles: dict[str, list[str]] = Field(description="the grant bundles tether ships")
+
+
+class AgentInput(_Input):
+    description: str | None = Field(default=None, max_length=500)
+    persona: str | None = Field(default=None, max_length=20_000)
+    model: str | None = Field(default=None, max_length=200)
+    language: Literal["auto", "zh", "en"] | None = None
+    grants: list[str] | None = Field(default=None, max_length=100)
+    aliases: list[str] | None = Field(default=None, max_length=20)
+    memory: Literal["on", "off"] | None = None
+    channel: str | None = Field(default=None, max_length=200)
+
+
+class AgentDeleted(_Doc):
+    name: str
+
+
+class NewAgent(AgentInput):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,39}$")
 
 
 class Rename(_Input):

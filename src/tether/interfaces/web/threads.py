@@ -36,6 +36,7 @@ from tether.interfaces.web.documents import (
     TurnCancelled,
     not_found,
 )
+from tether.store.agents import DEFAULT_AGENT
 from tether.store.threads import ThreadState
 from tether.supervisor import conversations
 
@@ -57,6 +58,8 @@ def _thread(ctx: WebContext, state: ThreadState, live: set[str]) -> Thread:
         updated_at=state.updated_at,
         running=running,
         pending=_confirmation(ctx, state),
+        agent=state.agent or "assistant",
+        parent=state.parent,
     )
 
 
@@ -94,9 +97,16 @@ def router(ctx: WebContext) -> APIRouter:
 
     @router.post("/api/threads", response_model=Thread, status_code=201)
     def create_thread(body: Annotated[NewThread | None, Body()] = None) -> Thread:
-        title = " ".join((body or NewThread()).title.split())
+        body = body or NewThread()
+        title = " ".join(body.title.split())
+        agent = body.agent if body.agent not in (None, DEFAULT_AGENT) else None
+        if agent is not None and ctx.runtime.agents.get(agent) is None:
+            names = ", ".join(a.name for a in ctx.runtime.agents.list())
+            raise ApiError(400, "invalid", f"no agent {agent!r}; agents: {names}")
         state = ThreadState(thread_id=conversations.new_thread_id(), title=title)
         threads.save(state)
+        if agent is not None:
+            threads.assign(state.thread_id, agent)
         return _thread(ctx, load_thread(ctx, state.thread_id), set())
 
     @router.get("/api/threads/{thread_id}", response_model=Thread)

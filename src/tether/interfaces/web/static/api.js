@@ -92,7 +92,8 @@ export const api = {
   info: () => get('/api/info'),
 
   threads: ({ before, limit = 50 } = {}) => get(withQuery('/api/threads', { limit, before })),
-  createThread: (title) => post('/api/threads', title ? { title } : {}),
+  createThread: (title, agent) => post('/api/threads', { ...(title ? { title } : {}), ...(agent ? { agent } : {}) }),
+  agents: () => get('/api/agents'),
   thread: (threadId) => get(path`/api/threads/${threadId}`),
   renameThread: (threadId, title) => patch(path`/api/threads/${threadId}`, { title }),
   deleteThread: (threadId) => del(path`/api/threads/${threadId}`),

@@ -28,6 +28,7 @@ const WATCHDOG_MS = 4000;
 
 const state = {
   info: null,
+  agents: [], // the store's agents, for the picker of a new thread
   files: [], // the current thread's generated files
   lastEventId: 0,
   // threads
@@ -469,7 +470,7 @@ function threadItem(thread) {
         onclick: () => openThread(id),
       },
       h('span', { class: 'thread-title' }, titleOf(thread)),
-      h('span', { class: 'thread-meta' }, `${turns} · ${formatTime(thread.updated_at)}`),
+      h('span', { class: 'thread-meta' }, [thread.agent && thread.agent !== 'assistant' ? `${thread.agent} · ` : '', `${turns} · ${formatTime(thread.updated_at)}`].join('')),
       threadMarker(thread),
     ),
   );
@@ -538,8 +539,24 @@ function forgetCurrent() {
   renderTrace();
 }
 
+// The agents of this store: a new thread goes to the one picked (the thread keeps it).
+async function loadAgents() {
+  const found = await api.agents();
+  state.agents = found.items || [];
+  const picker = $('agent-picker');
+  const chosen = picker.value || 'assistant';
+  picker.replaceChildren(...state.agents.map((a) => h('option', { value: a.name, title: a.description || '' }, a.name)));
+  picker.value = state.agents.some((a) => a.name === chosen) ? chosen : 'assistant';
+  $('agent-pick').hidden = state.agents.length < 2;
+}
+
+function pickedAgent() {
+  const value = $('agent-picker').value;
+  return value && value !== 'assistant' ? value : undefined;
+}
+
 async function newThread() {
-  const thread = await api.createThread();
+  const thread = await api.createThread(undefined, pickedAgent());
   upsertThread(thread, { prepend: true });
   await openThread(thread.thread_id);
   $('composer').focus();
@@ -691,6 +708,9 @@ function renderChat(options) {
 function renderChatHead() {
   const has = Boolean(state.currentId);
   $('chat-title').textContent = has ? titleOf(state.current) : t('chat.noThread');
+  const agent = has && state.current ? state.current.agent : null;
+  $('thread-agent').hidden = !agent || agent === 'assistant';
+  $('thread-agent').textContent = agent ? t('agents.answers', { name: agent }) : '';
   $('rename-thread').hidden = !has;
   $('delete-thread').hidden = !has;
 }
@@ -864,7 +884,7 @@ async function sendMessage() {
   let sent = null;
   try {
     if (!state.currentId) {
-      const thread = await api.createThread(titleFrom(text));
+      const thread = await api.createThread(titleFrom(text), pickedAgent());
       upsertThread(thread, { prepend: true });
       await openThread(thread.thread_id);
     }
@@ -1934,7 +1954,7 @@ async function boot() {
   showView('chat');
   renderAll();
   const infoReady = loadInfo();
-  await Promise.all([attempt(loadThreads), attempt(loadConfirmations), attempt(loadJobs), attempt(loadRuns)]);
+  await Promise.all([attempt(loadThreads), attempt(loadConfirmations), attempt(loadJobs), attempt(loadRuns), attempt(loadAgents)]);
   const hashThread = threadFromHash();
   if (hashThread) await openThread(hashThread);
   if (await infoReady) connectEvents();
