@@ -297,3 +297,55 @@ def test_a_thread_keeps_its_agent_and_unknown_agents_are_named(team_executor: Ex
     with pytest.raises(ConfigError, match="agents: assistant, docs, manager, research"):
         agent_of(team, "nobody")
     asyncio.run(asyncio.sleep(0))
+
+
+def test_the_offline_model_hands_each_named_part_to_its_agent_in_both_languages() -> None:
+    from tether.agent.team import delegate_tool
+    from tether.models.offline_team import plan
+
+    roster = {
+        "research": AgentRecord(name="research", aliases=("研究助手", "researcher")),
+        "docs": AgentRecord(name="docs", aliases=("文档助手", "the writer")),
+    }
+    tools = [delegate_tool(roster, "manager")]
+    assert plan("让研究助手查一下 tether 的设计，然后让文档助手做成 PPT", tools) == [
+        ("research", "查一下 tether 的设计"),
+        ("docs", "做成 PPT"),
+    ]
+    assert plan("ask the researcher to look up durable execution, then have docs make a deck", tools) == [
+        ("research", "look up durable execution"),
+        ("docs", "make a deck"),
+    ]
+    # A request that names no agent (or not in every part) is the planner's as before.
+    assert plan("查看游戏状态", tools) is None
+    assert plan("让研究助手查一下 X，然后刷 3 次金币副本", tools) is None
+    assert plan("让研究助手查一下 X", []) is None  # no delegation tool: no delegation
+
+
+def test_an_offline_manager_delegates_to_the_agents_a_request_names(team_executor: Executor) -> None:
+    from tether.models.offline import OfflineModel
+
+    agents = team_executor.runtime.agents
+    agents.create(AgentRecord(name="manager", grants=("team", "automation")))
+    agents.create(AgentRecord(name="gamer", grants=("automation",), aliases=("游戏助手", "game helper")))
+    team = make_team(team_executor, {None: OfflineModel()})
+    session = session_for(team, agent_of(team, "manager"))
+    zh = session.send_sync("off-zh", "让游戏助手查看游戏状态")
+    (step,) = [s for s in zh.steps if s.kind == "tool"]
+    assert step.tool == "agents.delegate" and step.args == {"to": "gamer", "request": "查看游戏状态"}
+    assert step.result is not None and step.result["status"] == "completed"
+    assert zh.final.startswith("gamer：")
+    kids = [s.tool for s in team.threads.steps("off-zh.d1-1") if s.kind == "tool"]
+    assert kids == ["demo.status"]
+    en = session.send_sync("off-en", "ask the game helper to show the game status")
+    (step,) = [s for s in en.steps if s.kind == "tool"]
+    assert step.args == {"to": "gamer", "request": "show the game status"}
+    assert en.final.startswith("gamer: ")
+
+
+def test_the_built_in_assistant_stays_as_it_was_when_a_team_exists(team_executor: Executor) -> None:
+    add_agents(team_executor)
+    team = make_team(team_executor, {None: ScriptedModel([])})
+    session = session_for(team, agent_of(team, None))
+    names = {tool.name for tool in session.surface.tools}
+    assert "agents__delegate" not in names and {"get_task_status", "stop_task", "workspace__delete"} <= names

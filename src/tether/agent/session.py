@@ -57,7 +57,7 @@ from tether.models.base import Message, Model, ModelResponse, ToolCall, TurnCont
 from tether.store.agents import DEFAULT_AGENT
 from tether.store.threads import MemoryThreadStore, ThreadState, ThreadStore
 from tether.tasks.confirm import Confirmation
-from tether.tasks.grants import DELEGATE, Grants, allowed
+from tether.tasks.grants import DELEGATE, Grants
 from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import AGENT
 
@@ -109,10 +109,10 @@ class ConversationSession:
         self.agent_name = agent
         self.lineage = lineage or Lineage()
         extra = ()
-        if team is not None and allowed(DELEGATE, grants) and (grants is not None or team.agents is not None):
-            roster = team.roster()
-            if grants is not None or len(roster) > 1:  # the default assistant delegates once a team exists
-                extra = (delegate_tool(roster, agent),)
+        # Only an agent granted agents.delegate hands work on (the built-in assistant, with no grants
+        # of its own, stays as it was: a person gives it the team bundle by editing it).
+        if team is not None and grants is not None and grants.allows(DELEGATE):
+            extra = (delegate_tool(team.roster(), agent),)
         self.surface = ToolSurface(executor.registry, caller, executor.home, grants, extra)
         self.events = events or EventBus()
         self.steps = steps

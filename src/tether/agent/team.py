@@ -146,7 +146,7 @@ def delegate_tool(agents: Mapping[str, AgentRecord], me: str) -> ToolDef:
             "required": ["to", "request"],
             "additionalProperties": False,
         },
-        aliases=("delegate", "ask the", "hand over", "让", "交给", "请"),
+        aliases=("delegate", "hand over", "交给", "委派", "转交"),
         value_words={"to": words},
     )
 
