@@ -135,3 +135,26 @@ def test_the_flow_file_in_the_readme_runs_as_written(tmp_path: Path) -> None:
     assert tether("flow", "approve", run_id[:9], "quit").returncode == 0
     done = tether("flow", "resume", run_id, "--json")
     assert done.returncode == 0 and json.loads(done.stdout.strip().splitlines()[-1])["status"] == "completed"
+
+
+def test_the_team_block_runs_as_written_in_a_fresh_home(tmp_path: Path) -> None:
+    """ "A team of agents": every command of its block, in a fresh home with the offline model."""
+    start = README.index("## A team of agents")
+    block = re.search(r"```bash\n(.*?)```", README[start:], re.S)
+    assert block is not None
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0"}
+    lines = [line.split("  #")[0].strip() for line in block.group(1).splitlines()]
+    for line in filter(None, lines):
+        argv = shlex.split(line)
+        assert argv[0] == "tether"
+        done = subprocess.run([TETHER, *argv[1:]], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (line, done.stdout[-800:], done.stderr[-800:])
+        assert "Traceback" not in done.stderr
+    listed = subprocess.run(
+        [TETHER, "threads", "--json"], env=env, capture_output=True, text=True, timeout=60
+    )
+    threads = json.loads(listed.stdout)
+    assert {t["agent"] for t in threads} >= {"manager", "research"}  # the manager handed work on
+    assert any(t["agent"] == "research" and t["parent"] for t in threads)

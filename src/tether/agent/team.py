@@ -308,10 +308,15 @@ async def run_child(team: Team, payload: Mapping[str, Any], steps: Any) -> dict[
         return {"status": "failed", "final": f"the delegated turn stopped: {halt.reason}", "steps": 0}
     except TetherError as exc:
         return {"status": "failed", "final": exc.message, "steps": 0}
+    worked = [
+        s for s in result.steps
+        if s.kind == "tool" and s.result is not None and s.result.get("status") in ("completed", "running")
+    ]  # fmt: skip
     out: dict[str, Any] = {
         "status": result.status.value,
         "final": result.final[:MAX_ANSWER_CHARS],
         "steps": len(result.steps),
+        "tools_run": len(worked),  # the calls that did work: an answer with none did nothing
         "model": session.model_label,
     }
     if result.status.value == "needs_confirmation":
@@ -341,6 +346,7 @@ def outcome(target: Target, thread_id: str, done: Mapping[str, Any]) -> TaskResu
         "note": target.note,
         "thread_id": thread_id if target.tools else None,
         "steps": done.get("steps", 0),
+        "tools_run": done.get("tools_run", 0),
         "answer": done.get("final", ""),
     }
     status = str(done.get("status", "failed"))

@@ -81,7 +81,9 @@ def respond(
     if planned is None:
         return None
     done = [(name, result) for name, result in results_since(messages, anchor) if name == DELEGATE]
-    if done and done[-1][1].get("status") != "completed":
+    if done and not _worked(done[-1][1]) and len(done) < len(planned):
+        # An agent that did not finish, or that answered without doing anything (it could not): what
+        # it said is not something to build on. Nothing more is handed on.
         return ModelResponse(text=_answer(done, zh, halted=True), model="offline")
     if len(done) < len(planned):
         agent, asked = planned[len(done)]
@@ -92,6 +94,13 @@ def respond(
         call = ToolCall(id=f"offline_{len(done)}", name=DELEGATE, arguments={"to": agent, "request": asked})
         return ModelResponse(tool_calls=(call,), model="offline")
     return ModelResponse(text=_answer(done, zh), model="offline")
+
+
+def _worked(result: dict[str, Any]) -> bool:
+    data = result.get("data") or {}
+    if result.get("status") != "completed":
+        return False
+    return data.get("resolved_as") not in ("agent", "bundle") or bool(data.get("tools_run"))
 
 
 def _answer(done: list[tuple[str, dict[str, Any]]], zh: bool, halted: bool = False) -> str:
