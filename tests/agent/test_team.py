@@ -349,3 +349,32 @@ def test_the_built_in_assistant_stays_as_it_was_when_a_team_exists(team_executor
     session = session_for(team, agent_of(team, None))
     names = {tool.name for tool in session.surface.tools}
     assert "agents__delegate" not in names and {"get_task_status", "stop_task", "workspace__delete"} <= names
+
+
+def test_a_delegated_threads_question_is_answered_only_where_it_was_asked(
+    team_executor: Executor, home: Path
+) -> None:
+    from tether.supervisor import conversations
+
+    agents = team_executor.runtime.agents
+    agents.create(AgentRecord(name="boss", grants=("team", "files"), model="m-boss"))
+    agents.create(AgentRecord(name="janitor", grants=("files",), model="m-janitor"))
+    boss = ScriptedModel([calls(call("agents__delegate", {"to": "janitor", "request": "delete x.txt"}))])
+    janitor = ScriptedModel([calls(call("workspace__delete", {"path": "x.txt"}))])
+    (home / "workspace").mkdir(mode=0o700, exist_ok=True)
+    (home / "workspace" / "x.txt").write_text("x")
+    team = make_team(team_executor, {"m-boss": boss, "m-janitor": janitor})
+    asked = session_for(team, agent_of(team, "boss")).send_sync("q1", "tidy")
+    assert asked.status.value == "needs_confirmation"
+    runtime = team_executor.runtime
+    listed = conversations.questions(runtime)
+    assert [q["thread_id"] for q in listed] == ["q1"]  # one question, in the thread the person sees
+    with pytest.raises(ConfigError, match="delegation asked by thread 'q1'"):
+        conversations.submit(runtime, None, "q1.d1-1", approve=True, source="person:page")
+    # A "no" in the parent settles the sub-agent's question too: nothing ran, nothing waits.
+    janitor._turns.append(say("Not deleted."))
+    boss._turns.append(say("The person declined."))
+    declined = session_for(team, agent_of(team, "boss")).send_sync("q1", "no")
+    assert declined.final == "The person declined."
+    assert runtime.threads.load("q1.d1-1").pending is None  # type: ignore[union-attr]
+    assert (home / "workspace" / "x.txt").exists()

@@ -43,6 +43,22 @@ class Delegations:
         self.steps = steps
         self.language = language
 
+    async def decline(self, delegated: dict[str, Any], source: str) -> None:
+        """The person said no to a sub-agent's question: its own thread hears the same answer (the
+        question there is settled, and that turn goes on without the call)."""
+        payload = {
+            "target": delegated["target"],
+            "lineage": delegated["lineage"],
+            "thread_id": str(delegated["thread_id"]),
+            "request": "",
+            "answer": {"approve": False, "source": source, "pending_id": str(delegated["pending_id"])},
+        }
+
+        async def work() -> dict[str, Any]:
+            return await self.steps.delegate(payload, self.team)
+
+        await perform(self.steps, DELEGATE, work)
+
     async def run(
         self,
         turn: Turn,

@@ -297,6 +297,8 @@ class ConversationSession:
             if confirmed.status not in OK:
                 blocked = confirmed  # contract 10 holds across the confirmation too
         elif pending is not None and answer is False:
+            if pending.get("delegated") and self.calls.delegations is not None:
+                await self.calls.delegations.decline(pending["delegated"], source)
             await turn.record(
                 "confirmation",
                 tool=pending["tool"],

@@ -92,6 +92,13 @@ def _start_thread(session: Any, thread: str | None, new_thread: str | None) -> s
         )
     if thread is not None:
         found = resolve_thread(session, thread)
+        known = session.threads.load(found)
+        if known is not None and known.parent:
+            asker = known.parent.rsplit(":", 2)[0]
+            raise ConfigError(
+                f"thread {found} is a delegation asked by thread {asker}: talk and answer there "
+                f"(tether run --thread {asker} …)"
+            )
         if found.startswith(AGENT_THREAD):
             raise ConfigError(
                 f"thread {found} is a goal run's agent task: its questions are answered through its run "

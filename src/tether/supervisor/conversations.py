@@ -72,8 +72,8 @@ def question(runtime: Runtime, state: ThreadState) -> dict[str, Any] | None:
     """The call ``state``'s thread waits on a person for, as the page and ``tether approvals`` show it;
     None when nothing waits, or on a goal run's agent thread (its run settles that question)."""
     pending = state.pending
-    if not pending or state.thread_id.startswith(AGENT_THREAD):
-        return None
+    if not pending or state.thread_id.startswith(AGENT_THREAD) or state.parent:
+        return None  # (a delegated thread's question is asked in the thread that delegated)
     turn = runtime.threads.turn(state.thread_id, state.turns)
     return {
         "thread_id": state.thread_id,
@@ -124,6 +124,12 @@ def submit(
     if thread_id.startswith(AGENT_THREAD):
         raise ConfigError(
             f"thread {thread_id!r} is a goal run's agent task: its questions are answered through its run"
+        )
+    delegated = runtime.threads.load(thread_id)
+    if delegated is not None and delegated.parent:
+        asker = delegated.parent.rsplit(":", 2)[0]
+        raise ConfigError(
+            f"thread {thread_id!r} is a delegation asked by thread {asker!r}: talk and answer there"
         )
     if runtime.threads.deleted(thread_id):
         raise ThreadDeleted(f"thread {thread_id!r} was deleted; its id is not used again: start a new thread")
