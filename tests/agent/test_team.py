@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tether.agent.team import Team, agent_of, resolve, session_for
+from tether.agent.roster import agent_of, run_child, session_for
+from tether.agent.team import Team, resolve
 from tether.config import AgentSettings
 from tether.errors import ConfigError
 from tether.events import EventBus
@@ -40,6 +41,7 @@ def make_team(executor: Executor, models: dict[str | None, Model], **settings: A
         events=EventBus(),
         settings=AgentSettings(**settings),
         known_models=lambda name: name in models,
+        runner=run_child,
     )
 
 

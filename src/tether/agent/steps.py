@@ -46,9 +46,7 @@ class DirectSteps:
         return await work()
 
     async def delegate(self, payload: dict[str, Any], team: Any) -> dict[str, Any]:
-        from tether.agent.team import run_child
-
-        return await run_child(team, payload, self)
+        return await team.runner(team, payload, self)
 
 
 DIRECT = DirectSteps()

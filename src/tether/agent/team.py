@@ -15,6 +15,7 @@ person's "yes" there runs exactly that call once, in the child's thread. A chain
 ``[agent].delegation_max_depth`` deep, a delegated turn at most ``delegation_max_steps`` decisions, and
 a loop (A → B → A) is refused.
 
+The sessions that run a delegation are built in ``agent/roster.py`` (this module is below the session).
 Each delegation is a turn on its own thread (``<parent thread>.d<turn>-<index>``, linked to the parent
 step) run by the delegator's ``Steps``: directly in a short-lived process, or as a DBOS child workflow
 inside an executor (``supervisor/turns.py``), so a crash mid-delegation resumes where it was.
@@ -23,20 +24,17 @@ inside an executor (``supervisor/turns.py``), so a crash mid-delegation resumes 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tether.agent.steps import TurnHalted
 from tether.config import AgentSettings
-from tether.errors import TetherError
 from tether.models.base import Message, Model, ToolDef
 from tether.store.agents import DEFAULT_AGENT, AgentRecord
 from tether.tasks.grants import BUNDLE_TEXT, BUNDLES, DELEGATE, Grants
 from tether.tasks.result import TaskResult, TaskStatus
 
 if TYPE_CHECKING:
-    from tether.agent.session import ConversationSession
     from tether.events import EventBus
     from tether.execution.executor import Executor
     from tether.store.agents import AgentStore
@@ -191,6 +189,9 @@ class Team:
     threads: ThreadStore
     events: EventBus
     settings: AgentSettings
+    # Runs one delegated turn (``agent/roster.py``'s ``run_child``): given here, so that the steps that
+    # run it (``agent/steps.py``) and this module need not import the session.
+    runner: Callable[[Team, Mapping[str, Any], Any], Awaitable[dict[str, Any]]]
     known_models: Callable[[str], bool] = field(default=lambda name: False)
 
     def roster(self) -> dict[str, AgentRecord]:
@@ -238,103 +239,6 @@ def plain_messages(request: str, persona: str, language: str | None) -> list[Mes
         else "You are an assistant. Answer the request directly; you have no tools."
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": request}]
-
-
-def child_session(
-    team: Team, target: Target, lineage: Lineage, steps: Any, persona_of: str | None = None
-) -> ConversationSession:
-    """The session a delegated turn runs in: the target's persona, model and grants within its
-    delegator's, a bounded step budget that is not extended."""
-    from tether.agent.session import ConversationSession
-
-    s = team.settings
-    settings = s.model_copy(
-        update={
-            "max_steps": s.delegation_max_steps,
-            "max_steps_ceiling": s.delegation_max_steps,
-            **({"language": target.language} if target.language in ("zh", "en") else {}),
-        }
-    )
-    grants = (target.grants or Grants.of(())).narrowed(lineage.within)
-    return ConversationSession(
-        team.executor,
-        team.model_for(target.model),
-        settings=settings,
-        threads=team.threads,
-        events=team.events,
-        detach=True,
-        steps=steps,
-        persona=persona_of if persona_of is not None else target.persona,
-        grants=grants,
-        agent=target.name if target.kind == AGENT else f"{target.kind}:{target.name or 'default'}",
-        team=team,
-        lineage=lineage,
-    )
-
-
-async def run_child(team: Team, payload: Mapping[str, Any], steps: Any) -> dict[str, Any]:
-    """Run one delegated turn (or the person's answer to its question) and say how it ended, as JSON.
-    The same code runs directly and inside the DBOS child workflow."""
-    target = Target.from_json(payload["target"])
-    lineage = Lineage.from_json(payload["lineage"])
-    thread_id = str(payload["thread_id"])
-    request = str(payload["request"])
-    if not target.tools:
-        model = team.model_for(target.model)
-        from tether.models.base import TurnContext
-
-        response = await model.complete(
-            plain_messages(request, target.persona, target.language),
-            (),
-            context=TurnContext(language=target.language or team.settings.language),
-        )
-        return {"status": "completed", "final": response.text[:MAX_ANSWER_CHARS], "steps": 0}
-    session = child_session(team, target, lineage, steps)
-    await _assign(team, thread_id, session.agent_name, lineage.parent_step)
-    answer = payload.get("answer")
-    try:
-        if answer is not None:
-            result = await session.confirm(
-                thread_id,
-                approve=bool(answer["approve"]),
-                source=str(answer["source"]),
-                pending_id=str(answer["pending_id"]),
-            )
-        else:
-            result = await session.send(thread_id, request)
-    except TurnHalted as halt:
-        if halt.taken_over:
-            raise  # another process goes on with this delegation: its outcome is theirs to give
-        return {"status": "failed", "final": f"the delegated turn stopped: {halt.reason}", "steps": 0}
-    except TetherError as exc:
-        return {"status": "failed", "final": exc.message, "steps": 0}
-    worked = [
-        s for s in result.steps
-        if s.kind == "tool" and s.result is not None and s.result.get("status") in ("completed", "running")
-    ]  # fmt: skip
-    out: dict[str, Any] = {
-        "status": result.status.value,
-        "final": result.final[:MAX_ANSWER_CHARS],
-        "steps": len(result.steps),
-        "tools_run": len(worked),  # the calls that did work: an answer with none did nothing
-        "model": session.model_label,
-    }
-    if result.status.value == "needs_confirmation":
-        state = await _load(team, thread_id)
-        out["pending"] = None if state is None else state.pending
-    return out
-
-
-async def _assign(team: Team, thread_id: str, agent: str, parent: str | None) -> None:
-    import asyncio
-
-    await asyncio.to_thread(team.threads.assign, thread_id, agent, parent)
-
-
-async def _load(team: Team, thread_id: str) -> Any:
-    import asyncio
-
-    return await asyncio.to_thread(team.threads.load, thread_id)
 
 
 def outcome(target: Target, thread_id: str, done: Mapping[str, Any]) -> TaskResult:
@@ -385,72 +289,3 @@ def outcome(target: Target, thread_id: str, done: Mapping[str, Any]) -> TaskResu
         message=f"{who} did not finish ({status}): {done.get('final', '')}"[:MAX_ANSWER_CHARS],
         data=data,
     )
-
-
-def team_of(
-    executor: Executor, model_for: Callable[[str | None], Model], events: EventBus | None = None
-) -> Team:
-    """The team of ``executor``'s home: its agents, its models by name."""
-    from tether.events import EventBus
-    from tether.models.factory import nameable
-
-    runtime = executor.runtime
-    return Team(
-        executor=executor,
-        agents=runtime.agents,
-        model_for=model_for,
-        threads=runtime.threads,
-        events=events or EventBus(),
-        settings=runtime.agent_settings,
-        known_models=lambda name: nameable(runtime.model_settings, name),
-    )
-
-
-def agent_of(team: Team, name: str | None, thread_id: str | None = None) -> AgentRecord:
-    """The agent a turn runs as: ``name``, else the one the thread belongs to, else the default.
-    ``ConfigError`` names the agents there are when ``name`` is none of them."""
-    from tether.errors import ConfigError
-    from tether.store.agents import BUILTIN
-
-    if name is None and thread_id is not None:
-        state = team.threads.load(thread_id)
-        name = state.agent if state is not None else None
-    if not name or team.agents is None:
-        return BUILTIN
-    record = team.agents.get(name)
-    if record is None:
-        names = ", ".join(r.name for r in team.agents.list())
-        raise ConfigError(f"no agent {name!r}; agents: {names} (create one with `tether agents create`)")
-    return record
-
-
-def session_for(
-    team: Team,
-    record: AgentRecord,
-    *,
-    steps: Any = None,
-    detach: bool = False,
-    caller: str = "agent",
-) -> ConversationSession:
-    """A session that speaks as ``record``: its persona, model, language and grants (the built-in
-    default: today's assistant, unchanged), able to delegate when its grants say so."""
-    from tether.agent.session import ConversationSession
-    from tether.agent.steps import DIRECT
-
-    s = team.settings
-    settings = s.model_copy(update={"language": record.language}) if record.language in ("zh", "en") else s
-    session = ConversationSession(
-        team.executor,
-        team.model_for(record.model),
-        settings=settings,
-        threads=team.threads,
-        events=team.events,
-        detach=detach,
-        steps=steps if steps is not None else DIRECT,
-        persona=record.persona,
-        grants=None if record.builtin else record.effective_grants,
-        agent=record.name,
-        team=team,
-        caller=caller,
-    )
-    return session

@@ -36,7 +36,7 @@ def _session(
     thread: str | None = None,
 ) -> Any:
     """The session that answers: ``agent`` (else the agent ``thread`` belongs to, else the default)."""
-    from tether.agent.team import agent_of, session_for, team_of
+    from tether.agent.roster import agent_of, session_for, team_of
     from tether.execution.executor import Executor
     from tether.models.factory import models_for, resolve
 

@@ -118,7 +118,7 @@ async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
     runs): ``{"thread_id", "message"}``, or ``{"thread_id", "confirm": true}`` to run the one call the
     thread waits on (``"approve": false`` declines it instead). Its ``TurnResult`` as a dict, or
     ``{"error": ...}`` for a request that cannot run."""
-    from tether.agent.team import agent_of, session_for, team_of
+    from tether.agent.roster import agent_of, session_for, team_of
     from tether.supervisor.host import host
 
     h = host()
@@ -161,7 +161,7 @@ async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
 async def run_delegation(payload: dict[str, Any], deadline: float | None) -> dict[str, Any]:
     """One delegated turn (``agent/team.py``), a child workflow of the delegator's turn: its model and
     tool calls are steps of this workflow, so a crash resumes it where it was and runs no tool twice."""
-    from tether.agent.team import run_child, team_of
+    from tether.agent.roster import run_child, team_of
     from tether.supervisor.host import host
 
     h = host()
@@ -211,8 +211,8 @@ def _agent_session(h: Host, opened: dict[str, Any], steps: DurableSteps) -> Any:
     own prompt and model, when given, win), else a plain session for the profile's caller."""
     from dataclasses import replace
 
+    from tether.agent.roster import agent_of, session_for, team_of
     from tether.agent.session import ConversationSession
-    from tether.agent.team import agent_of, session_for, team_of
 
     assert h.model_for is not None
     persona, model = str(opened.get("persona") or ""), opened.get("model")

@@ -6,6 +6,7 @@ The event stream is left out (it never ends); ``test_api`` covers it."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -84,7 +85,7 @@ expected-statuses = ["2XX", "400", "401", "404", "409"]
 def _concrete(path: str) -> str:
     """A path of the document with each parameter filled in (the route matches; the thing need not exist)."""
     filled = {"thread_id": "th-none", "pending_id": "q-1", "execution_id": "nojob1234", "run_id": "run-none",
-              "task_id": "t-1", "artifact_id": "1"}  # fmt: skip
+              "task_id": "t-1", "artifact_id": "1", "name": "nobody"}  # fmt: skip
     for name, value in filled.items():
         path = path.replace("{" + name + "}", value)
     assert "{" not in path, path
@@ -129,6 +130,7 @@ def test_schemathesis_runs_every_check_over_its_examples_coverage_and_fuzzing(
     ran = subprocess.run(command, capture_output=True, text=True, timeout=280, cwd=tmp_path)
     report = ran.stdout[-12_000:] + ran.stderr[-2_000:]
     assert ran.returncode == 0, report
-    assert "Tested: 2" in report  # it reached the operations (27 today), not just the document
+    tested = re.search(r"Tested: (\d+)", report)
+    assert tested is not None and int(tested.group(1)) >= 27, report  # the operations, not just the document
     with httpx.Client() as client:  # and it ran against this server, which is still well
         assert client.get(f"{served.base}/static/app.css").status_code == 200
