@@ -346,3 +346,26 @@ def test_sigterm_ends_a_command_that_started_with_sigint_ignored(home: Path) -> 
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert json.loads(out)["status"] == "stopped" and "Traceback" not in err
+
+
+def test_an_interrupt_between_the_workers_start_and_the_command_knowing_it_still_reports_the_stop(
+    home: Path, tmp_path: Path
+) -> None:
+    """Found under load: a Ctrl-C that landed after the worker was started but before the command
+    learned of it printed a bare "interrupted" (its job was left to end when it noticed its parent)."""
+    reached, go = tmp_path / "reached", tmp_path / "go"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether.interfaces.cli", "--registry", "tests.support.registry:registry",
+         "task", "run", "t.loops", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "TETHER_HOME": str(home), "TETHER_STOP_GRACE_COOPERATIVE_S": "1",
+             "TETHER_CLI_SERVER": "0", "TETHER_FAULTS": f"spawner.after_spawn=touch:{reached}+wait:{go}"},
+    )  # fmt: skip
+    wait_for(reached.exists, what="the command to stand between the start and knowing of it")
+    proc.send_signal(signal.SIGINT)
+    wait_for(lambda: list(home.glob("executions/*/stop.requested")), what="the command to ask for a stop")
+    go.touch()
+    out, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err
+    document = json.loads(out)
+    assert document.get("status") == "stopped" and proc.returncode == 1, (out, err)

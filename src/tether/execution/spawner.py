@@ -178,6 +178,7 @@ class ForkServerSpawner:
                     raise JobError(
                         f"the fork server could not start a worker: {answer.get('error', answer)!r}"
                     )
+                faults.point("spawner.after_spawn")  # the worker runs; its starter does not know yet
                 return _identity(int(str(answer["pid"])))
         raise AssertionError("unreachable")
 

@@ -180,10 +180,14 @@ def _run_following(
 ) -> TaskResult:
     import asyncio
 
+    from tether.execution.admission import new_execution_id
     from tether.tasks.result import TaskStatus
 
     live = sys.stdout.isatty() and not as_json
     started: list[str] = []
+    # Chosen here, so that a Ctrl-C that lands while the worker is being started (its job already on
+    # record, not yet known to this command) still reports that job's end, not a bare "interrupted".
+    chosen = new_execution_id()
 
     async def run() -> TaskResult:
         follower: asyncio.Task[None] | None = None
@@ -196,8 +200,9 @@ def _run_following(
 
         try:
             result = await executor.execute(
-                task_id, params, caller=CLI, confirmation=consent, detach=detach, on_start=on_start
-            )
+                task_id, params, caller=CLI, confirmation=consent, detach=detach, on_start=on_start,
+                execution_id=chosen,
+            )  # fmt: skip
             if result.status is TaskStatus.RUNNING and not detach:
                 if live:
                     err.print(f"[cyan]running in the background[/] as {result.execution_id}; Ctrl-C stops it")
@@ -210,9 +215,10 @@ def _run_following(
     try:
         return asyncio.run(run())
     except KeyboardInterrupt:
-        if not started:
-            raise
-        execution_id = started[0]
-        return asyncio.run(
+        execution_id = started[0] if started else chosen
+        stopped = asyncio.run(
             executor.control(execution_id, "stop", caller=CLI, reason="interrupted by the person")
         )
+        if stopped.status is TaskStatus.NOT_FOUND:
+            raise  # interrupted before anything was on record
+        return stopped
