@@ -39,6 +39,7 @@ class _TurnEvent(_Event):
 class TurnStarted(_TurnEvent):
     kind: Literal["turn_started"] = "turn_started"
     message: str
+    agent: str = "assistant"  # who answers (its activity is "thinking" from here)
 
 
 class ModelDecided(_TurnEvent):
@@ -63,6 +64,27 @@ class ToolStarted(_TurnEvent):
     tool: str
     args: dict[str, Any]
     execution_id: str | None = None
+    # What the agent is busy with (``activity_of``): files, research, documents, system, automation,
+    # delegation, jobs or other — what its avatar shows until the next step.
+    activity: str = "other"
+
+
+ACTIVITIES = {
+    "workspace": "files",
+    "web": "research",
+    "documents": "documents",
+    "skills": "documents",
+    "shell": "system",
+    "demo": "automation",
+    "agents": "delegation",
+    "get_task_status": "jobs",
+    "stop_task": "jobs",
+}
+
+
+def activity_of(task_id: str) -> str:
+    """The kind of work a tool is, for an agent's activity: by its toolkit (``workspace.*`` → files)."""
+    return ACTIVITIES.get(task_id.partition(".")[0], "other")
 
 
 class ToolProgress(_Event):

@@ -380,3 +380,14 @@ def test_a_delegated_threads_question_is_answered_only_where_it_was_asked(
     assert declined.final == "The person declined."
     assert runtime.threads.load("q1.d1-1").pending is None  # type: ignore[union-attr]
     assert (home / "workspace" / "x.txt").exists()
+
+
+def test_a_turns_events_say_which_agent_works_and_on_what_kind_of_tool(team_executor: Executor) -> None:
+    add_agents(team_executor)
+    research = ScriptedModel([calls(call("workspace__list", {})), say("listed")])
+    team = make_team(team_executor, {"m-research": research})
+    session_for(team, agent_of(team, "research")).send_sync("act-1", "list my files")
+    events = team_executor.runtime.events.read(topics=["thread:act-1"])
+    started = next(e for e in events if e.kind == "turn_started")
+    tool = next(e for e in events if e.kind == "tool_started")
+    assert started.agent == "research" and tool.activity == "files"  # type: ignore[attr-defined]

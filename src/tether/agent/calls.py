@@ -22,7 +22,7 @@ from tether.agent.team import DELEGATE_NAME
 from tether.agent.turn import Turn
 from tether.config import AgentSettings
 from tether.errors import TetherError
-from tether.events import ConfirmationRequested, ToolFinished, ToolStarted
+from tether.events import ConfirmationRequested, ToolFinished, ToolStarted, activity_of
 from tether.execution.admission import execution_id_for
 from tether.execution.executor import Executor
 from tether.models.base import Message, ToolCall, ToolOutcome
@@ -97,6 +97,7 @@ class ToolCalls:
                 topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=index, tool=task_id,
                 args=call.arguments,
                 execution_id=None if control or delegation or call.error or answer else execution_id,
+                activity=activity_of(task_id),
             ),
         )  # fmt: skip
         if answer is not None:  # settled without running (no file was wanted): recorded like any outcome

@@ -98,7 +98,13 @@ class Turn:
         user = {"role": "user", "content": self.message}
         if not await asyncio.to_thread(self.threads.append, self.thread_id, self.turn, 0, user):
             return  # a replayed turn: it started already
-        event = TurnStarted(topic=self.topic, thread_id=self.thread_id, turn=self.turn, message=self.message)
+        event = TurnStarted(
+            topic=self.topic,
+            thread_id=self.thread_id,
+            turn=self.turn,
+            message=self.message,
+            agent=self.state.agent or "assistant",
+        )
         self.emit(await asyncio.to_thread(self.threads.emit, event))
 
     async def record(

@@ -360,3 +360,21 @@ def test_a_thread_is_given_to_the_agent_picked_and_says_who_answers(page: Any, s
     page.get_by_test_id("agent-picker").select_option("assistant")
     new_thread(page)
     page.wait_for_function("() => document.querySelector('[data-testid=thread-agent]').hidden")
+
+
+def test_an_agents_activity_shows_what_it_is_doing_and_settles_to_idle(page: Any, served: Served) -> None:
+    new_thread(page)
+    activity = page.get_by_test_id("agent-activity")
+    assert activity.get_attribute("data-activity") == "idle"
+    seen: list[str] = []
+    page.expose_function("recordActivity", lambda value: seen.append(value))
+    page.evaluate(
+        """() => new MutationObserver(() => window.recordActivity(
+               document.querySelector('[data-testid=agent-activity]').dataset.activity))
+           .observe(document.querySelector('[data-testid=agent-activity]'), {attributes: true})"""
+    )
+    say(page, "查看游戏状态")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=agent-activity]').dataset.activity === 'idle'"
+    )
+    assert "thinking" in seen and "automation" in seen, seen  # demo.status is the automation's

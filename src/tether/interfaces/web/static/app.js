@@ -29,6 +29,7 @@ const WATCHDOG_MS = 4000;
 const state = {
   info: null,
   agents: [], // the store's agents, for the picker of a new thread
+  activity: new Map(), // thread id → what its agent is doing now (idle, thinking, files, research, …)
   files: [], // the current thread's generated files
   lastEventId: 0,
   // threads
@@ -711,6 +712,7 @@ function renderChatHead() {
   const agent = has && state.current ? state.current.agent : null;
   $('thread-agent').hidden = !agent || agent === 'assistant';
   $('thread-agent').textContent = agent ? t('agents.answers', { name: agent }) : '';
+  renderActivity();
   $('rename-thread').hidden = !has;
   $('delete-thread').hidden = !has;
 }
@@ -1636,7 +1638,20 @@ function touchThread(threadId, patch) {
   renderThreads();
 }
 
+function setActivity(threadId, activity) {
+  state.activity.set(threadId, activity);
+  if (threadId === state.currentId) renderActivity();
+}
+
+function renderActivity() {
+  const activity = (state.currentId && state.activity.get(state.currentId)) || 'idle';
+  const el = $('agent-activity');
+  el.dataset.activity = activity;
+  el.textContent = t(`activity.${activity}`);
+}
+
 function onTurnStarted(e) {
+  setActivity(e.thread_id, 'thinking');
   setWorking(e.thread_id, true);
   state.execOfThread.delete(e.thread_id); // the last turn's progress is not this one's
   touchThread(e.thread_id, { running: true });
@@ -1662,6 +1677,7 @@ function onTraceEvent(e) {
 }
 
 function onToolStarted(e) {
+  setActivity(e.thread_id, e.activity || 'other');
   if (e.execution_id) state.execOfThread.set(e.thread_id, e.execution_id);
   onTraceEvent(e);
   refreshJobsSoon();
@@ -1684,6 +1700,7 @@ function onConfirmationEvent(e) {
 }
 
 function onTurnFinished(e) {
+  setActivity(e.thread_id, 'idle');
   state.thinking.delete(e.thread_id);
   state.finishedTurn.set(e.thread_id, Math.max(e.turn, state.finishedTurn.get(e.thread_id) || 0));
   setWorking(e.thread_id, false);
@@ -1715,7 +1732,10 @@ const HANDLERS = {
   model_thinking: onModelThinking,
   tool_started: onToolStarted,
   tool_progress: onToolProgress,
-  tool_finished: onTraceEvent,
+  tool_finished: (e) => {
+    setActivity(e.thread_id, 'thinking'); // the model reads the result next
+    onTraceEvent(e);
+  },
   confirmation_requested: onConfirmationEvent,
   confirmation_answered: onConfirmationEvent,
   budget_reviewed: onTraceEvent,
