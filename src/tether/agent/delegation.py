@@ -13,7 +13,7 @@ import asyncio
 from typing import Any
 
 from tether.agent import texts
-from tether.agent.steps import DELEGATE, Steps, perform
+from tether.agent.steps import DELEGATE, TOOL, Steps, perform
 from tether.agent.team import (
     MAX_REQUEST_CHARS,
     Lineage,
@@ -94,12 +94,23 @@ class Delegations:
                 return refusal(f"request: at most {MAX_REQUEST_CHARS} characters")
             if to is not None and not isinstance(to, str):
                 return refusal("to: an agent's name, a bundle's name or a model name")
-            roster = await asyncio.to_thread(self.team.roster)
-            target = resolve(to or "", roster, self.team.known_models)
             here = Lineage(chain=self.chain, within=self.grants)
-            refused = check(target, here, self.team.settings, zh)
-            if refused is not None:
-                return refused
+
+            async def resolution() -> dict[str, Any]:
+                # One step: a turn replayed after the team changed resolves ``to`` as it did the first
+                # time (the child workflow it started is keyed by this turn's steps, not by the name).
+                roster = await asyncio.to_thread(self.team.roster)
+                found = resolve(to or "", roster, self.team.known_models)
+                refused = check(found, here, self.team.settings, zh)
+                return {
+                    "target": found.to_json(),
+                    "refused": None if refused is None else refused.model_dump(mode="json"),
+                }
+
+            resolved = await perform(self.steps, TOOL, resolution)
+            if resolved["refused"] is not None:
+                return TaskResult.model_validate(resolved["refused"])
+            target = Target.from_json(resolved["target"])
             thread_id = child_thread(turn.thread_id, turn.turn, index)
             lineage = Lineage(
                 chain=(*self.chain, target.name or "default"),
