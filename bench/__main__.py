@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     makes the flows smaller."""
     from bench.agent import loop_overhead, prompt_sizes, skill_prompt_sizes
     from bench.cli import cli_startup
-    from bench.turns import per_turn
+    from bench.turns import delegation, per_turn
 
     def flows(home: Path) -> None:
         from bench.flows import flows as run_flows  # imports DBOS: only when this section runs
@@ -280,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         "cli": cli_startup,
         "warm": warm_executor,
         "turns": per_turn,
+        "team": delegation,
         "prompts": prompt_sizes,
         "loop": loop_overhead,
         "flows": flows,

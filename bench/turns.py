@@ -56,3 +56,48 @@ def per_turn(home: Path) -> None:
         floor = f"turn {SHORT + 1} of a {SHORT}-turn thread (issue 7's goal)"
         row(f"turn {LONG + 1} of a thread", pair, floor, goals.LONG_TURN)
         loop.close()
+
+
+def delegation(home: Path) -> None:
+    """What one hop through ``agents.delegate`` costs: a manager's turn that hands one tool call to a
+    sub-agent (its own thread, session, model decisions and records), next to one turn making the same
+    call itself — the same mechanism without the hop, paired."""
+    from tether.agent.roster import agent_of, run_child, session_for
+    from tether.agent.team import Team
+    from tether.events import EventBus
+    from tether.store.agents import AgentRecord
+
+    print("\none delegation (a manager hands one inline tool call to a sub-agent; threads in SQLite)")
+    rounds = ROUNDS + WARMUP
+    with Executor(registry, home=home) as executor:
+        executor.runtime.agents.create(AgentRecord(name="boss", grants=("team", "b.*"), model="boss"))
+        executor.runtime.agents.create(AgentRecord(name="helper", grants=("b.*",), model="helper"))
+        boss = ScriptedModel(
+            [
+                r
+                for _ in range(rounds)
+                for r in (calls(call("agents__delegate", {"to": "helper", "request": "run it"})), say("done"))
+            ]
+        )
+        helper = ScriptedModel(_turns(rounds))
+        alone = ScriptedModel(_turns(rounds))
+        models = {"boss": boss, "helper": helper, None: alone}
+        team = Team(
+            executor=executor, agents=executor.runtime.agents, model_for=lambda name: models[name],
+            threads=executor.runtime.threads, events=EventBus(), settings=executor.runtime.agent_settings,
+            runner=run_child,
+        )  # fmt: skip
+        manager = session_for(team, agent_of(team, "boss"))
+        direct = ConversationSession(executor, alone)
+        loop = asyncio.new_event_loop()
+        numbers = iter(range(10**6))
+
+        def delegated() -> None:
+            loop.run_until_complete(manager.send(f"team-{next(numbers)}", "have the helper run it"))
+
+        def itself() -> None:
+            loop.run_until_complete(direct.send(f"self-{next(numbers)}", "run the task"))
+
+        pair = paired(delegated, itself, ROUNDS, WARMUP)
+        row("a turn that delegates one call", pair, "a turn that makes the call itself")
+        loop.close()
