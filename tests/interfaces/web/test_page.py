@@ -378,3 +378,29 @@ def test_an_agents_activity_shows_what_it_is_doing_and_settles_to_idle(page: Any
         "() => document.querySelector('[data-testid=agent-activity]').dataset.activity === 'idle'"
     )
     assert "thinking" in seen and "automation" in seen, seen  # demo.status is the automation's
+
+
+def test_a_delegation_is_done_on_the_page_and_its_thread_opens_from_the_trace(
+    page: Any, served: Served
+) -> None:
+    served.post("/api/agents", {"name": "lead", "grants": ["team", "automation"]}, expect=201)
+    served.post(
+        "/api/agents", {"name": "looker", "grants": ["automation"], "aliases": ["看守助手"]}, expect=201
+    )
+    page.reload()
+    page.locator("[data-testid=live][data-state=live]").wait_for()
+    page.get_by_test_id("agent-picker").select_option("lead")
+    new_thread(page)
+    say(page, "让看守助手查看游戏状态")
+    assert "looker" in page.get_by_test_id("msg-assistant").last.inner_text()
+    page.get_by_test_id("tab-trace").click()
+    page.get_by_test_id("open-delegation").first.click()
+    label = page.get_by_test_id("thread-agent")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=thread-agent]').textContent.includes('looker')"
+    )
+    assert "looker" in label.inner_text()
+    thread_id = page.evaluate("() => decodeURIComponent(location.hash.split('thread=')[1])")
+    shown = served.get(f"/api/threads/{thread_id}")
+    assert shown["agent"] == "looker" and shown["parent"]
+    shot(page, "14-a-delegation-and-its-thread")

@@ -1038,6 +1038,8 @@ function toolCards(step, at) {
     status: result.status,
     message: result.message,
     duration: result.duration_seconds,
+    // A delegation: the thread its sub-agent worked in, to open from here (who asked whom).
+    delegated: result.data && result.data.thread_id ? { thread: result.data.thread_id, to: result.data.to } : null,
     ts: at,
   };
   if (result.status === 'skipped') return [observation]; // skipped calls never started
@@ -1081,6 +1083,7 @@ const EVENT_CARDS = {
     status: e.result && e.result.status,
     message: e.result && e.result.message,
     duration: e.result && e.result.duration_seconds,
+    delegated: e.result && e.result.data && e.result.data.thread_id ? { thread: e.result.data.thread_id, to: e.result.data.to } : null,
   }),
   confirmation_requested: (e) => ({ kind: 'confirmation', tool: e.tool, args: e.args, question: e.question }),
   confirmation_answered: (e) => ({ kind: 'confirmation', tool: e.tool, args: e.args, approved: e.approved }),
@@ -1180,7 +1183,13 @@ function cardBody(card, repeat) {
     case 'action':
       return [h('code', { class: 'json block' }, compactJson(card.args))];
     case 'observation':
-      return [card.message ? h('p', { class: 'prewrap' }, card.message) : null];
+      return [
+        card.message ? h('p', { class: 'prewrap' }, card.message) : null,
+        card.delegated
+          ? h('button', { type: 'button', class: 'link', 'data-testid': 'open-delegation', onclick: () => openThread(card.delegated.thread) },
+            t('trace.delegation', { name: card.delegated.to }))
+          : null,
+      ];
     case 'confirmation':
       if (card.approved === undefined) {
         return [card.question ? h('p', { class: 'prewrap' }, card.question) : h('p', {}, t('trace.asked')), h('code', { class: 'json block' }, compactJson(card.args))];
