@@ -211,6 +211,9 @@ class ModelSettings(_Section):
     # Empty: the provider's preset. A provider with no preset must give one.
     base_url: Annotated[str, Field(pattern=r"^(https?://\S+)?$", max_length=2000)] = ""
     json_decisions: bool = False  # for models without native tool calls
+    # The model takes images (image parts in a user message): sent the images a person attaches. False:
+    # a turn with images is answered "this model cannot see images" and nothing runs.
+    images: bool = False
     # Sampling temperature: low, for choosing tools and arguments (not sent to reasoning models,
     # which refuse it).
     temperature: Annotated[float, Field(ge=0, le=2)] = 0.2

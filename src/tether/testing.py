@@ -47,6 +47,7 @@ def say(text: str) -> ModelResponse:
 
 class ScriptedModel:
     supports_tools = True
+    supports_images = False  # set True to be sent the images a person attaches
 
     def __init__(self, turns: Sequence[Turn], *, name: str = "scripted") -> None:
         self.name = name

@@ -115,3 +115,21 @@ def test_a_thread_id_that_cannot_be_one_is_refused_before_anything_is_recorded(h
     assert code == 2 and "thread id" in json.loads(out)["error"]["message"]
     code, out, _ = tether_cli("threads", "--json", home=home)
     assert json.loads(out) == []
+
+
+def test_run_with_an_image_on_the_offline_model_says_it_cannot_see_and_a_non_image_is_refused(
+    home: Path, tmp_path: Path
+) -> None:
+    from tests.agent.test_images import PNG
+
+    picture = tmp_path / "dot.png"
+    picture.write_bytes(PNG)
+    code, out, err = tether_cli("run", "这张图里是什么？", "--image", str(picture), "--json", home=home)
+    assert code == 1, (out, err)
+    turn = json.loads(out)
+    assert "我看不到图片" in turn["final"] and not [s for s in turn["steps"] if s["kind"] == "tool"]
+    fake = tmp_path / "fake.png"
+    fake.write_text("<svg/>")
+    code, out, err = tether_cli("run", "what is this?", "--image", str(fake), "--json", home=home)
+    assert code == 2 and "PNG, JPEG, GIF or WebP" in json.loads(out)["error"]["message"], (out, err)
+    assert len(list((home / "images").iterdir())) == 1  # the refused file was never kept

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tether.agent import decisions, memory, outputs, texts
+from tether.agent import images as images_of
 from tether.agent.calls import OK, ToolCalls, call_key
 from tether.agent.context import model_messages, system_prompt, turn_context
 from tether.agent.delegation import Delegations
@@ -157,11 +158,22 @@ class ConversationSession:
 
     # -- one turn -------------------------------------------------------------------------------
 
-    async def send(self, thread_id: str, message: str, *, formats: Sequence[str] = ()) -> TurnResult:
+    async def send(
+        self,
+        thread_id: str,
+        message: str,
+        *,
+        formats: Sequence[str] = (),
+        images: Sequence[dict[str, Any]] = (),
+    ) -> TurnResult:
         """One turn for the person's ``message``. A yes/no reply answers the call the thread waits on.
-        ``formats`` are the files the person ticked (``agent/outputs.py``)."""
-        answer = True if is_yes(message) else False if is_no(message) else None
-        return await self._turn(thread_id, message, answer, "person:chat", formats=outputs.normalize(formats))
+        ``formats`` are the files the person ticked (``agent/outputs.py``); ``images`` the references
+        of images sent with it (``agent/images.py``: kept in the home already)."""
+        shown = images_of.refs(list(images))
+        answer = None if shown else True if is_yes(message) else False if is_no(message) else None
+        return await self._turn(
+            thread_id, message, answer, "person:chat", formats=outputs.normalize(formats), images=shown
+        )
 
     async def _turn(
         self,
@@ -173,6 +185,7 @@ class ConversationSession:
         require_pending: bool = False,
         pending_id: str | None = None,
         formats: tuple[str, ...] = (),
+        images: list[dict[str, Any]] | None = None,
     ) -> TurnResult:
         if not isinstance(thread_id, str) or not THREAD_ID_RE.match(thread_id):
             raise ConfigError(
@@ -196,6 +209,7 @@ class ConversationSession:
                 state = await asyncio.to_thread(self.threads.load, thread_id)
                 assert state is not None
                 turn = Turn(self.threads, self.events, state, number, message)
+                turn.images = list(images or ()) if pending is None else []
                 turn.limits = dict(opened.get("limits") or self._limits())
                 await turn.started()
                 turn.stray_answer = bool(opened.get("stray"))
@@ -292,6 +306,12 @@ class ConversationSession:
     ) -> TurnResult:
         state = turn.state
         blocked: TaskResult | None = None
+        if turn.images and not getattr(self.model, "supports_images", False):
+            # The person sent images this model cannot see: say so, run nothing.
+            return await turn.done(
+                TurnStatus.FAILED,
+                images_of.cannot_see(self.model_label, len(turn.images), zh=self._zh(turn)),
+            )
         if pending is not None and answer is True:
             confirmed = await self._run_confirmed(turn, pending, source)
             if confirmed.status not in OK:
@@ -470,7 +490,9 @@ class ConversationSession:
 
     def _messages(self, state: ThreadState, context: TurnContext) -> list[Message]:
         language = self.settings.language
-        return model_messages(self._prompt, self.threads, state, context, language, self.surface.spec)
+        messages = model_messages(self._prompt, self.threads, state, context, language, self.surface.spec)
+        sees = bool(getattr(self.model, "supports_images", False))
+        return images_of.for_model(messages, self.executor.home, sees)
 
     def _compress(self, state: ThreadState) -> None:
         current = self.threads.load(state.thread_id) or state

@@ -89,13 +89,16 @@ class Turn:
         self.stray_answer = False  # a yes/no with no question waiting
         self.formats: tuple[str, ...] = ()  # the files the person ticked for this turn
         self.limits: dict[str, int] = {}  # the step budget, fixed when the turn opened
+        self.images: list[dict[str, Any]] = []  # references of the images sent with the message
 
     @property
     def thread_id(self) -> str:
         return self.state.thread_id
 
     async def started(self) -> None:
-        user = {"role": "user", "content": self.message}
+        user: dict[str, Any] = {"role": "user", "content": self.message}
+        if self.images:
+            user["images"] = self.images
         if not await asyncio.to_thread(self.threads.append, self.thread_id, self.turn, 0, user):
             return  # a replayed turn: it started already
         event = TurnStarted(

@@ -13,6 +13,7 @@ A thread id, like an execution id, may be given by a unique prefix.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -149,6 +150,10 @@ def run_command(
         ),
     ] = None,
     agent: AgentOption = None,
+    image: Annotated[
+        list[Path] | None,
+        typer.Option("--image", help="Send an image with the request (PNG, JPEG, GIF, WebP; repeat)"),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """One turn: the agent plans, calls tools through the executor, and reports.
@@ -167,10 +172,11 @@ def run_command(
         if not confirm and not (goal or "").strip():
             raise ConfigError('say what you want done: tether run "..."')
         ticked = _formats(formats, confirm)
+        pictures = _read_images(image or [], confirm)
         if not here:
             handed = _hand_over(
                 state.home, state.registry_ref, goal, thread, new_thread,
-                confirm=confirm, as_json=as_json, formats=ticked, agent=agent,
+                confirm=confirm, as_json=as_json, formats=ticked, agent=agent, pictures=pictures,
             )  # fmt: skip
             if handed is not None:
                 return handed
@@ -185,7 +191,10 @@ def run_command(
                 result = asyncio.run(session.confirm(thread_id, approve=True, source="person:cli"))
             else:
                 assert goal is not None
-                result = asyncio.run(session.send(thread_id, goal, formats=ticked))
+                from tether.agent.images import save_all
+
+                kept = save_all(session.executor.home, pictures)
+                result = asyncio.run(session.send(thread_id, goal, formats=ticked, images=kept))
         finally:
             session.executor.close()
         _print_turn(result, as_json=as_json, detach=detach, model=session.model_label)
@@ -347,6 +356,27 @@ def trace_command(
     guarded(as_json, body)
 
 
+def _read_images(paths: list[Path], confirm: bool) -> list[tuple[str, bytes]]:
+    """The images given with --image, read and checked (by their bytes) before anything runs."""
+    from tether.agent.images import MAX_BYTES, MAX_IMAGES, check
+
+    if paths and confirm:
+        raise ConfigError("--image goes with a request, not with --confirm")
+    if len(paths) > MAX_IMAGES:
+        raise ConfigError(f"{len(paths)} images: a message may carry at most {MAX_IMAGES}")
+    read: list[tuple[str, bytes]] = []
+    for path in paths:
+        try:
+            if path.stat().st_size > MAX_BYTES:
+                raise ConfigError(f"{path} is larger than {MAX_BYTES:,} bytes: an image may be at most that")
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        check(data, str(path))
+        read.append((path.name, data))
+    return read
+
+
 def _formats(given: list[str] | None, confirm: bool) -> tuple[str, ...]:
     """The files ticked with --format; a format that is not allowed is refused, naming the allowed ones."""
     from tether.agent.outputs import FORMATS, parse_formats
@@ -372,6 +402,7 @@ def _exit_code(status: str) -> int:
 def _hand_over(
     home: str | None, registry_ref: str, goal: str | None, thread: str | None, new_thread: str | None, *,
     confirm: bool, as_json: bool, formats: tuple[str, ...] = (), agent: str | None = None,
+    pictures: list[tuple[str, bytes]] | None = None,
 ) -> int | None:  # fmt: skip
     """Run the turn in the home's live executor and follow it; None when no executor runs."""
     import secrets
@@ -388,6 +419,10 @@ def _hand_over(
             "thread_id": thread_id, "message": goal or "", "confirm": confirm, "source": "person:cli",
             "formats": list(formats), "agent": agent,
         }  # fmt: skip
+        if pictures:
+            from tether.agent.images import save_all
+
+            request["images"] = save_all(runtime.home, pictures)
         if confirm:  # the question the person answers, by its id: not whatever waits when it runs
             state = runtime.threads.load(thread_id)
             if state is None or state.pending is None:

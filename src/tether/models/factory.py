@@ -92,6 +92,7 @@ def model_from_settings(
         ),
         timeout_s=settings.timeout_s,
         supports_tools=not settings.json_decisions,
+        supports_images=settings.images,
         temperature=settings.temperature,
         first_token_timeout_s=settings.first_token_timeout_s,
     )

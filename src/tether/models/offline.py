@@ -37,6 +37,7 @@ class OfflineModel:
 
     name = "offline"
     supports_tools = True
+    supports_images = False  # a turn with images is answered "I cannot see images" (agent/images.py)
 
     def __init__(self, language: str | None = None) -> None:
         self.language = language

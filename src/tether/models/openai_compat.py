@@ -118,6 +118,7 @@ def redacted(exc: ModelError, secret: str | None) -> ModelError:
 
 class OpenAICompatModel:
     supports_tools = True
+    supports_images = False
 
     def __init__(
         self,
@@ -130,6 +131,7 @@ class OpenAICompatModel:
         timeout_s: float | None = None,
         http_client: Any = None,
         supports_tools: bool = True,
+        supports_images: bool = False,
         temperature: float | None = DEFAULT_TEMPERATURE,
         first_token_timeout_s: float | None = None,
         progress_every_s: float = PROGRESS_EVERY_S,
@@ -137,6 +139,7 @@ class OpenAICompatModel:
         self.name = model
         self.base_url = base_url
         self.supports_tools = supports_tools
+        self.supports_images = supports_images  # image parts in user messages ([model].images)
         # Reasoning models refuse a temperature (o1, o3: HTTP 400): theirs is fixed.
         self.temperature = None if is_reasoning_model(model) else temperature
         self._api_key = api_key

@@ -118,6 +118,7 @@ def submit(
     pending_id: str | None = None,
     source: str,
     formats: Sequence[str] = (),
+    images: Sequence[dict[str, Any]] = (),
 ) -> str:
     """Hand one turn on ``thread_id`` to the executors: ``message``, or (``approve`` given) the answer to
     the question ``pending_id`` (exactly that call runs, once, or is declined). Its request id."""
@@ -147,6 +148,8 @@ def submit(
             raise ConfigError("say what you want done")
         request["message"] = message
         request["formats"] = list(formats)
+        if images:
+            request["images"] = list(images)
     else:
         state = runtime.threads.load(thread_id)
         waiting = None if state is None or state.pending is None else str(state.pending.get("id"))

@@ -149,6 +149,7 @@ async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
                 thread_id,
                 str(request.get("message", "")),
                 formats=[str(f) for f in formats] if isinstance(formats, list) else (),
+                images=request.get("images") or (),
             )
     except TurnHalted as halt:
         return {"error": f"the turn stopped: {halt.reason}"}

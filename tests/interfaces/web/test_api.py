@@ -454,3 +454,39 @@ def test_agents_are_made_changed_and_given_threads_from_the_api(served: Served) 
     assert plain["agent"] == "assistant"
     assert served.http.delete("/api/agents/scout").json() == {"name": "scout"}
     assert served.http.get("/api/agents/scout").status_code == 404
+
+
+def test_a_message_with_images_is_checked_kept_and_answered(served: Served) -> None:
+    import base64
+
+    from tests.agent.test_images import PNG
+
+    thread = new_thread(served)
+    fake = served.http.post(
+        f"/api/threads/{thread}/messages",
+        json={
+            "text": "what is this?",
+            "images": [{"name": "x.png", "data": base64.b64encode(b"<svg/>").decode()}],
+        },
+    )
+    assert fake.status_code == 400 and "PNG, JPEG, GIF or WebP" in fake.json()["detail"]["message"]
+    broken = served.http.post(
+        f"/api/threads/{thread}/messages", json={"text": "x", "images": [{"data": "%%%"}]}
+    )
+    assert broken.status_code == 400 and "base64" in broken.json()["detail"]["message"]
+    served.post(
+        f"/api/threads/{thread}/messages",
+        {"text": "what is this?", "images": [{"name": "dot.png", "data": base64.b64encode(PNG).decode()}]},
+        expect=202,
+    )
+    turn_over(served, thread)
+    answer = served.get(f"/api/threads/{thread}/messages")["items"][-1]
+    assert answer["status"] == "failed" and "cannot see images" in answer["text"]
+    # A body with images may be larger than other bodies, and is still bounded.
+    huge = "A" * (29 * 1024 * 1024)
+    assert (
+        served.http.post(
+            f"/api/threads/{thread}/messages", json={"text": "x", "images": [{"data": huge}]}
+        ).status_code
+        == 413
+    )

@@ -404,3 +404,19 @@ def test_a_delegation_is_done_on_the_page_and_its_thread_opens_from_the_trace(
     shown = served.get(f"/api/threads/{thread_id}")
     assert shown["agent"] == "looker" and shown["parent"]
     shot(page, "14-a-delegation-and-its-thread")
+
+
+def test_an_image_is_attached_on_the_page_and_the_offline_model_says_it_cannot_see_it(
+    page: Any, tmp_path: Path
+) -> None:
+    from tests.agent.test_images import PNG
+
+    picture = tmp_path / "dot.png"
+    picture.write_bytes(PNG)
+    new_thread(page)
+    page.get_by_test_id("image-input").set_input_files(str(picture))
+    assert "1" in page.get_by_test_id("attached").inner_text()
+    say(page, "what is in this picture?")
+    assert "cannot see images" in page.get_by_test_id("msg-assistant").last.inner_text()
+    assert page.get_by_test_id("attached").inner_text() == ""  # sent once, then cleared
+    shot(page, "15-an-image-the-model-cannot-see")

@@ -152,8 +152,18 @@ class Messages(_Doc):
     items: list[Message]
 
 
+class ImageUpload(_Input):
+    name: str = Field(default="image", max_length=200)
+    data: str = Field(
+        min_length=1, max_length=7_000_000, description="the image's bytes in base64 (PNG, JPEG, GIF, WebP)"
+    )
+
+
 class NewMessage(_Input):
     text: str = Field(min_length=1, max_length=20_000)
+    images: list[ImageUpload] = Field(
+        default_factory=list, max_length=4, description="images sent with the message (at most 4, 5 MB each)"
+    )
     formats: list[Literal["md", "html", "pptx", "pdf"]] = Field(
         default_factory=list, max_length=4, description="the files the person ticked for this turn"
     )

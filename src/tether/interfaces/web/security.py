@@ -13,7 +13,8 @@
 - **Cross-site requests.** A request that changes state (anything but GET, HEAD, OPTIONS) coming from a
   browser must come from this server's own origin (``Origin``, or ``Sec-Fetch-Site``); CORS stays closed
   (no ``Access-Control-Allow-*`` header is ever sent).
-- **Bounds.** Request bodies beyond ``max_body`` bytes are refused (413) whether or not they announce
+- **Bounds.** Request bodies beyond ``max_body`` bytes (a message's, which may carry images,
+  ``max_message_body``) are refused (413) whether or not they announce
   their length (a body without one is read, up to the limit, before the app sees it). Responses carry
   a strict Content-Security-Policy and no-sniff, no-frame headers.
 """
@@ -105,11 +106,20 @@ def open_page_file(home: Path, url: str) -> Path:
     return path
 
 
+MESSAGE_PATH = re.compile(r"/api/threads/[^/]+/messages")
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     token: str
     loopback: bool  # bound to a loopback address: Host must be one too
     max_body: int = 256 * 1024
+    # A message may carry images (4 of at most 5 MB, in base64): its own, larger bound.
+    max_message_body: int = 28 * 1024 * 1024
+
+    def limit(self, path: str) -> int:
+        """The largest body a request to ``path`` may send."""
+        return self.max_message_body if MESSAGE_PATH.fullmatch(path) else self.max_body
 
     @property
     def cookie(self) -> str:
@@ -170,11 +180,11 @@ class Guard:
             await _error(send, status, code, message)
             return
         if scope["method"] not in SAFE_METHODS:  # read whole, up to the limit, whatever it announced
-            body = await _read_bounded(receive, self.policy.max_body)
+            limit = self.policy.limit(scope.get("path", ""))
+            body = await _read_bounded(receive, limit)
             if isinstance(body, _Gone):
                 return  # the client left (or was cut off) mid-body: no part of a body reaches the app
             if body is None:
-                limit = self.policy.max_body
                 await _error(send, 413, "too_large", f"a request body may hold at most {limit} bytes")
                 return
             receive = _replay(body, receive)
@@ -194,8 +204,9 @@ class Guard:
         length = headers.get("content-length")
         if length is not None and "transfer-encoding" in headers:
             return 400, "invalid", "a request may give Content-Length or Transfer-Encoding, not both"
-        if length is not None and (not DIGITS.fullmatch(length) or int(length) > policy.max_body):
-            return 413, "too_large", f"a request body may hold at most {policy.max_body} bytes"
+        limit = policy.limit(scope.get("path", ""))
+        if length is not None and (not DIGITS.fullmatch(length) or int(length) > limit):
+            return 413, "too_large", f"a request body may hold at most {limit} bytes"
         method = scope["method"]
         if method not in SAFE_METHODS and _cross_site(headers, scope):
             return 403, "cross_site", "state-changing requests must come from this server's own page"

@@ -4,7 +4,7 @@ questions waiting for a person (approve or deny exactly the call asked about).""
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
 
@@ -24,6 +24,7 @@ from tether.interfaces.web.documents import (
     Confirmation,
     Confirmations,
     Deleted,
+    ImageUpload,
     Message,
     Messages,
     NewMessage,
@@ -65,6 +66,22 @@ def _thread(ctx: WebContext, state: ThreadState, live: set[str]) -> Thread:
 
 def _live(ctx: WebContext) -> set[str]:
     return {thread for _, thread in conversations.live_turns(ctx.client)}
+
+
+def _images(ctx: WebContext, uploads: list[ImageUpload]) -> list[dict[str, Any]]:
+    """The images of a message, decoded, checked by their bytes and kept in the home."""
+    import base64
+    import binascii
+
+    from tether.agent.images import save_all
+
+    decoded: list[tuple[str, bytes]] = []
+    for upload in uploads:
+        try:
+            decoded.append((upload.name, base64.b64decode(upload.data, validate=True)))
+        except (binascii.Error, ValueError) as exc:
+            raise ApiError(400, "invalid", f"image {upload.name!r} is not base64: {exc}") from exc
+    return save_all(ctx.runtime.home, decoded)
 
 
 def load_thread(ctx: WebContext, thread_id: str) -> ThreadState:
@@ -166,9 +183,11 @@ def _conversation_routes(router: APIRouter, ctx: WebContext) -> None:
     def post_message(thread_id: ThreadId, body: NewMessage) -> Accepted:
         if not body.text.strip():
             raise ApiError(400, "invalid", "say what you want done")
+        kept = _images(ctx, body.images)
         request_id = conversations.submit(
-            ctx.runtime, ctx.client, thread_id, message=body.text, source=SOURCE, formats=body.formats
-        )
+            ctx.runtime, ctx.client, thread_id, message=body.text, source=SOURCE, formats=body.formats,
+            images=kept,
+        )  # fmt: skip
         return Accepted(thread_id=thread_id, request_id=request_id)
 
     @router.get("/api/threads/{thread_id}/steps", response_model=Steps)

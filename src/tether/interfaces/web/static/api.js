@@ -99,7 +99,8 @@ export const api = {
   deleteThread: (threadId) => del(path`/api/threads/${threadId}`),
   messages: (threadId) => get(path`/api/threads/${threadId}/messages`),
   cancelTurn: (threadId) => post(path`/api/threads/${threadId}/turn/cancel`),
-  sendMessage: (threadId, text, formats = []) => post(path`/api/threads/${threadId}/messages`, { text, formats }),
+  sendMessage: (threadId, text, formats = [], images = []) =>
+    post(path`/api/threads/${threadId}/messages`, images.length ? { text, formats, images } : { text, formats }),
   artifacts: (threadId) => get(path`/api/threads/${threadId}/artifacts`),
   steps: (threadId, turn) => get(withQuery(path`/api/threads/${threadId}/steps`, { turn })),
 

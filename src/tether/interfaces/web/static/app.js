@@ -875,6 +875,31 @@ function titleFrom(text) {
   return Array.from(line).length > 60 ? `${Array.from(line).slice(0, 59).join('')}…` : line;
 }
 
+// Images picked with the attach button, sent with the next message as base64 (the server checks them).
+function renderAttached() {
+  const files = $('image-input').files;
+  $('attached').textContent = files && files.length ? t('images.attached', { n: files.length }) : '';
+}
+
+function clearAttached() {
+  $('image-input').value = '';
+  renderAttached();
+}
+
+function base64Of(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(String(reader.result).split(',', 2)[1] || '');
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
+async function attachedImages() {
+  const files = Array.from($('image-input').files || []);
+  return Promise.all(files.map(async (file) => ({ name: file.name.slice(0, 200), data: await base64Of(file) })));
+}
+
 let sentCount = 0;
 
 async function sendMessage() {
@@ -897,7 +922,9 @@ async function sendMessage() {
     box.value = '';
     autosize();
     renderConversation({ scroll: true });
-    await api.sendMessage(id, text, tickedFormats());
+    const images = await attachedImages();
+    await api.sendMessage(id, text, tickedFormats(), images);
+    clearAttached();
     markWorkingAfterPost(id, base);
     renderWorking();
     renderThreads();
@@ -1881,6 +1908,7 @@ function bindTopBar() {
 
 function bindThreads() {
   $('new-thread').addEventListener('click', () => attempt(newThread));
+  $('image-input').addEventListener('change', renderAttached);
   $('threads-more').addEventListener('click', () => attempt(() => loadThreads({ more: true })));
   $('rename-thread').addEventListener('click', startRename);
   $('delete-thread').addEventListener('click', () => attempt(deleteThread));
