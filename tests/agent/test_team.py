@@ -391,3 +391,47 @@ def test_a_turns_events_say_which_agent_works_and_on_what_kind_of_tool(team_exec
     started = next(e for e in events if e.kind == "turn_started")
     tool = next(e for e in events if e.kind == "tool_started")
     assert started.agent == "research" and tool.activity == "files"  # type: ignore[attr-defined]
+
+
+def _skill(home: Path, name: str, flow: str) -> None:
+    from tether.toolkits.skills.library import HOME_SKILLS
+
+    folder = home / HOME_SKILLS / name
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: a skill that runs\nwhen_to_use: when asked\n---\nRun it.\n"
+    )
+    (folder / "flow.yaml").write_text(flow)
+
+
+def test_a_skills_flow_runs_as_the_agent_and_within_its_grants(team_executor: Executor, home: Path) -> None:
+    from tether.supervisor.skillflows import start_skill_flow
+
+    _skill(home, "check-game", "caller: cli\ntasks:\n  - id: look\n    call: {task: demo.status}\n")
+    _skill(
+        home, "wipe-notes", "tasks:\n  - id: wipe\n    call: {task: workspace.delete, args: {path: x.txt}}\n"
+    )
+    agents = team_executor.runtime.agents
+    agents.create(AgentRecord(name="runner", grants=("automation", "skills.run"), model="m-run"))
+    agents.create(AgentRecord(name="plain", grants=("automation",), model="m-plain"))
+    runner = ScriptedModel(
+        [
+            calls(call("skills__run", {"skill": "check-game"})),
+            calls(call("skills__run", {"skill": "wipe-notes"})),
+            say("started one, the other was refused"),
+        ]
+    )
+    plain = ScriptedModel([say("hi")])
+    team = make_team(team_executor, {"m-run": runner, "m-plain": plain})
+    team.start_flow = lambda *args: start_skill_flow(team_executor.runtime, team_executor.registry, *args)
+    result = session_for(team, agent_of(team, "runner")).send_sync("sk-1", "check the game")
+    first, second = [s.result for s in result.steps if s.kind == "tool" and s.result]
+    assert first["status"] == "running" and first["data"]["run_id"].startswith("run-")
+    run = team_executor.runtime.runs.get(first["data"]["run_id"])
+    assert run is not None
+    # It runs as the agent (not the `cli` the file names) and within the agent's grants.
+    assert run.caller == "agent" and run.plan["grants"] == [["demo.*", "skills.run"]]
+    assert second["status"] == "rejected" and "workspace.delete" in second["message"]  # outside the grants
+    # An agent without the grant does not see the tool at all.
+    session_for(team, agent_of(team, "plain")).send_sync("sk-2", "hello")
+    assert "skills__run" not in tools_of(plain)

@@ -16,6 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from tether.agent import texts
+from tether.agent.skillruns import SKILL_RUN_NAME
 from tether.agent.steps import TOOL, Steps, perform
 from tether.agent.surface import GET_STATUS, ToolSurface
 from tether.agent.team import DELEGATE_NAME
@@ -33,6 +34,7 @@ from tether.tasks.result import TaskResult, TaskStatus
 
 if TYPE_CHECKING:
     from tether.agent.delegation import Delegations
+    from tether.agent.skillruns import SkillRuns
 
 OK = (TaskStatus.COMPLETED, TaskStatus.RUNNING)
 
@@ -59,6 +61,7 @@ class ToolCalls:
         self.grants = grants  # the agent's: narrow every lookup, execution and job it may see
         self.detach = detach  # background jobs outlive this session's process
         self.delegations: Delegations | None = None  # set by a session that may delegate
+        self.skill_runs: SkillRuns | None = None  # set by a session that may start skills' flows
 
     def origin(self, thread_id: str) -> str:
         return f"thread:{thread_id}"
@@ -86,17 +89,21 @@ class ToolCalls:
         execution_id = execution_id_for(turn.thread_id, str(turn.turn), str(index))
         control = self.surface.is_control(call.name)
         delegation = self.delegations is not None and call.name == DELEGATE_NAME
+        skill_run = self.skill_runs is not None and call.name == SKILL_RUN_NAME
+        # A call that is no job of its own (control, a delegation, a skill's run, a call answered
+        # without running) is on record without an execution id.
+        no_job = control or delegation or skill_run or bool(call.error) or answer is not None
         await turn.record(
             "tool",
             status="started",
             tool=task_id,
             args=call.arguments,
             call_id=call.id,
-            execution_id=None if control or delegation or call.error or answer else execution_id,
+            execution_id=None if no_job else execution_id,
             event=ToolStarted(
                 topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=index, tool=task_id,
                 args=call.arguments,
-                execution_id=None if control or delegation or call.error or answer else execution_id,
+                execution_id=None if no_job else execution_id,
                 activity=activity_of(task_id),
             ),
         )  # fmt: skip
@@ -110,6 +117,9 @@ class ToolCalls:
                 message=f"{call.name}: {call.error}",
                 data={"errors": [{"param": None, "message": call.error}]},
             )
+        elif skill_run:
+            assert self.skill_runs is not None
+            result = await self.skill_runs.run(turn, call, index)
         elif delegation:
             assert self.delegations is not None
             result = await self.delegations.run(turn, call, index, consent, delegated)

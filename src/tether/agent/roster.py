@@ -122,9 +122,13 @@ async def _load(team: Team, thread_id: str) -> Any:
 
 
 def team_of(
-    executor: Executor, model_for: Callable[[str | None], Model], events: EventBus | None = None
+    executor: Executor,
+    model_for: Callable[[str | None], Model],
+    events: EventBus | None = None,
+    start_flow: Callable[..., dict[str, Any]] | None = None,
 ) -> Team:
-    """The team of ``executor``'s home: its agents, its models by name."""
+    """The team of ``executor``'s home: its agents, its models by name; ``start_flow`` starts a
+    skill's flow (``supervisor/skillflows.py``), given by the layer that can."""
     runtime = executor.runtime
     return Team(
         executor=executor,
@@ -135,6 +139,7 @@ def team_of(
         settings=runtime.agent_settings,
         known_models=lambda name: nameable(runtime.model_settings, name),
         runner=run_child,
+        start_flow=start_flow,
     )
 
 
@@ -160,6 +165,7 @@ def session_for(
     steps: Any = None,
     detach: bool = False,
     caller: str = "agent",
+    within: Grants | None = None,
 ) -> ConversationSession:
     """A session that speaks as ``record``: its persona, model, language and grants (the built-in
     default: today's assistant, unchanged), able to delegate when its grants say so."""
@@ -174,7 +180,7 @@ def session_for(
         detach=detach,
         steps=steps if steps is not None else DIRECT,
         persona=record.persona,
-        grants=None if record.builtin else record.effective_grants,
+        grants=within if record.builtin else record.effective_grants.narrowed(within),
         agent=record.name,
         team=team,
         caller=caller,

@@ -45,9 +45,10 @@ from tether.agent.context import model_messages, system_prompt, turn_context
 from tether.agent.delegation import Delegations
 from tether.agent.recovery import recover_interrupted
 from tether.agent.replies import is_no, is_yes
+from tether.agent.skillruns import SKILL_RUN, SkillRuns, skill_run_tool, skills_with_flows
 from tether.agent.steps import DIRECT, OPEN, Steps, TurnHalted, perform
 from tether.agent.surface import GET_STATUS, STOP_TASK, ToolSurface
-from tether.agent.team import Lineage, Team, delegate_tool
+from tether.agent.team import DELEGATE_NAME, Lineage, Team, delegate_tool
 from tether.agent.turn import Turn, TurnResult, TurnStatus
 from tether.config import AgentSettings
 from tether.errors import ConfigError, ModelError
@@ -114,6 +115,11 @@ class ConversationSession:
         # of its own, stays as it was: a person gives it the team bundle by editing it).
         if team is not None and grants is not None and grants.allows(DELEGATE):
             extra = (delegate_tool(team.roster(), agent),)
+        flows = {}
+        if team is not None and team.start_flow is not None and (grants is None or grants.allows(SKILL_RUN)):
+            flows = skills_with_flows(executor.home)  # only when a skill that runs is installed
+            if flows:
+                extra = (*extra, skill_run_tool(flows))
         self.surface = ToolSurface(executor.registry, caller, executor.home, grants, extra)
         self.events = events or EventBus()
         self.steps = steps
@@ -121,7 +127,9 @@ class ConversationSession:
         self.calls = ToolCalls(
             executor, self.surface, threads, steps, self.settings, caller=caller, detach=detach, grants=grants
         )
-        if extra and team is not None:
+        if flows and team is not None:
+            self.calls.skill_runs = SkillRuns(team.start_flow, caller=caller, grants=grants, steps=steps)
+        if team is not None and any(t.name == DELEGATE_NAME for t in extra):
             self.calls.delegations = Delegations(
                 team, me=agent, grants=grants, lineage=self.lineage, steps=steps,
                 language=self.settings.language,

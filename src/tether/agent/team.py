@@ -193,6 +193,8 @@ class Team:
     # run it (``agent/steps.py``) and this module need not import the session.
     runner: Callable[[Team, Mapping[str, Any], Any], Awaitable[dict[str, Any]]]
     known_models: Callable[[str], bool] = field(default=lambda name: False)
+    # Starts a skill's flow as a run (``supervisor/skillflows.py``); None where no run can start.
+    start_flow: Callable[..., dict[str, Any]] | None = None
 
     def roster(self) -> dict[str, AgentRecord]:
         if self.agents is None:

@@ -45,7 +45,7 @@ def _session(
     try:
         executor.maintain()
         runtime = executor.runtime
-        team = team_of(executor, models_for(runtime))
+        team = team_of(executor, models_for(runtime), start_flow=_flow_starter(runtime, executor))
         record = agent_of(team, agent, thread if thread is None else _known_thread(runtime, thread))
         session = session_for(team, record, detach=detach)
         if record.model is None:
@@ -54,6 +54,17 @@ def _session(
         executor.close()
         raise
     return session
+
+
+def _flow_starter(runtime: Any, executor: Any) -> Any:
+    """Starts a skill's flow for ``skills.run`` (the supervisor, and DBOS, load only when one starts)."""
+
+    def start(*args: Any) -> Any:
+        from tether.supervisor.skillflows import start_skill_flow
+
+        return start_skill_flow(runtime, executor.registry, *args)
+
+    return start
 
 
 def _known_thread(runtime: Any, given: str) -> str | None:

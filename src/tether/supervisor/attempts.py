@@ -62,7 +62,7 @@ async def finish(
     state = replace(state, attempts=number)
     idempotent = False
     if task.call is not None:
-        spec = h.executor.registry.get(task.call.task, plan.caller)
+        spec = h.executor.registry.get(task.call.task, plan.caller, plan.grants_of())
         idempotent = bool(spec and spec.idempotent)
     move = after_attempt(
         task,
@@ -123,6 +123,7 @@ async def perform(
             task.call.task,
             args,
             caller=plan.caller,
+            grants=plan.grants_of(),
             origin=origin,
             step_id=f"{run.run_id}/{task.id}/{number}",
             execution_id=execution_id,
@@ -134,7 +135,9 @@ async def perform(
     result = await watch.follow(job)
     if result.status is TaskStatus.RUNNING:  # a background task: follow it to its end
         wait = asyncio.ensure_future(
-            h.executor.control(execution_id, "wait", caller=plan.caller, origin=origin)
+            h.executor.control(
+                execution_id, "wait", caller=plan.caller, origin=origin, grants=plan.grants_of()
+            )
         )
         result = await watch.follow(wait)
     return classify(result)

@@ -237,6 +237,7 @@ async def open_agent(run_id: str, task_id: str, number: int) -> dict[str, Any]:
         "thread_id": f"run-{at.execution_id}",
         "caller": profile.caller,
         "agent": profile.agent,
+        "grants": plan.grants,  # the run's grants narrow its agent tasks too
         "model": profile.model,
         "persona": profile.system_prompt,
         "deadline": deadline_of(plan, run, task),

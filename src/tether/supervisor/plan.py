@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tether.tasks.grants import Grants
+
 TaskId = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$", description="unique within the plan")]
 ContextKey = Annotated[
     str,
@@ -181,6 +183,18 @@ class Plan(_Strict):
     profiles: dict[str, Profile] = Field(default_factory=dict)
     max_parallel: Annotated[int, Field(ge=1, le=64)] = 4
     timeout_s: Annotated[float, Field(gt=0, le=30 * 86_400)] | None = None
+    grants: (
+        list[list[Annotated[str, Field(pattern=r"^(\*|[a-z][a-z0-9_]*(\.([a-z][a-z0-9_]*\*?|\*))*\*?)$")]]]
+        | None
+    ) = Field(
+        default=None,
+        max_length=16,
+        description="an agent's grants (layers of task patterns) the run stays within: set by skills.run",
+    )
+
+    def grants_of(self) -> Grants | None:
+        """The grants every call of this run is checked against (None: the caller's exposure only)."""
+        return Grants.from_json(self.grants)
 
     def task(self, task_id: str) -> Task | None:
         return next((t for t in self.tasks if t.id == task_id), None)

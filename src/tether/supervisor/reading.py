@@ -54,7 +54,7 @@ def resources_of(h: Host, plan: Plan) -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
     for task in plan.tasks:
         if task.call is not None and task.call.task not in out:
-            spec = h.executor.registry.get(task.call.task, plan.caller)
+            spec = h.executor.registry.get(task.call.task, plan.caller, plan.grants_of())
             out[task.call.task] = spec.resources if spec is not None else ()
     return out
 

@@ -152,7 +152,7 @@ def answer(
         overrides.pop("stage", None)  # the person's go-ahead restarts the retry chain
         overrides.pop("not_before", None)
     if status == "pending" and task.call is not None and kind == "before":
-        spec = registry.get(task.call.task, plan.caller)
+        spec = registry.get(task.call.task, plan.caller, plan.grants_of())
         if task.call.args_from and "args" not in overrides:
             # The values the review showed (read from the context when it opened) are pinned: the person
             # approves those, and exactly those run.
@@ -177,7 +177,7 @@ def answer(
 
 
 def _validated(registry: Registry, plan: Plan, task_id: str, args: Any) -> dict[str, Any]:
-    spec = registry.get(task_id, plan.caller)
+    spec = registry.get(task_id, plan.caller, plan.grants_of())
     if spec is None:
         raise ConfigError(f"{task_id} is not available to {plan.caller}")
     if not isinstance(args, dict):

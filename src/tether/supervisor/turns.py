@@ -127,7 +127,7 @@ async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
     thread_id = str(request.get("thread_id", ""))
     steps = DurableSteps(h.runtime.threads, thread_id)
     try:
-        team = team_of(h.executor, h.model_for)
+        team = team_of(h.executor, h.model_for, start_flow=_flows(h))
         agent = request.get("agent")
         record = await asyncio.to_thread(agent_of, team, None if agent is None else str(agent), thread_id)
         session = session_for(team, record, steps=steps, detach=True)
@@ -207,6 +207,15 @@ async def agent_turn(h: Host, opened: dict[str, Any]) -> list[Any]:
     return ["failed", result.final, data]
 
 
+def _flows(h: Host) -> Any:
+    """What starts a skill's flow for an agent of this executor (``skills.run``)."""
+    from functools import partial
+
+    from tether.supervisor.skillflows import start_skill_flow
+
+    return partial(start_skill_flow, h.runtime, h.executor.registry)
+
+
 def _agent_session(h: Host, opened: dict[str, Any], steps: DurableSteps) -> Any:
     """The session of an agent task: the profile's agent (its persona, model and grants; the profile's
     own prompt and model, when given, win), else a plain session for the profile's caller."""
@@ -214,14 +223,18 @@ def _agent_session(h: Host, opened: dict[str, Any], steps: DurableSteps) -> Any:
 
     from tether.agent.roster import agent_of, session_for, team_of
     from tether.agent.session import ConversationSession
+    from tether.tasks.grants import Grants
 
     assert h.model_for is not None
     persona, model = str(opened.get("persona") or ""), opened.get("model")
+    within = Grants.from_json(opened.get("grants"))  # the run's (a skill's flow an agent started)
     if opened.get("agent"):
-        team = team_of(h.executor, h.model_for)
+        team = team_of(h.executor, h.model_for, start_flow=_flows(h))
         record = agent_of(team, str(opened["agent"]))
         record = replace(record, persona=persona or record.persona, model=model or record.model)
-        return session_for(team, record, steps=steps, detach=True, caller=str(opened["caller"]))
+        return session_for(
+            team, record, steps=steps, detach=True, caller=str(opened["caller"]), within=within
+        )
     return ConversationSession(
         h.executor,
         h.model_for(model),
@@ -229,6 +242,7 @@ def _agent_session(h: Host, opened: dict[str, Any], steps: DurableSteps) -> Any:
         detach=True,
         steps=steps,
         persona=persona,
+        grants=within,
     )
 
 

@@ -127,15 +127,16 @@ def _way_to_run(plan: Plan, task: Task, registry: Registry, caller: str) -> list
                 Problem(task.id, f"executor {task.executor!r} is not a profile of this plan ({profiles})")
             ]
         profile = plan.profiles.get(task.executor)
-        if profile is not None and not registry.for_caller(profile.caller):
+        if profile is not None and not registry.for_caller(profile.caller, plan.grants_of()):
             return [
                 Problem(task.id, f"executor {task.executor!r} may use no task (caller {profile.caller!r})")
             ]
         return []
     assert task.call is not None
-    spec = registry.get(task.call.task, caller)
+    grants = plan.grants_of()
+    spec = registry.get(task.call.task, caller, grants)
     if spec is None:
-        similar = registry.similar(task.call.task, caller)
+        similar = registry.similar(task.call.task, caller, grants=grants)
         hint = f"; did you mean {', '.join(similar)}?" if similar else ""
         return [
             Problem(task.id, f"calls {task.call.task!r}, which is not a task available to {caller}{hint}")
