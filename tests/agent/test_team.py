@@ -435,3 +435,29 @@ def test_a_skills_flow_runs_as_the_agent_and_within_its_grants(team_executor: Ex
     # An agent without the grant does not see the tool at all.
     session_for(team, agent_of(team, "plain")).send_sync("sk-2", "hello")
     assert "skills__run" not in tools_of(plain)
+
+
+def test_review_findings_stay_fixed(team_executor: Executor, home: Path) -> None:
+    """An independent review found these: empty grants failed open, a wildcard granted delegation and
+    skills.run, and a question from a sub-agent that is the built-in assistant could not be answered."""
+    from tether.tasks.grants import Grants
+
+    assert not Grants(()).allows("workspace.read") and Grants.from_json([]) is not None
+    assert not Grants.of(["*"]).allows("agents.delegate") and not Grants.of(["skills.*"]).allows("skills.run")
+    assert Grants.of(["team"]).allows("agents.delegate")
+    agents = team_executor.runtime.agents
+    agents.create(AgentRecord(name="boss", grants=("team", "files"), model="m-boss"))
+    (home / "workspace").mkdir(mode=0o700, exist_ok=True)
+    (home / "workspace" / "y.txt").write_text("y")
+    boss = ScriptedModel(
+        [
+            calls(call("agents__delegate", {"to": "assistant", "request": "delete y.txt"})),
+            say("deleted"),
+        ]
+    )
+    helper = ScriptedModel([calls(call("workspace__delete", {"path": "y.txt"})), say("done")])
+    team = make_team(team_executor, {"m-boss": boss, None: helper})
+    session = session_for(team, agent_of(team, "boss"))
+    assert session.send_sync("fix-1", "tidy").status.value == "needs_confirmation"
+    done = session.send_sync("fix-1", "yes")
+    assert done.final == "deleted" and not (home / "workspace" / "y.txt").exists()

@@ -226,7 +226,7 @@ class ToolCalls:
             "danger": refusal.data.get("danger"),
             "formats": list(turn.formats),
         }
-        if refusal.data.get("delegated"):  # a sub-agent's question, asked here: bound to its exact call
+        if refusal.data.get("delegated") and call.name == DELEGATE_NAME:  # a sub-agent's question, asked here
             turn.state.pending["delegated"] = refusal.data["delegated"]
         zh = texts.zh(turn.message, self.settings.language)
         shown = json.dumps(args, ensure_ascii=False)

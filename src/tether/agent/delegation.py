@@ -10,6 +10,7 @@ answered (by its id, so only that question), and the child's turn goes on from t
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from tether.agent import texts
@@ -34,8 +35,17 @@ from tether.tasks.result import TaskResult
 
 class Delegations:
     def __init__(
-        self, team: Team, *, me: str, grants: Grants | None, lineage: Lineage, steps: Steps, language: str
+        self,
+        team: Team,
+        *,
+        me: str,
+        grants: Grants | None,
+        lineage: Lineage,
+        steps: Steps,
+        language: str,
+        caller: str = "agent",
     ) -> None:
+        self.caller = caller
         self.team = team
         self.me = me
         self.grants = grants  # this agent's effective grants: a sub-agent never gets more
@@ -73,6 +83,16 @@ class Delegations:
                 return refusal("a sub-agent's question is answered only by the person's confirmation")
             target = Target.from_json(delegated["target"])
             lineage = Lineage.from_json(delegated["lineage"])
+            # Resumed with what holds now, never more than when the question was asked: the
+            # delegator's current grants, and the sub-agent's own as they are now (gone: refused).
+            lineage = replace(
+                lineage, within=self.grants.narrowed(lineage.within) if self.grants else lineage.within
+            )
+            if target.kind == "agent" and self.team.agents is not None:
+                record = await asyncio.to_thread(self.team.agents.get, target.name)
+                if record is None:
+                    return refusal(f"agent {target.name!r} no longer exists: its question is void")
+                target = replace(target, grants=record.effective_grants.narrowed(target.grants))
             thread_id = str(delegated["thread_id"])
             payload = {
                 "target": target.to_json(),
@@ -94,7 +114,7 @@ class Delegations:
                 return refusal(f"request: at most {MAX_REQUEST_CHARS} characters")
             if to is not None and not isinstance(to, str):
                 return refusal("to: an agent's name, a bundle's name or a model name")
-            here = Lineage(chain=self.chain, within=self.grants)
+            here = Lineage(chain=self.chain, within=self.grants, caller=self.caller)
 
             async def resolution() -> dict[str, Any]:
                 # One step: a turn replayed after the team changed resolves ``to`` as it did the first
@@ -116,6 +136,7 @@ class Delegations:
                 chain=(*self.chain, target.name or "default"),
                 within=self.grants,
                 parent_step=f"{turn.thread_id}:{turn.turn}:{index}",
+                caller=self.caller,
             )
             payload = {
                 "target": target.to_json(),

@@ -28,7 +28,7 @@ from tether.events import EventBus
 from tether.execution.executor import Executor
 from tether.models.base import Model, TurnContext
 from tether.models.factory import nameable
-from tether.store.agents import BUILTIN, AgentRecord
+from tether.store.agents import BUILTIN, DEFAULT_AGENT, AgentRecord
 from tether.tasks.grants import Grants
 
 
@@ -49,6 +49,7 @@ def child_session(
     return ConversationSession(
         team.executor,
         team.model_for(target.model),
+        caller=lineage.caller,
         settings=settings,
         threads=team.threads,
         events=team.events,
@@ -78,9 +79,11 @@ async def run_child(team: Team, payload: Mapping[str, Any], steps: Any) -> dict[
         )
         return {"status": "completed", "final": response.text[:MAX_ANSWER_CHARS], "steps": 0}
     session = child_session(team, target, lineage, steps)
-    await _assign(team, thread_id, session.agent_name, lineage.parent_step)
     answer = payload.get("answer")
     try:
+        # (the default agent's threads name none: the session's own assignment does the same)
+        stored = None if session.agent_name == DEFAULT_AGENT else session.agent_name
+        await _assign(team, thread_id, stored, lineage.parent_step)
         if answer is not None:
             result = await session.confirm(
                 thread_id,
@@ -113,7 +116,7 @@ async def run_child(team: Team, payload: Mapping[str, Any], steps: Any) -> dict[
     return out
 
 
-async def _assign(team: Team, thread_id: str, agent: str, parent: str | None) -> None:
+async def _assign(team: Team, thread_id: str, agent: str | None, parent: str | None) -> None:
     await asyncio.to_thread(team.threads.assign, thread_id, agent, parent)
 
 

@@ -116,7 +116,12 @@ class ConversationSession:
         if team is not None and grants is not None and grants.allows(DELEGATE):
             extra = (delegate_tool(team.roster(), agent),)
         flows = {}
-        if team is not None and team.start_flow is not None and (grants is None or grants.allows(SKILL_RUN)):
+        if (
+            team is not None
+            and team.start_flow is not None
+            and grants is not None
+            and grants.allows(SKILL_RUN)
+        ):
             flows = skills_with_flows(executor.home)  # only when a skill that runs is installed
             if flows:
                 extra = (*extra, skill_run_tool(flows))
@@ -132,7 +137,7 @@ class ConversationSession:
         if team is not None and any(t.name == DELEGATE_NAME for t in extra):
             self.calls.delegations = Delegations(
                 team, me=agent, grants=grants, lineage=self.lineage, steps=steps,
-                language=self.settings.language,
+                language=self.settings.language, caller=caller,
             )  # fmt: skip
         self._locks: dict[str, asyncio.Lock] = {}
         me = process.current()
@@ -349,7 +354,10 @@ class ConversationSession:
         return self.calls.origin(thread_id)
 
     async def _run_confirmed(self, turn: Turn, pending: dict[str, Any], source: str) -> TaskResult:
-        delegated = pending.get("delegated")
+        # (only a delegation's own question carries where its sub-agent waits)
+        delegated = pending.get("delegated") if pending.get("name") == DELEGATE_NAME else None
+        if delegated is not None and self.calls.delegations is None:
+            delegated = None
         # A sub-agent's question: the call that runs here is the delegation, resumed with the answer.
         arguments = dict(delegated.get("call") or {}) if delegated else pending["args"]
         call = ToolCall(id=f"confirmed_{turn.turn}", name=pending["name"], arguments=arguments)

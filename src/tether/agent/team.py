@@ -156,6 +156,7 @@ class Lineage:
     chain: tuple[str, ...] = ()  # agent names from the person's agent down to this one
     within: Grants | None = None  # the delegator's effective grants (None: the person's own agent)
     parent_step: str | None = None
+    caller: str = "agent"  # the delegator's caller: a sub-agent never reaches past its exposure
 
     @property
     def depth(self) -> int:
@@ -166,6 +167,7 @@ class Lineage:
             "chain": list(self.chain),
             "within": None if self.within is None else self.within.to_json(),
             "parent_step": self.parent_step,
+            "caller": self.caller,
         }
 
     @classmethod
@@ -176,6 +178,7 @@ class Lineage:
             chain=tuple(str(c) for c in value.get("chain") or ()),
             within=Grants.from_json(value.get("within")),
             parent_step=value.get("parent_step"),
+            caller=str(value.get("caller") or "agent"),
         )
 
 

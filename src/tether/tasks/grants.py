@@ -86,7 +86,9 @@ class Grants:
         return cls((expand(entries),))
 
     def allows(self, task_id: str) -> bool:
-        return all(any(fnmatchcase(task_id, pattern) for pattern in layer) for layer in self.layers)
+        if not self.layers:
+            return False  # no layer at all grants nothing (fail closed), like an empty one
+        return all(any(_covers(pattern, task_id) for pattern in layer) for layer in self.layers)
 
     def narrowed(self, other: Grants | None) -> Grants:
         """These grants within ``other`` (a delegator's): never more than either."""
@@ -120,6 +122,17 @@ class Grants:
 
     def describe(self) -> str:
         return " ∩ ".join("{" + ", ".join(layer) + "}" for layer in self.layers) or "{}"
+
+
+# Tools that reach beyond one task (another agent, a whole run): granted only by their own name or
+# bundle, never by a wildcard such as ``*`` or ``skills.*``.
+BY_NAME_ONLY = frozenset({DELEGATE, "skills.run"})
+
+
+def _covers(pattern: str, task_id: str) -> bool:
+    if task_id in BY_NAME_ONLY:
+        return pattern == task_id
+    return fnmatchcase(task_id, pattern)
 
 
 def allowed(task_id: str, grants: Grants | None) -> bool:
