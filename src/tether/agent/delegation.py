@@ -69,6 +69,30 @@ class Delegations:
 
         await perform(self.steps, DELEGATE, work)
 
+    async def _resumed(
+        self, delegated: dict[str, Any], source: str
+    ) -> TaskResult | tuple[Target, Lineage, str, dict[str, Any]]:
+        """What a confirmed delegation resumes with: never more than when the question was asked — the
+        delegator's current grants, and the sub-agent's own as they are now (gone: the question is void)."""
+        target = Target.from_json(delegated["target"])
+        lineage = Lineage.from_json(delegated["lineage"])
+        within = self.grants.narrowed(lineage.within) if self.grants else lineage.within
+        lineage = replace(lineage, within=within)
+        if target.kind == "agent" and self.team.agents is not None:
+            record = await asyncio.to_thread(self.team.agents.get, target.name)
+            if record is None:
+                return refusal(f"agent {target.name!r} no longer exists: its question is void")
+            target = replace(target, grants=record.effective_grants.narrowed(target.grants))
+        thread_id = str(delegated["thread_id"])
+        payload = {
+            "target": target.to_json(),
+            "lineage": lineage.to_json(),
+            "thread_id": thread_id,
+            "request": "",
+            "answer": {"approve": True, "source": source, "pending_id": str(delegated["pending_id"])},
+        }
+        return target, lineage, thread_id, payload
+
     async def run(
         self,
         turn: Turn,
@@ -81,30 +105,10 @@ class Delegations:
         if delegated is not None:
             if consent is None:
                 return refusal("a sub-agent's question is answered only by the person's confirmation")
-            target = Target.from_json(delegated["target"])
-            lineage = Lineage.from_json(delegated["lineage"])
-            # Resumed with what holds now, never more than when the question was asked: the
-            # delegator's current grants, and the sub-agent's own as they are now (gone: refused).
-            lineage = replace(
-                lineage, within=self.grants.narrowed(lineage.within) if self.grants else lineage.within
-            )
-            if target.kind == "agent" and self.team.agents is not None:
-                record = await asyncio.to_thread(self.team.agents.get, target.name)
-                if record is None:
-                    return refusal(f"agent {target.name!r} no longer exists: its question is void")
-                target = replace(target, grants=record.effective_grants.narrowed(target.grants))
-            thread_id = str(delegated["thread_id"])
-            payload = {
-                "target": target.to_json(),
-                "lineage": lineage.to_json(),
-                "thread_id": thread_id,
-                "request": "",
-                "answer": {
-                    "approve": True,
-                    "source": consent.source,
-                    "pending_id": str(delegated["pending_id"]),
-                },
-            }
+            resumed = await self._resumed(delegated, consent.source)
+            if isinstance(resumed, TaskResult):
+                return resumed
+            target, lineage, thread_id, payload = resumed
             arguments: dict[str, Any] = dict(delegated.get("call") or {})
         else:
             to, request = call.arguments.get("to"), call.arguments.get("request")
