@@ -225,6 +225,3 @@ class ToolSurface:
     def granted_control(self, name: str) -> bool:
         """Whether this surface's grants include the control tool ``name``."""
         return any(tool.name == name for tool in self.control_tools)
-
-    def is_extra(self, name: str) -> bool:
-        return any(tool.name == name for tool in self.extra)

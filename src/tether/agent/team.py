@@ -215,9 +215,7 @@ def child_thread(parent_thread: str, turn: int, index: int) -> str:
 
 
 def refusal(message: str, **data: Any) -> TaskResult:
-    return TaskResult(
-        task_id=DELEGATE, execution_id="", status=TaskStatus.REJECTED, message=message, data=data
-    )
+    return _result(TaskStatus.REJECTED, message, data)
 
 
 def check(target: Target, lineage: Lineage, settings: AgentSettings, zh: bool) -> TaskResult | None:
@@ -259,38 +257,28 @@ def outcome(target: Target, thread_id: str, done: Mapping[str, Any]) -> TaskResu
         "answer": done.get("final", ""),
     }
     status = str(done.get("status", "failed"))
+    final = done.get("final", "")
     if status == "completed":
-        return TaskResult(
-            task_id=DELEGATE,
-            execution_id="",
-            status=TaskStatus.COMPLETED,
-            message=f"{who} answered: {done.get('final', '')}"[:MAX_ANSWER_CHARS],
-            data=data,
-        )
+        return _result(TaskStatus.COMPLETED, f"{who} answered: {final}", data)
     if status == "needs_confirmation" and done.get("pending"):
         pending = done["pending"]
-        return TaskResult(
-            task_id=str(pending["tool"]),
-            execution_id="",
-            status=TaskStatus.REJECTED,
-            message=f"{who} waits for the person's confirmation of {pending['tool']}; nothing ran",
-            data={
+        return _result(
+            TaskStatus.REJECTED,
+            f"{who} waits for the person's confirmation of {pending['tool']}; nothing ran",
+            {
                 **data,
                 "needs_confirmation": True,
                 "danger": pending.get("danger"),
                 "params": pending.get("args"),
                 "digest": pending.get("digest"),
-                "delegated": {
-                    "thread_id": thread_id,
-                    "pending_id": pending.get("id"),
-                    "agent": who,
-                },
+                "delegated": {"thread_id": thread_id, "pending_id": pending.get("id"), "agent": who},
             },
+            task_id=str(pending["tool"]),  # the sub-agent's own call: what the person is asked about
         )
+    return _result(TaskStatus.FAILED, f"{who} did not finish ({status}): {final}", data)
+
+
+def _result(status: TaskStatus, message: str, data: dict[str, Any], task_id: str = DELEGATE) -> TaskResult:
     return TaskResult(
-        task_id=DELEGATE,
-        execution_id="",
-        status=TaskStatus.FAILED,
-        message=f"{who} did not finish ({status}): {done.get('final', '')}"[:MAX_ANSWER_CHARS],
-        data=data,
+        task_id=task_id, execution_id="", status=status, message=message[:MAX_ANSWER_CHARS], data=data
     )

@@ -212,7 +212,8 @@ class Executor:
         its steps; callers that scope control to their origin see only those jobs. ``execution_id``
         makes the call idempotent: the same id never starts a second worker — a second call re-attaches
         to the live one or returns the recorded result (``execution_id_for`` derives one from a step).
-        ``on_start(execution_id)`` is called once a worker process exists (to follow its progress).
+        ``on_start(execution_id)`` is called once the execution is on record, before its worker starts
+        (to follow its progress, or to stop it when the caller gives up).
 
         Nothing here blocks the event loop: store writes, file writes and checks run in threads.
         """

@@ -89,6 +89,10 @@ class Launch:
             return reserved
         if reserved is not None:  # a twin call with this id got there first: follow that one
             return await self.attach(reserved)
+        # On record now: from here a caller that gives up can name it (and stop it), even while its
+        # worker is still being started.
+        if self.on_start is not None:
+            self.on_start(self.execution_id)
         request = self._request(self.registry.ref)
         await off_loop(self._write, paths, request)
         with Wake.on(paths) as wake:  # listening before the worker exists: no ring is missed
@@ -177,8 +181,6 @@ class Launch:
         self.records.later(
             self.execution_id, self.store.set_process, self.execution_id, ref.pid, ref.create_time, defer=True
         )
-        if self.on_start is not None:
-            self.on_start(self.execution_id)
         follow = Follow(
             settings=self.settings,
             jobs=self.jobs,

@@ -368,8 +368,9 @@ def trace_command(
 
 
 def _read_images(paths: list[Path], confirm: bool) -> list[tuple[str, bytes]]:
-    """The images given with --image, read and checked (by their bytes) before anything runs."""
-    from tether.agent.images import MAX_BYTES, MAX_IMAGES, check
+    """The images given with --image, read (``images.save_all`` checks them by their bytes, before
+    anything runs)."""
+    from tether.agent.images import MAX_BYTES, MAX_IMAGES
 
     if paths and confirm:
         raise ConfigError("--image goes with a request, not with --confirm")
@@ -383,8 +384,7 @@ def _read_images(paths: list[Path], confirm: bool) -> list[tuple[str, bytes]]:
             data = path.read_bytes()
         except OSError as exc:
             raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
-        check(data, str(path))
-        read.append((path.name, data))
+        read.append((str(path), data))
     return read
 
 

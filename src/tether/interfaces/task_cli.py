@@ -180,14 +180,10 @@ def _run_following(
 ) -> TaskResult:
     import asyncio
 
-    from tether.execution.admission import new_execution_id
     from tether.tasks.result import TaskStatus
 
     live = sys.stdout.isatty() and not as_json
-    started: list[str] = []
-    # Chosen here, so that a Ctrl-C that lands while the worker is being started (its job already on
-    # record, not yet known to this command) still reports that job's end, not a bare "interrupted".
-    chosen = new_execution_id()
+    started: list[str] = []  # the execution, once on record (before its worker starts)
 
     async def run() -> TaskResult:
         follower: asyncio.Task[None] | None = None
@@ -200,9 +196,8 @@ def _run_following(
 
         try:
             result = await executor.execute(
-                task_id, params, caller=CLI, confirmation=consent, detach=detach, on_start=on_start,
-                execution_id=chosen,
-            )  # fmt: skip
+                task_id, params, caller=CLI, confirmation=consent, detach=detach, on_start=on_start
+            )
             if result.status is TaskStatus.RUNNING and not detach:
                 if live:
                     err.print(f"[cyan]running in the background[/] as {result.execution_id}; Ctrl-C stops it")
@@ -215,7 +210,9 @@ def _run_following(
     try:
         return asyncio.run(run())
     except KeyboardInterrupt:
-        execution_id = started[0] if started else chosen
+        if not started:
+            raise  # interrupted before anything was on record
+        execution_id = started[0]
         stopped = asyncio.run(
             executor.control(execution_id, "stop", caller=CLI, reason="interrupted by the person")
         )

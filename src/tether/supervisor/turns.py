@@ -129,8 +129,12 @@ async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
     try:
         team = team_of(h.executor, h.model_for, start_flow=_flows(h))
         agent = request.get("agent")
-        record = await asyncio.to_thread(agent_of, team, None if agent is None else str(agent), thread_id)
-        session = session_for(team, record, steps=steps, detach=True)
+        wanted = None if agent is None else str(agent)
+
+        def build() -> Any:  # reads the store and the skills folder: off the loop
+            return session_for(team, agent_of(team, wanted, thread_id), steps=steps, detach=True)
+
+        session = await asyncio.to_thread(build)
     except TetherError as exc:
         return {"error": exc.message}
     try:

@@ -10,7 +10,9 @@ Grants narrow and never widen: ``Grants.narrowed(other)`` keeps both sets of pat
 task is granted only when every layer covers it. That is how a sub-agent's effective grants are its own
 ∩ its delegator's without computing the intersection of two glob languages.
 
-The two control tools are granted like tasks under their ids ``jobs.status`` and ``jobs.stop``.
+The two control tools are granted like tasks under their ids ``jobs.status`` and ``jobs.stop``. Two
+tools reach beyond one task — ``agents.delegate`` (another agent) and ``skills.run`` (a whole run) — and
+are granted only by their own name or bundle, never by a wildcard such as ``*`` or ``skills.*``.
 Plain constants and ``fnmatch``: no pydantic, so the worker's start path does not grow.
 """
 
@@ -119,9 +121,6 @@ class Grants:
                     raise ConfigError(f"grants: {pattern!r} is not a task id or pattern")
             layers.append(tuple(layer))
         return cls(tuple(layers))
-
-    def describe(self) -> str:
-        return " ∩ ".join("{" + ", ".join(layer) + "}" for layer in self.layers) or "{}"
 
 
 # Tools that reach beyond one task (another agent, a whole run): granted only by their own name or
