@@ -280,6 +280,12 @@ class AgentSettings(_Section):
     # how many model decisions one delegated turn may take (it is not extended: it reports instead).
     delegation_max_depth: Annotated[int, Field(ge=1, le=8)] = 2
     delegation_max_steps: Count = 10
+    # Models a delegation may name beyond those this home uses already (its [model], `offline`, and
+    # the models its agents name): `provider/model` or a model name. Any other name resolves to the
+    # home's default model, said so in the trace.
+    delegation_models: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,199}$")]] = Field(
+        default_factory=list, max_length=64
+    )
 
     @model_validator(mode="after")
     def _ceiling(self) -> Self:

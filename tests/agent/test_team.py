@@ -423,7 +423,7 @@ def test_a_skills_flow_runs_as_the_agent_and_within_its_grants(team_executor: Ex
     )
     plain = ScriptedModel([say("hi")])
     team = make_team(team_executor, {"m-run": runner, "m-plain": plain})
-    team.start_flow = lambda *args: start_skill_flow(team_executor.runtime, team_executor.registry, *args)
+    team.start_flow = lambda *a, **k: start_skill_flow(team_executor.runtime, team_executor.registry, *a, **k)
     result = session_for(team, agent_of(team, "runner")).send_sync("sk-1", "check the game")
     first, second = [s.result for s in result.steps if s.kind == "tool" and s.result]
     assert first["status"] == "running" and first["data"]["run_id"].startswith("run-")

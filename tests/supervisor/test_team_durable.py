@@ -46,6 +46,10 @@ def test_a_delegation_killed_mid_tool_resumes_in_the_next_executor_and_runs_no_t
         os.killpg(first.pid, signal.SIGKILL)  # the executor only: the tool's worker has its own group
         first.wait()
         assert len(fake_openai.requests) == 2
+        # The lead loses the team grant before the replay: the turn goes on as it began (its agent was
+        # read once, as a step), so the replay takes the same steps instead of diverging from them.
+        code, _, err = cli(home, "agents", "edit", "lead", "-g", "f.*", "--json")
+        assert code == 0, err
         second = _worker(home, **env)
         out, err = follower.communicate(timeout=120)
     finally:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from tether.agent import texts
+from tether.agent.skillruns import SKILL_RUN, skills_with_flows
 from tether.agent.steps import DELEGATE, TOOL, Steps, perform
 from tether.agent.team import (
     MAX_REQUEST_CHARS,
@@ -52,6 +53,11 @@ class Delegations:
         self.chain = lineage.chain or (me,)
         self.steps = steps
         self.language = language
+
+    def _flows(self, target: Target) -> dict[str, str]:
+        if self.team.start_flow is None or target.grants is None or not target.grants.allows(SKILL_RUN):
+            return {}
+        return skills_with_flows(self.team.executor.home)
 
     async def decline(self, delegated: dict[str, Any], source: str) -> None:
         """The person said no to a sub-agent's question: its own thread hears the same answer (the
@@ -150,6 +156,10 @@ class Delegations:
                 "answer": None,
             }
             arguments = dict(call.arguments)
+
+        # The skills the sub-agent may run, as they are now: part of what the child turn is given, so
+        # a replayed child turn sees the tools it saw.
+        payload["flows"] = await asyncio.to_thread(self._flows, target)
 
         async def work() -> dict[str, Any]:
             return await self.steps.delegate(payload, self.team)

@@ -19,10 +19,14 @@ import json
 from typing import Any
 
 from tether.agent.calls import ToolCalls
+from tether.agent.skillruns import SKILL_RUN, run_id_for
+from tether.agent.team import child_thread
 from tether.events import ToolFinished
+from tether.execution import process
 from tether.execution.admission import execution_id_for
 from tether.models.base import ToolOutcome
 from tether.store.threads import StepRecord, ThreadState
+from tether.tasks.grants import DELEGATE
 from tether.tasks.result import TaskStatus
 from tether.tasks.spec import Danger
 
@@ -74,6 +78,16 @@ async def _recover(calls: ToolCalls, thread_id: str, turn: int) -> None:
 
 async def _outcome(calls: ToolCalls, thread_id: str, turn: int, step: StepRecord) -> dict[str, Any]:
     executor = calls.executor
+    if step.tool == DELEGATE:
+        return await _delegation(calls, thread_id, turn, step)
+    if step.tool == SKILL_RUN:
+        run = await asyncio.to_thread(executor.runtime.runs.get, run_id_for(step.step_id))
+        if run is not None:  # the flow had started: it goes on as a run of its own
+            return {
+                "task_id": SKILL_RUN, "execution_id": "", "status": ToolOutcome.RUNNING.value,
+                "message": f"its run {run.run_id} had started ({run.status}): tether flow show {run.run_id}",
+                "data": {"run_id": run.run_id, "run_status": run.status},
+            }  # fmt: skip
     if step.execution_id is None:
         return {"status": ToolOutcome.SKIPPED.value, "message": "not run: the turn was interrupted first"}
     record = await asyncio.to_thread(executor.store.get, step.execution_id)
@@ -122,6 +136,43 @@ async def _outcome(calls: ToolCalls, thread_id: str, turn: int, step: StepRecord
         ),
         "data": {"interrupted": True},
     }
+
+
+async def _delegation(calls: ToolCalls, thread_id: str, turn: int, step: StepRecord) -> dict[str, Any]:
+    """A delegation cut by the crash: its child thread says what the sub-agent did. Its own interrupted
+    turn is settled first (its jobs looked up like any), then its calls are reported: a sub-agent that
+    used a tool may have acted, so the delegation is ``unknown`` with what ran, never "not run"."""
+    child = child_thread(thread_id, turn, step.index)
+    threads = calls.threads
+    await asyncio.to_thread(threads.interrupt_orphans, _alive, (), child)
+    state = await asyncio.to_thread(threads.load, child)
+    if state is None or not state.turns:
+        return {"status": ToolOutcome.SKIPPED.value, "message": "not run: the turn was interrupted first"}
+    await recover_interrupted(calls, state)
+    ran = [
+        {"task_id": s.tool, "status": str((s.result or {}).get("status", "started"))}
+        for s in await asyncio.to_thread(threads.steps, child)
+        if s.kind == "tool" and s.tool and (s.result or {}).get("status") != ToolOutcome.SKIPPED.value
+    ]
+    if not ran:
+        return {
+            "task_id": DELEGATE, "execution_id": "", "status": ToolOutcome.SKIPPED.value,
+            "message": f"not run: the delegated turn (thread {child}) was interrupted before it used a tool",
+            "data": {"thread_id": child, "tools": []},
+        }  # fmt: skip
+    listed = ", ".join(f"{r['task_id']} ({r['status']})" for r in ran)
+    return {
+        "task_id": DELEGATE, "execution_id": "", "status": ToolOutcome.UNKNOWN.value,
+        "message": (
+            f"the delegation was interrupted: in thread {child} the sub-agent had used {listed}; it may "
+            "have acted — check before asking again"
+        ),
+        "data": {"thread_id": child, "tools": ran},
+    }  # fmt: skip
+
+
+def _alive(pid: int, create_time: float) -> bool:
+    return process.is_alive(process.ProcessRef(pid=pid, create_time=create_time))
 
 
 def _finish(

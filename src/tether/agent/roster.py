@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tether.agent.session import ConversationSession
-from tether.agent.steps import DIRECT, TurnHalted
+from tether.agent.steps import DIRECT, MODEL, TurnHalted, perform
 from tether.agent.team import (
     AGENT,
     MAX_ANSWER_CHARS,
@@ -23,6 +23,7 @@ from tether.agent.team import (
     Team,
     plain_messages,
 )
+from tether.config import ModelSettings
 from tether.errors import ConfigError, TetherError
 from tether.events import EventBus
 from tether.execution.executor import Executor
@@ -33,7 +34,12 @@ from tether.tasks.grants import Grants
 
 
 def child_session(
-    team: Team, target: Target, lineage: Lineage, steps: Any, persona_of: str | None = None
+    team: Team,
+    target: Target,
+    lineage: Lineage,
+    steps: Any,
+    persona_of: str | None = None,
+    flows: dict[str, str] | None = None,
 ) -> ConversationSession:
     """The session a delegated turn runs in: the target's persona, model and grants within its
     delegator's, a bounded step budget that is not extended."""
@@ -60,6 +66,7 @@ def child_session(
         agent=target.name if target.kind == AGENT else f"{target.kind}:{target.name or 'default'}",
         team=team,
         lineage=lineage,
+        flows=flows,
     )
 
 
@@ -71,14 +78,8 @@ async def run_child(team: Team, payload: Mapping[str, Any], steps: Any) -> dict[
     thread_id = str(payload["thread_id"])
     request = str(payload["request"])
     if not target.tools:
-        model = team.model_for(target.model)
-        response = await model.complete(
-            plain_messages(request, target.persona, target.language),
-            (),
-            context=TurnContext(language=target.language or team.settings.language),
-        )
-        return {"status": "completed", "final": response.text[:MAX_ANSWER_CHARS], "steps": 0}
-    session = child_session(team, target, lineage, steps)
+        return await _plain(team, target, request, steps)
+    session = child_session(team, target, lineage, steps, flows=payload.get("flows"))
     answer = payload.get("answer")
     try:
         # (the default agent's threads name none: the session's own assignment does the same)
@@ -111,17 +112,30 @@ async def run_child(team: Team, payload: Mapping[str, Any], steps: Any) -> dict[
         "model": session.model_label,
     }
     if result.status.value == "needs_confirmation":
-        state = await _load(team, thread_id)
+        # Read after the turn ended (no step: a step would find the turn no longer running). A replay
+        # reads the same question: only the person's answer changes it, and that answer can only come
+        # once this result has put the question to them.
+        state = await asyncio.to_thread(team.threads.load, thread_id)
         out["pending"] = None if state is None else state.pending
     return out
 
 
+async def _plain(team: Team, target: Target, request: str, steps: Any) -> dict[str, Any]:
+    """A plain completion (a model named, or the default): one model step, no tools."""
+
+    async def work() -> dict[str, Any]:
+        response = await team.model_for(target.model).complete(
+            plain_messages(request, target.persona, target.language),
+            (),
+            context=TurnContext(language=target.language or team.settings.language),
+        )
+        return {"status": "completed", "final": response.text[:MAX_ANSWER_CHARS], "steps": 0}
+
+    return await perform(steps, MODEL, work)
+
+
 async def _assign(team: Team, thread_id: str, agent: str | None, parent: str | None) -> None:
     await asyncio.to_thread(team.threads.assign, thread_id, agent, parent)
-
-
-async def _load(team: Team, thread_id: str) -> Any:
-    return await asyncio.to_thread(team.threads.load, thread_id)
 
 
 def team_of(
@@ -133,17 +147,29 @@ def team_of(
     """The team of ``executor``'s home: its agents, its models by name; ``start_flow`` starts a
     skill's flow (``supervisor/skillflows.py``), given by the layer that can."""
     runtime = executor.runtime
-    return Team(
+    team = Team(
         executor=executor,
         agents=runtime.agents,
         model_for=model_for,
         threads=runtime.threads,
         events=events or EventBus(),
         settings=runtime.agent_settings,
-        known_models=lambda name: nameable(runtime.model_settings, name),
         runner=run_child,
         start_flow=start_flow,
     )
+    team.known_models = lambda name: delegable(team, runtime.model_settings, name)
+    return team
+
+
+def delegable(team: Team, settings: ModelSettings, name: str) -> bool:
+    """Whether a delegation may name model ``name``: one this home uses already (``offline``, its
+    ``[model]``, a model one of its agents names) or one ``[agent].delegation_models`` lists — never
+    just any model of a known provider (a name in a request is not the person's choice of a paid API)."""
+    if name == "offline" or name in team.settings.delegation_models:
+        return True
+    if settings.model and name in (settings.model, f"{settings.provider}/{settings.model}"):
+        return nameable(settings, name)
+    return any(record.model == name for record in team.roster().values())
 
 
 def agent_of(team: Team, name: str | None, thread_id: str | None = None) -> AgentRecord:
@@ -169,6 +195,8 @@ def session_for(
     detach: bool = False,
     caller: str = "agent",
     within: Grants | None = None,
+    lineage: Lineage | None = None,
+    flows: dict[str, str] | None = None,
 ) -> ConversationSession:
     """A session that speaks as ``record``: its persona, model, language and grants (the built-in
     default: today's assistant, unchanged), able to delegate when its grants say so."""
@@ -187,5 +215,7 @@ def session_for(
         agent=record.name,
         team=team,
         caller=caller,
+        lineage=lineage,
+        flows=flows,
     )
     return session

@@ -92,11 +92,13 @@ class ConversationSession:
         agent: str = DEFAULT_AGENT,
         team: Team | None = None,
         lineage: Lineage | None = None,
+        flows: dict[str, str] | None = None,
     ) -> None:
         """``grants`` narrow the tasks this session's agent may reach (``tasks/grants.py``); ``agent``
         names it on its threads; with ``team`` it may hand work to other agents (``agent/team.py``) when
         its grants include ``agents.delegate`` and there is someone to hand work to; ``lineage`` is where
-        it stands in a chain of delegations."""
+        it stands in a chain of delegations; ``flows`` the skills that run (read from the home when
+        None: a durable turn passes the ones it recorded, so a replay sees the tools it saw)."""
         self.executor = executor
         self.detach = detach  # background jobs outlive this session's process
         self.model = model
@@ -115,14 +117,15 @@ class ConversationSession:
         # of its own, stays as it was: a person gives it the team bundle by editing it).
         if team is not None and grants is not None and grants.allows(DELEGATE):
             extra = (delegate_tool(team.roster(), agent),)
-        flows = {}
+        given, flows = flows, {}
         if (
             team is not None
             and team.start_flow is not None
             and grants is not None
             and grants.allows(SKILL_RUN)
         ):
-            flows = skills_with_flows(executor.home)  # only when a skill that runs is installed
+            # only when a skill that runs is installed
+            flows = skills_with_flows(executor.home) if given is None else given
             if flows:
                 extra = (*extra, skill_run_tool(flows))
         self.surface = ToolSurface(executor.registry, caller, executor.home, grants, extra)
@@ -133,7 +136,10 @@ class ConversationSession:
             executor, self.surface, threads, steps, self.settings, caller=caller, detach=detach, grants=grants
         )
         if flows and team is not None:
-            self.calls.skill_runs = SkillRuns(team.start_flow, caller=caller, grants=grants, steps=steps)
+            chain = self.lineage.chain or (agent,)
+            self.calls.skill_runs = SkillRuns(
+                team.start_flow, caller=caller, grants=grants, steps=steps, chain=chain
+            )
         if team is not None and any(t.name == DELEGATE_NAME for t in extra):
             self.calls.delegations = Delegations(
                 team, me=agent, grants=grants, lineage=self.lineage, steps=steps,
@@ -326,7 +332,11 @@ class ConversationSession:
                 images_of.cannot_see(self.model_label, len(turn.images), zh=self._zh(turn)),
             )
         if pending is not None and answer is True:
-            confirmed = await self._run_confirmed(turn, pending, source)
+            confirmed, call, index = await self._run_confirmed(turn, pending, source)
+            if confirmed.status is TaskStatus.REJECTED and confirmed.data.get("needs_confirmation"):
+                # The sub-agent went on and asks again: its next question is asked here, like the first.
+                question = await self.calls.ask_confirmation(turn, call, confirmed, index)
+                return await turn.done(TurnStatus.NEEDS_CONFIRMATION, question)
             if confirmed.status not in OK:
                 blocked = confirmed  # contract 10 holds across the confirmation too
         elif pending is not None and answer is False:
@@ -342,6 +352,10 @@ class ConversationSession:
                     tool=pending["tool"], args=pending["args"], approved=False,
                 ),
             )  # fmt: skip
+            if self.lineage.parent_step is not None:
+                # A sub-agent the person said no to stops there: its delegator, in the thread the
+                # person looks at, decides what happens next (nothing goes on unseen).
+                return await turn.done(TurnStatus.COMPLETED, texts.declined_text(zh=self._zh(turn)))
         try:
             return await self._loop(turn, answer=answer if pending is not None else None, blocked=blocked)
         except ModelError as exc:
@@ -353,7 +367,11 @@ class ConversationSession:
         """The origin of this thread's jobs (``thread:<id>``)."""
         return self.calls.origin(thread_id)
 
-    async def _run_confirmed(self, turn: Turn, pending: dict[str, Any], source: str) -> TaskResult:
+    async def _run_confirmed(
+        self, turn: Turn, pending: dict[str, Any], source: str
+    ) -> tuple[TaskResult, ToolCall, int]:
+        """Run the one call the person confirmed; (its result, the call, its step's index). Only a
+        delegation's result may ask again (its sub-agent's next question)."""
         # (only a delegation's own question carries where its sub-agent waits)
         delegated = pending.get("delegated") if pending.get("name") == DELEGATE_NAME else None
         if delegated is not None and self.calls.delegations is None:
@@ -376,7 +394,11 @@ class ConversationSession:
         consent = Confirmation(
             task_id=pending["tool"], digest=pending["digest"], source=source, nonce=str(pending["id"])
         )
-        return await self.calls.execute(turn, call, consent=consent, may_ask=False, delegated=delegated)
+        index = len(turn.steps)
+        result = await self.calls.execute(
+            turn, call, consent=consent, may_ask=delegated is not None, delegated=delegated
+        )
+        return result, call, index
 
     async def _loop(
         self, turn: Turn, *, answer: bool | None, blocked: TaskResult | None = None

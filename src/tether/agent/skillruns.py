@@ -69,11 +69,21 @@ def run_id_for(step_id: str) -> str:
 
 
 class SkillRuns:
-    def __init__(self, start_flow: Any, *, caller: str, grants: Grants | None, steps: Steps) -> None:
-        self.start_flow = start_flow  # (skill, inputs, caller, grants, run_id) -> {"run_id", "status"}
+    def __init__(
+        self,
+        start_flow: Any,
+        *,
+        caller: str,
+        grants: Grants | None,
+        steps: Steps,
+        chain: tuple[str, ...] = (),
+    ) -> None:
+        # (skill, inputs, caller, grants, run_id, chain=) -> {"run_id", "status"}
+        self.start_flow = start_flow
         self.caller = caller
         self.grants = grants
         self.steps = steps
+        self.chain = chain  # the agents from the person's down to this one: the run's agents go below
 
     async def run(self, turn: Turn, call: ToolCall, index: int) -> TaskResult:
         skill, inputs = call.arguments.get("skill"), call.arguments.get("inputs") or {}
@@ -84,7 +94,7 @@ class SkillRuns:
         async def work() -> dict[str, Any]:
             try:
                 started = await asyncio.to_thread(
-                    self.start_flow, skill, inputs, self.caller, self.grants, run_id
+                    self.start_flow, skill, inputs, self.caller, self.grants, run_id, chain=self.chain
                 )
             except TetherError as exc:
                 return {"refused": exc.message}

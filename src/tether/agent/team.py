@@ -108,7 +108,11 @@ def resolve(to: str, agents: Mapping[str, AgentRecord], models: Callable[[str], 
         )
     if wanted and models(wanted):
         return Target(kind=MODEL, name=wanted, model=wanted, note=f"a plain completion by {wanted}, no tools")
-    why = "nothing was named" if not wanted else f"{wanted!r} is no agent, bundle or model"
+    why = (
+        "nothing was named"
+        if not wanted
+        else f"{wanted!r} is no agent, bundle or model of this home ([agent].delegation_models)"
+    )
     return Target(
         kind=DEFAULT,
         name="",

@@ -62,3 +62,10 @@ def delegated_question(agent: str, question: str, *, zh: bool) -> str:
     if zh:
         return f"（由 {agent} 提出）{question}"
     return f"({agent} asks) {question}"
+
+
+def declined_text(*, zh: bool) -> str:
+    """How a sub-agent's turn ends when the person said no to its call: it does nothing more."""
+    if zh:
+        return "对方拒绝了这次调用（declined）：没有执行，也没有再做别的。"
+    return "declined by the person: the call did not run, and nothing more was done"

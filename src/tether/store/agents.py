@@ -62,6 +62,24 @@ class AgentRecord:
     def effective_grants(self) -> Grants:
         return Grants.of(self.grants)
 
+    @classmethod
+    def from_dict(cls, value: dict[str, Any]) -> AgentRecord:
+        """The record ``to_dict`` wrote (a turn's recorded view of its agent)."""
+        return cls(
+            name=str(value["name"]),
+            description=str(value.get("description") or ""),
+            persona=str(value.get("persona") or ""),
+            model=value.get("model"),
+            language=value.get("language"),
+            grants=tuple(value.get("grants") or ()),
+            aliases=tuple(value.get("aliases") or ()),
+            memory=str(value.get("memory") or "on"),
+            channel=value.get("channel"),
+            created_at=str(value.get("created_at") or ""),
+            updated_at=str(value.get("updated_at") or ""),
+            builtin=bool(value.get("builtin")),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,

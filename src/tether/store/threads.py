@@ -262,12 +262,23 @@ class MemoryThreadStore:
 
     def assign(self, thread_id: str, agent: str | None, parent: str | None = None) -> None:
         state = self._threads.setdefault(thread_id, ThreadState(thread_id=thread_id))
-        check_assign(state, agent)
+        check_assign(state, agent, parent)
         state.agent, state.parent = agent, parent or state.parent
 
 
-def check_assign(state: ThreadState, agent: str | None) -> None:
-    """A thread keeps the agent it began with: another one may not take it over."""
+def check_assign(state: ThreadState, agent: str | None, parent: str | None = None) -> None:
+    """A thread keeps the agent it began with: another one may not take it over. A delegation's thread
+    (``parent``: the step that delegated) stays that delegation's: neither a person nor another step
+    talks in it, and a delegation never takes a thread someone began."""
+    if state.parent and parent != state.parent:
+        raise ConfigError(
+            f"thread {state.thread_id!r} belongs to the delegation asked at {state.parent}: it is not this "
+            "delegation's, and a person answers in the thread that delegated"
+        )
+    if parent and not state.parent and state.turns:
+        raise ConfigError(
+            f"thread {state.thread_id!r} was begun outside a delegation: it is not this delegation's"
+        )
     if state.turns and (state.agent or None) != (agent or None):
         had = state.agent or "assistant"
         raise ConfigError(

@@ -433,7 +433,7 @@ class SqlThreadStore:
             conn.execute(_CREATE_THREAD, {"id": thread_id, "title": "", "at": stamp})
             row = conn.execute(_LOAD, {"k_thread": thread_id}).first()
             state = _state(row)
-            check_assign(state, agent)
+            check_assign(state, agent, parent)
             if (state.agent, state.parent) != (agent, parent or state.parent):
                 conn.execute(
                     update(Th)

@@ -238,6 +238,7 @@ async def open_agent(run_id: str, task_id: str, number: int) -> dict[str, Any]:
         "caller": profile.caller,
         "agent": profile.agent,
         "grants": plan.grants,  # the run's grants narrow its agent tasks too
+        "chain": plan.chain,  # … and its agents stand one hop below the agent that started it
         "model": profile.model,
         "persona": profile.system_prompt,
         "deadline": deadline_of(plan, run, task),

@@ -192,6 +192,12 @@ class Plan(_Strict):
         description="an agent's grants (layers of task patterns) the run stays within: set by skills.run",
     )
 
+    chain: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,39}$")]] = Field(
+        default_factory=list,
+        max_length=16,
+        description="the agents that started this run (set by skills.run): delegation's depth counts them",
+    )
+
     def grants_of(self) -> Grants | None:
         """The grants every call of this run is checked against (None: the caller's exposure only)."""
         return Grants.from_json(self.grants)

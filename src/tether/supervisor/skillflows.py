@@ -21,6 +21,7 @@ def start_skill_flow(
     caller: str,
     grants: Grants | None,
     run_id: str,
+    chain: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The run of ``skill``'s flow (the one already started under ``run_id``, if any)."""
     from tether.supervisor import flowfile, service
@@ -48,6 +49,7 @@ def start_skill_flow(
             "caller": caller,
             "profiles": profiles,
             "grants": None if grants is None else grants.to_json(),
+            "chain": list(chain),  # a skill is no way around delegation's depth and loop checks
             "context": {**plan.context, **inputs},
         }
     )

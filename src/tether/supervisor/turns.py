@@ -27,13 +27,18 @@ from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS
 
+from tether.agent.roster import agent_of, run_child, session_for, team_of
+from tether.agent.skillruns import SKILL_RUN, skills_with_flows
 from tether.agent.steps import DELEGATE, MODEL, OPEN, StepWork, TurnHalted
 from tether.agent.surface import ToolSurface
+from tether.agent.team import Lineage
 from tether.errors import TetherError
 from tether.execution import process
 from tether.execution.protocol import clip
+from tether.store.agents import AgentRecord
 from tether.store.threads import StepRecord, ThreadStore
 from tether.supervisor import durable
+from tether.tasks.grants import Grants
 
 if TYPE_CHECKING:
     from tether.supervisor.host import Host
@@ -112,13 +117,37 @@ async def _tool(steps: DurableSteps, work: StepWork) -> dict[str, Any]:
     return await steps.fresh(work)
 
 
+@DBOS.step(name="tether.turn.agent", retries_allowed=False)
+async def _shape(read: Any) -> dict[str, Any]:
+    """Who a turn speaks as, read once: the agent's record (persona, model, grants) and the skills that
+    run, as they were when the turn began. A replay after the agent was edited (or a skill installed)
+    builds the same session, so it asks for the same tools and takes the same kind of step at each
+    point of the record."""
+    try:
+        return await asyncio.to_thread(read)
+    except TetherError as exc:
+        return {"error": exc.message}
+
+
+def _shape_of(h: Host, record: AgentRecord) -> dict[str, Any]:
+    may_run = record.builtin or record.effective_grants.allows(SKILL_RUN)
+    flows = skills_with_flows(h.executor.home) if may_run else {}
+    return {"agent": record.to_dict(), "flows": flows}
+
+
+def lineage_of(opened: dict[str, Any], name: str, within: Grants | None) -> Lineage:
+    """Where an agent task of a run stands: one hop below the chain of agents that started the run (a
+    skill's flow), so delegation's depth and loop checks count the hops that led here."""
+    chain = tuple(str(c) for c in opened.get("chain") or ())
+    return Lineage(chain=(*chain, name), within=within, caller=str(opened.get("caller") or "agent"))
+
+
 @DBOS.workflow(name=durable.TURN_WORKFLOW)
 async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
     """A person's conversation turn, dispatched to this executor (``tether run`` while an executor
     runs): ``{"thread_id", "message"}``, or ``{"thread_id", "confirm": true}`` to run the one call the
     thread waits on (``"approve": false`` declines it instead). Its ``TurnResult`` as a dict, or
     ``{"error": ...}`` for a request that cannot run."""
-    from tether.agent.roster import agent_of, session_for, team_of
     from tether.supervisor.host import host
 
     h = host()
@@ -126,15 +155,17 @@ async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
         return {"error": "this executor has no model configured"}
     thread_id = str(request.get("thread_id", ""))
     steps = DurableSteps(h.runtime.threads, thread_id)
+    team = team_of(h.executor, h.model_for, start_flow=_flows(h))
+    agent = request.get("agent")
+    wanted = None if agent is None else str(agent)
+    shape = await _shape(lambda: _shape_of(h, agent_of(team, wanted, thread_id)))
+    if "error" in shape:
+        return {"error": shape["error"]}
+    record, flows = AgentRecord.from_dict(shape["agent"]), shape["flows"]
     try:
-        team = team_of(h.executor, h.model_for, start_flow=_flows(h))
-        agent = request.get("agent")
-        wanted = None if agent is None else str(agent)
-
-        def build() -> Any:  # reads the store and the skills folder: off the loop
-            return session_for(team, agent_of(team, wanted, thread_id), steps=steps, detach=True)
-
-        session = await asyncio.to_thread(build)
+        session = await asyncio.to_thread(
+            lambda: session_for(team, record, steps=steps, detach=True, flows=flows)
+        )
     except TetherError as exc:
         return {"error": exc.message}
     try:
@@ -166,13 +197,12 @@ async def run_turn(request: dict[str, Any]) -> dict[str, Any]:
 async def run_delegation(payload: dict[str, Any], deadline: float | None) -> dict[str, Any]:
     """One delegated turn (``agent/team.py``), a child workflow of the delegator's turn: its model and
     tool calls are steps of this workflow, so a crash resumes it where it was and runs no tool twice."""
-    from tether.agent.roster import run_child, team_of
     from tether.supervisor.host import host
 
     h = host()
     assert h.model_for is not None
     steps = DurableSteps(h.runtime.threads, str(payload["thread_id"]), deadline)
-    return await run_child(team_of(h.executor, h.model_for), payload, steps)
+    return await run_child(team_of(h.executor, h.model_for, start_flow=_flows(h)), payload, steps)
 
 
 async def agent_turn(h: Host, opened: dict[str, Any]) -> list[Any]:
@@ -180,8 +210,14 @@ async def agent_turn(h: Host, opened: dict[str, Any]) -> list[Any]:
     assert h.model_for is not None
     thread_id = str(opened["thread_id"])
     steps = DurableSteps(h.runtime.threads, thread_id, opened.get("deadline"))
+    shape: dict[str, Any] = {"flows": {}}
+    if opened.get("agent"):
+        team = team_of(h.executor, h.model_for, start_flow=_flows(h))
+        shape = await _shape(lambda: _shape_of(h, agent_of(team, str(opened["agent"]))))
+        if "error" in shape:
+            return ["rejected", f"the task's agent cannot run: {shape['error']}", {"thread_id": thread_id}]
     try:
-        session = await asyncio.to_thread(_agent_session, h, opened, steps)
+        session = await asyncio.to_thread(_agent_session, h, opened, steps, shape)
     except TetherError as exc:
         return ["rejected", f"the task's agent cannot run: {exc.message}", {"thread_id": thread_id}]
     try:
@@ -220,25 +256,25 @@ def _flows(h: Host) -> Any:
     return partial(start_skill_flow, h.runtime, h.executor.registry)
 
 
-def _agent_session(h: Host, opened: dict[str, Any], steps: DurableSteps) -> Any:
-    """The session of an agent task: the profile's agent (its persona, model and grants; the profile's
-    own prompt and model, when given, win), else a plain session for the profile's caller."""
+def _agent_session(h: Host, opened: dict[str, Any], steps: DurableSteps, shape: dict[str, Any]) -> Any:
+    """The session of an agent task: the profile's agent as its turn recorded it (its persona, model
+    and grants; the profile's own prompt and model, when given, win), else a plain session for the
+    profile's caller."""
     from dataclasses import replace
 
-    from tether.agent.roster import agent_of, session_for, team_of
     from tether.agent.session import ConversationSession
-    from tether.tasks.grants import Grants
 
     assert h.model_for is not None
     persona, model = str(opened.get("persona") or ""), opened.get("model")
     within = Grants.from_json(opened.get("grants"))  # the run's (a skill's flow an agent started)
     if opened.get("agent"):
         team = team_of(h.executor, h.model_for, start_flow=_flows(h))
-        record = agent_of(team, str(opened["agent"]))
+        record = AgentRecord.from_dict(shape["agent"])
         record = replace(record, persona=persona or record.persona, model=model or record.model)
         return session_for(
-            team, record, steps=steps, detach=True, caller=str(opened["caller"]), within=within
-        )
+            team, record, steps=steps, detach=True, caller=str(opened["caller"]), within=within,
+            lineage=lineage_of(opened, record.name, within), flows=shape["flows"],
+        )  # fmt: skip
     return ConversationSession(
         h.executor,
         h.model_for(model),
