@@ -81,3 +81,46 @@ def test_jobs_outside_the_grants_are_invisible_to_that_agent(support: Executor) 
     # A prefix of its id finds nothing either.
     prefix = asyncio.run(support.control(done.execution_id[:8], "status", caller="agent", grants=narrow))
     assert prefix.status is TaskStatus.NOT_FOUND
+
+
+def test_status_and_stop_are_registry_tasks_under_the_same_grants(support: Executor) -> None:
+    """``jobs.status`` and ``jobs.stop`` are tasks of every registry: listed, granted, their arguments
+    checked, answered by the executor within the caller's view of jobs, and no job of their own."""
+    assert {"jobs.status", "jobs.stop"} <= {s.task_id for s in support.registry.for_caller("agent")}
+    done = support.execute_sync("t.quick", caller="agent")
+    status = support.execute_sync("jobs.status", {"execution_id": done.execution_id}, caller="agent")
+    assert status.status is TaskStatus.COMPLETED and status.execution_id == done.execution_id
+    assert status.task_id == "t.quick"  # the job's own answer
+    # Not granted: it does not exist for that agent, like any task outside its grants.
+    narrow = Grants.of(["t.*"])
+    refused = support.execute_sync(
+        "jobs.status", {"execution_id": done.execution_id}, caller="agent", grants=narrow
+    )
+    assert (
+        refused.status is TaskStatus.NOT_FOUND
+        and refused.message == "no task 'jobs.status' is available to agent"
+    )
+    granted = Grants.of(["t.*", "jobs"])
+    assert (
+        support.execute_sync(
+            "jobs.status", {"execution_id": done.execution_id}, caller="agent", grants=granted
+        ).status
+        is TaskStatus.COMPLETED
+    )
+    # A job outside the grants stays invisible through the task too.
+    hidden = support.execute_sync(
+        "jobs.stop", {"execution_id": done.execution_id}, caller="agent", grants=Grants.of(["jobs"])
+    )
+    assert hidden.status is TaskStatus.NOT_FOUND
+    # Its arguments are checked like any task's, with the parameter named.
+    bad = support.execute_sync("jobs.stop", {"id": "x"}, caller="agent")
+    assert bad.status is TaskStatus.REJECTED and "execution_id" in bad.message
+    # Only a job's owner scope: within an origin, another origin's job is not found.
+    scoped = support.execute_sync(
+        "jobs.status", {"execution_id": done.execution_id}, caller="agent", origin="thread:elsewhere"
+    )
+    assert scoped.status is TaskStatus.NOT_FOUND
+    # Looking at a job is not work: no job records of its own.
+    assert {r.task_id for r in support.jobs_for("agent")} == {"t.quick"}
+    # A custom caller (a plan's profile) may look at the jobs it may see too.
+    assert support.registry.get("jobs.stop", "writer") is not None

@@ -312,7 +312,8 @@ def test_a_changed_module_gets_a_fresh_server(tmp_path: Path) -> None:
         assert json.loads(own.run("task", "run", "u.hello", "--json").stdout)["message"] == "first"
         write("second")
         os.utime(module, (module.stat().st_atime, module.stat().st_mtime + 2))
-        assert json.loads(own.run("tasks", "--json").stdout)[0]["description"] == "second"
+        listed = {t["task_id"]: t for t in json.loads(own.run("tasks", "--json").stdout)}
+        assert listed["u.hello"]["description"] == "second"
         assert json.loads(own.run("task", "run", "u.hello", "--json").stdout)["message"] == "second"
         wait_for(lambda: exited(first), what="the stale server to retire")
         second = wait_for(own.serving, timeout=60, what="a fresh server")

@@ -57,11 +57,14 @@ def test_agent_list_has_no_debug_or_internal_tasks() -> None:
         "demo.loop_farm",
         "demo.salvage_relics",
         "demo.status",
+        "jobs.status",  # the two control tasks: every registry has them
+        "jobs.stop",
     }
     assert {s.task_id for s in demo.for_caller(MCP)} == names
     internal = Registry()
     internal.add(spec())
-    assert internal.for_caller(AGENT) == [] and internal.get("x.task") is not None
+    assert {s.task_id for s in internal.for_caller(AGENT)} == {"jobs.status", "jobs.stop"}
+    assert internal.get("x.task") is not None
 
 
 def test_registry_refuses_duplicates_and_unknown_preconditions() -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tether.agent import texts
 from tether.agent.skillruns import SKILL_RUN_NAME
 from tether.agent.steps import TOOL, Steps, perform
-from tether.agent.surface import GET_STATUS, ToolSurface
+from tether.agent.surface import CONTROL_IDS, ToolSurface
 from tether.agent.team import DELEGATE_NAME
 from tether.agent.turn import Turn
 from tether.config import AgentSettings
@@ -148,33 +148,19 @@ class ToolCalls:
         return result
 
     async def control(self, turn: Turn, call: ToolCall) -> TaskResult:
-        if not self.surface.granted_control(call.name):
-            return TaskResult(
-                task_id=call.name,
-                execution_id="",
-                status=TaskStatus.NOT_FOUND,
-                message=f"no task {call.name!r} is available to this agent",
-            )
-        execution_id = call.arguments.get("execution_id")
-        if not isinstance(execution_id, str) or not execution_id:
-            return TaskResult(
-                task_id=call.name,
-                execution_id="",
-                status=TaskStatus.REJECTED,
-                message=f"{call.name}: execution_id must be the id a tool call returned",
-            )
+        """A control tool is the registry task it stands for (``jobs.status`` / ``jobs.stop``), run through
+        the executor like any call: granted, its arguments checked, within this thread's jobs."""
         try:
-            return await self.executor.control(
-                execution_id,
-                "status" if call.name == GET_STATUS else "stop",
+            return await self.executor.execute(
+                CONTROL_IDS[call.name],
+                call.arguments,
                 caller=self.caller,
-                origin=self.scope(turn.thread_id),
-                reason=f"asked by the {self.caller}",
                 grants=self.grants,
+                origin=self.scope(turn.thread_id),
             )
         except TetherError as exc:
             return TaskResult(
-                task_id=call.name, execution_id=execution_id, status=TaskStatus.FAILED, message=exc.message
+                task_id=call.name, execution_id="", status=TaskStatus.FAILED, message=exc.message
             )
 
     async def observe(self, turn: Turn, call: ToolCall, result: TaskResult, index: int) -> None:

@@ -18,8 +18,8 @@ from typing import Any
 from tether.errors import ConfigError
 from tether.models.base import ToolDef
 from tether.tasks.catalog import Catalog, InCatalog
-from tether.tasks.grants import JOBS_STATUS, JOBS_STOP, Grants, allowed
-from tether.tasks.spec import Danger, Registry, TaskSpec
+from tether.tasks.grants import JOBS_STATUS, JOBS_STOP, Grants
+from tether.tasks.spec import CONTROL, Danger, Registry, TaskSpec
 
 GET_STATUS = "get_task_status"
 STOP_TASK = "stop_task"
@@ -192,6 +192,8 @@ class ToolSurface:
         self.unavailable: dict[str, str] = {}
         business: list[ToolDef] = []
         for spec in sorted(registry.for_caller(caller, grants), key=lambda s: s.task_id):
+            if spec.task_id in CONTROL:
+                continue  # offered as the two control tools below, under their own names
             name = tool_name(spec.task_id)
             if name in self._specs or name in (GET_STATUS, STOP_TASK):
                 raise ConfigError(f"task {spec.task_id!r} maps to the tool name {name!r}, which is taken")
@@ -202,7 +204,9 @@ class ToolSurface:
             self._specs[name] = spec
             business.append(tool_for(spec))
         self.business = tuple(business)
-        self.control_tools = tuple(t for t in CONTROL_TOOLS if allowed(CONTROL_IDS[t.name], grants))
+        self.control_tools = tuple(
+            t for t in CONTROL_TOOLS if registry.get(CONTROL_IDS[t.name], caller, grants) is not None
+        )
         self.extra = extra
         self.tools = (*self.business, *extra, *self.control_tools)
 

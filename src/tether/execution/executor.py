@@ -56,9 +56,9 @@ from tether.execution.spawner import Spawner, default_spawner
 from tether.runtime import Runtime
 from tether.store.jobs import JobRecord
 from tether.tasks.confirm import Confirmation, call_digest
-from tether.tasks.grants import Grants
+from tether.tasks.grants import JOBS_STATUS, Grants
 from tether.tasks.result import TaskResult, TaskStatus
-from tether.tasks.spec import Isolation, Registry
+from tether.tasks.spec import CONTROL, Isolation, Registry
 from tether.tasks.validation import validate_params
 
 log = logging.getLogger("tether.executor")
@@ -221,6 +221,8 @@ class Executor:
         given = execution_id is not None
         check_caller(caller)
         check_origin(origin)
+        if task_id in CONTROL:
+            return await self._control_call(task_id, params, caller, grants, origin, started)
         if execution_id is None:
             execution_id = new_execution_id()
         else:
@@ -307,6 +309,25 @@ class Executor:
         return self.registry.get(record.task_id, caller, grants) is not None and (
             origin is None or record.origin == origin
         )
+
+    async def _control_call(
+        self,
+        task_id: str,
+        params: Mapping[str, Any] | None,
+        caller: str,
+        grants: Grants | None,
+        origin: str | None,
+        started: float,
+    ) -> TaskResult:
+        """``jobs.status`` / ``jobs.stop`` called like a task: admitted like any (granted, arguments
+        checked), then answered here as ``control`` answers, within ``origin``'s jobs when given. No
+        job record of its own: looking at a job is not work."""
+        verdict = await self._gate.admit(task_id, params, caller, None, grants)
+        if not isinstance(verdict, Admitted):
+            return verdict.result("", started)
+        action: Action = "status" if task_id == JOBS_STATUS else "stop"
+        target = str(verdict.clean["execution_id"])
+        return await self.control(target, action, caller=caller, origin=origin, grants=grants)
 
     MIN_PREFIX = 4
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from tether.errors import RegistryError, ToolNotFound
 from tether.tasks.callers import AGENT as AGENT  # re-exported: tasks meet their callers here
@@ -24,7 +24,7 @@ from tether.tasks.callers import CLI as CLI
 from tether.tasks.callers import EVERYONE as EVERYONE
 from tether.tasks.callers import MCP as MCP
 from tether.tasks.callers import NAME_RE
-from tether.tasks.grants import Grants, allowed
+from tether.tasks.grants import JOBS_STATUS, JOBS_STOP, Grants, allowed
 
 TASK_ID_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -142,7 +142,9 @@ class TaskSpec:
             )
 
     def exposed(self, caller: str) -> bool:
-        return caller in self.exposed_to
+        # Every caller may ask about and stop the jobs it may see (contract 9): which jobs those are is
+        # the executor's check (``Executor.control``), not the control task's exposure.
+        return caller in self.exposed_to or self.task_id in CONTROL
 
     def danger_for(self, params: Any) -> Danger:
         """The danger of one call with these (validated, JSON) arguments: ``destructive_if`` parameters
@@ -215,6 +217,8 @@ class Registry:
                 raise RegistryError(f"registry env: {name!r} is not an environment variable name")
 
     def add(self, spec: TaskSpec) -> TaskSpec:
+        if spec.task_id in CONTROL:
+            raise RegistryError(f"task {spec.task_id!r} is tether's own: every registry has it")
         if spec.task_id in self._specs:
             raise RegistryError(f"task {spec.task_id!r} is registered twice")
         missing = [name for name in spec.requires if name not in self._preconditions]
@@ -235,28 +239,28 @@ class Registry:
     def get(self, task_id: str, caller: str | None = None, grants: Grants | None = None) -> TaskSpec | None:
         """The spec, or None when it does not exist, is not exposed to ``caller`` (None = internal) or
         is outside ``grants`` (an agent's, ``tasks/grants.py``; None = no narrowing)."""
-        spec = self._specs.get(task_id)
+        spec = self._specs.get(task_id) or _CONTROL_BY_ID.get(task_id)
         if spec is None or (caller is not None and not spec.exposed(caller)) or not allowed(task_id, grants):
             return None
         return spec
 
     def spec(self, task_id: str) -> TaskSpec:
         """The spec regardless of exposure (for tether's own code); ``ToolNotFound`` if unknown."""
-        spec = self._specs.get(task_id)
+        spec = self._specs.get(task_id) or _CONTROL_BY_ID.get(task_id)
         if spec is None:
             raise ToolNotFound(f"no task {task_id!r} is registered", task_id=task_id)
         return spec
 
     def for_caller(self, caller: str, grants: Grants | None = None) -> list[TaskSpec]:
-        return [
-            spec for spec in self._specs.values() if spec.exposed(caller) and allowed(spec.task_id, grants)
-        ]
+        return [spec for spec in self if spec.exposed(caller) and allowed(spec.task_id, grants)]
 
     def __iter__(self) -> Iterator[TaskSpec]:
-        return iter(self._specs.values())
+        """Its own tasks in the order they were added, then the two control tasks every registry has."""
+        yield from self._specs.values()
+        yield from CONTROL_SPECS
 
     def __len__(self) -> int:
-        return len(self._specs)
+        return len(self._specs) + len(CONTROL_SPECS)
 
     def unmet(self, spec: TaskSpec, home: Path) -> str | None:
         """The first unmet precondition of ``spec`` as a sentence, else None."""
@@ -279,3 +283,48 @@ class Registry:
         if not isinstance(registry, Registry):
             raise RegistryError(f"{ref!r} is a {type(registry).__name__}, not a tether Registry")
         return registry
+
+
+# -- the two control tasks -------------------------------------------------------------------------
+# ``jobs.status`` and ``jobs.stop`` are registry tasks like any other (listed, granted, validated,
+# admitted), answered by the executor itself: they look at or stop another job, so no worker runs them.
+CONTROL = frozenset({JOBS_STATUS, JOBS_STOP})
+
+
+class JobRef(BaseModel):
+    """One job, by the execution id a call returned (a unique prefix of at least 4 characters will do)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    execution_id: str = Field(
+        min_length=1, max_length=80, description="the execution_id a tool call or `tether job list` gave"
+    )
+
+
+def in_the_executor(*_: Any) -> None:
+    raise RuntimeError("jobs.status and jobs.stop are answered by the executor, never by a worker")
+
+
+CONTROL_SPECS = (
+    TaskSpec(
+        task_id=JOBS_STATUS,
+        handler="tether.tasks.spec:in_the_executor",
+        params=JobRef,
+        description="Current status, progress and result of a job by execution_id. Never waits for a lock.",
+        resources=(),
+        idempotent=True,
+        isolation=Isolation.INLINE,
+        exposed_to=EVERYONE,
+    ),
+    TaskSpec(
+        task_id=JOBS_STOP,
+        handler="tether.tasks.spec:in_the_executor",
+        params=JobRef,
+        description="Stop a running job by execution_id: cooperatively, then by force. Takes no lock.",
+        resources=(),
+        idempotent=True,
+        isolation=Isolation.INLINE,
+        exposed_to=EVERYONE,
+    ),
+)
+_CONTROL_BY_ID = {spec.task_id: spec for spec in CONTROL_SPECS}
