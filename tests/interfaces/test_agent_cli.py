@@ -133,3 +133,27 @@ def test_run_with_an_image_on_the_offline_model_says_it_cannot_see_and_a_non_ima
     code, out, err = tether_cli("run", "what is this?", "--image", str(fake), "--json", home=home)
     assert code == 2 and "PNG, JPEG, GIF or WebP" in json.loads(out)["error"]["message"], (out, err)
     assert len(list((home / "images").iterdir())) == 1  # the refused file was never kept
+
+
+def test_trace_shows_a_delegation_as_a_tree(home: Path) -> None:
+    """Who asked whom, what it did, what it returned: the sub-agent's steps under the call that asked."""
+    assert tether_cli("agents", "create", "lead", "-g", "team,automation", home=home)[0] == 0
+    assert (
+        tether_cli("agents", "create", "looker", "-g", "automation", "--alias", "看守助手", home=home)[0] == 0
+    )
+    code, _, err = tether_cli(
+        "run", "--agent", "lead", "让看守助手查看游戏状态", "--new-thread", "tr-1", home=home
+    )
+    assert code == 0, err
+    code, out, _ = tether_cli("trace", "tr-1", "--json", home=home)
+    delegated = next(s for s in json.loads(out)["steps"] if s["kind"] == "tool")
+    child = delegated["delegation"]
+    assert child["thread_id"] == "tr-1.d1-1"
+    assert [s["tool"] for s in child["steps"] if s["kind"] == "tool"] == ["demo.status"]
+    code, out, _ = tether_cli("trace", "tr-1", home=home)
+    lines = out.splitlines()
+    nested = [line for line in lines if line.startswith("     │ ")]
+    assert code == 0 and "└─ in thread tr-1.d1-1:" in out
+    assert any("demo.status" in line for line in nested) and not any(
+        "agents.delegate" in line for line in nested
+    )

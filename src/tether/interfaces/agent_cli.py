@@ -332,7 +332,8 @@ def trace_command(
     thread_id: Annotated[str, typer.Argument(help="The thread to show")],
     as_json: JsonFlag = False,
 ) -> None:
-    """Every step of every turn of a thread."""
+    """Every step of every turn of a thread; a delegation's own steps nested under the call that
+    handed the work over (who asked whom, what it did, what it returned)."""
 
     def body() -> int:
 
@@ -346,25 +347,45 @@ def trace_command(
             print_error(f"no thread {given[:80]!r}", as_json=as_json, code="not_found")
             return 2
         thread = found
-        steps = [s.to_dict() for s in store.steps(thread)]
+        steps = _step_tree(store, thread)
         if as_json:
             print(json.dumps({"thread_id": thread, "steps": steps}, ensure_ascii=False))
             return 0
-        for s in steps:
-            head = f"{s['turn']}:{s['index']:<2} {STEP_ICONS.get(s['kind'], '·')} {s['kind']:<12}"
-            if s["kind"] == "tool":
-                result = s["result"] or {}
-                args = json.dumps(s["args"], ensure_ascii=False)
-                shown = f"{s['tool']} {args} → {result.get('status')}: {result.get('message', '')}"
-                out.print(f"{head} {shown}", markup=False)
-            elif s["kind"] == "model" and s["args"]:
-                names = ", ".join(c["name"] for c in s["args"]["tool_calls"])
-                out.print(f"{head} → {names}", markup=False)
-            else:
-                out.print(f"{head} {s['text']}", markup=False)
+        _print_steps(steps, "")
         return 0
 
     guarded(as_json, body)
+
+
+MAX_TRACE_DEPTH = 8
+
+
+def _step_tree(store: Any, thread: str, depth: int = 0) -> list[dict[str, Any]]:
+    """A thread's steps; a delegation's step carries its own thread's steps under ``delegation``."""
+    steps = [s.to_dict() for s in store.steps(thread)]
+    for s in steps:
+        child = ((s.get("result") or {}).get("data") or {}).get("thread_id") if s["kind"] == "tool" else None
+        if isinstance(child, str) and child != thread and depth + 1 < MAX_TRACE_DEPTH:
+            s["delegation"] = {"thread_id": child, "steps": _step_tree(store, child, depth + 1)}
+    return steps
+
+
+def _print_steps(steps: list[dict[str, Any]], indent: str) -> None:
+    for s in steps:
+        head = f"{indent}{s['turn']}:{s['index']:<2} {STEP_ICONS.get(s['kind'], '·')} {s['kind']:<12}"
+        if s["kind"] == "tool":
+            result = s["result"] or {}
+            args = json.dumps(s["args"], ensure_ascii=False)
+            shown = f"{s['tool']} {args} → {result.get('status')}: {result.get('message', '')}"
+            out.print(f"{head} {shown}", markup=False)
+        elif s["kind"] == "model" and s["args"]:
+            names = ", ".join(c["name"] for c in s["args"]["tool_calls"])
+            out.print(f"{head} → {names}", markup=False)
+        else:
+            out.print(f"{head} {s['text']}", markup=False)
+        if "delegation" in s:
+            out.print(f"{indent}     └─ in thread {s['delegation']['thread_id']}:", markup=False)
+            _print_steps(s["delegation"]["steps"], indent + "     │ ")
 
 
 def _read_images(paths: list[Path], confirm: bool) -> list[tuple[str, bytes]]:

@@ -394,7 +394,15 @@ def test_a_delegation_is_done_on_the_page_and_its_thread_opens_from_the_trace(
     say(page, "让看守助手查看游戏状态")
     assert "looker" in page.get_by_test_id("msg-assistant").last.inner_text()
     page.get_by_test_id("tab-trace").click()
-    page.get_by_test_id("open-delegation").first.click()
+    # The tree: under the call that handed the work over, what the sub-agent decided, ran and said.
+    tree = page.get_by_test_id("delegation-tree").first
+    tree.locator("summary").click()
+    ran = tree.locator("[data-testid=tree-line][data-kind=tool]").first
+    ran.wait_for()
+    assert "demo.status" in ran.inner_text()
+    assert tree.locator("[data-testid=tree-line][data-kind=final]").count() == 1
+    shot(page, "14-a-delegation-as-a-tree")
+    tree.get_by_test_id("open-delegation").click()
     label = page.get_by_test_id("thread-agent")
     page.wait_for_function(
         "() => document.querySelector('[data-testid=thread-agent]').textContent.includes('looker')"
@@ -403,7 +411,7 @@ def test_a_delegation_is_done_on_the_page_and_its_thread_opens_from_the_trace(
     thread_id = page.evaluate("() => decodeURIComponent(location.hash.split('thread=')[1])")
     shown = served.get(f"/api/threads/{thread_id}")
     assert shown["agent"] == "looker" and shown["parent"]
-    shot(page, "14-a-delegation-and-its-thread")
+    shot(page, "14-a-delegation-and-its-thread")  # (after the tree above)
 
 
 def test_an_image_is_attached_on_the_page_and_the_offline_model_says_it_cannot_see_it(

@@ -1212,10 +1212,7 @@ function cardBody(card, repeat) {
     case 'observation':
       return [
         card.message ? h('p', { class: 'prewrap' }, card.message) : null,
-        card.delegated
-          ? h('button', { type: 'button', class: 'link', 'data-testid': 'open-delegation', onclick: () => openThread(card.delegated.thread) },
-            t('trace.delegation', { name: card.delegated.to }))
-          : null,
+        card.delegated ? delegationTree(card.delegated, 0) : null,
       ];
     case 'confirmation':
       if (card.approved === undefined) {
@@ -1229,6 +1226,59 @@ function cardBody(card, repeat) {
     default:
       return [];
   }
+}
+
+const MAX_TREE_DEPTH = 8;
+
+/** One line of a delegated turn's record, as the tree shows it (what it decided, ran, got, said). */
+function treeLine(step, depth) {
+  const result = step.result || {};
+  const data = result.data || {};
+  let body = null;
+  if (step.kind === 'model') {
+    const tools = toolNames(step.args && step.args.tool_calls);
+    body = [h('span', { class: 'card-kind' }, t('trace.kind.plan')), tools.length ? tools.map((n) => h('code', { class: 'tool-chip' }, n)) : h('span', { class: 'muted small' }, t('trace.noTool'))];
+  } else if (step.kind === 'tool') {
+    body = [
+      h('code', { class: 'card-tool' }, step.tool || '?'),
+      chip(step.status === 'started' && !step.result ? 'started' : result.status),
+      result.message ? h('span', { class: 'prewrap small' }, ` ${result.message}`) : null,
+      data.thread_id && depth + 1 < MAX_TREE_DEPTH ? delegationTree({ thread: data.thread_id, to: data.to }, depth + 1) : null,
+    ];
+  } else if (step.kind === 'confirmation') {
+    body = [h('span', { class: 'card-kind' }, t('trace.kind.confirmation')), h('span', { class: 'prewrap small' }, ` ${step.text || ''}`)];
+  } else if (step.kind === 'final') {
+    body = [h('span', { class: 'card-kind' }, t('trace.kind.result')), h('span', { class: 'prewrap' }, ` ${step.text || ''}`)];
+  }
+  return body ? h('li', { class: 'tree-line', 'data-testid': 'tree-line', 'data-kind': step.kind }, body) : null;
+}
+
+/** Who asked whom, what it did, what it returned: a delegation's own steps, nested under the call that
+ * handed the work over (read when opened), each sub-delegation a branch of its own. */
+function delegationTree(delegated, depth) {
+  const list = h('ul', { class: 'tree', 'data-testid': 'tree-steps' });
+  const details = h(
+    'details',
+    { class: 'delegation-tree', 'data-testid': 'delegation-tree', 'data-thread': delegated.thread },
+    h('summary', {}, t('trace.delegationSteps', { name: delegated.to })),
+    list,
+    h('button', { type: 'button', class: 'link', 'data-testid': 'open-delegation', onclick: () => openThread(delegated.thread) },
+      t('trace.delegation', { name: delegated.to })),
+  );
+  let loaded = false;
+  details.addEventListener('toggle', async () => {
+    if (!details.open || loaded) return;
+    loaded = true;
+    try {
+      const steps = await api.steps(delegated.thread);
+      const lines = (steps.items || []).map((step) => treeLine(step, depth)).filter(Boolean);
+      list.replaceChildren(...(lines.length ? lines : [h('li', { class: 'muted small' }, t('trace.treeEmpty'))]));
+    } catch (err) {
+      loaded = false;
+      list.replaceChildren(h('li', { class: 'muted small' }, String(err.message || err)));
+    }
+  });
+  return details;
 }
 
 function traceCard({ card, delta, repeat }) {
