@@ -1,5 +1,5 @@
-"""The conversation commands of the CLI: ``tether run``, ``tether chat``, ``tether threads``,
-and ``tether trace``.
+"""The conversation commands of the CLI: ``tether run`` and ``tether chat`` (``interfaces/threads_cli.py``
+has ``tether threads`` and ``tether trace``).
 
 While an executor runs in the home (``tether worker``, ``tether serve``), ``tether run`` hands the turn
 to it and follows the thread's events: the turn is then durable step by step (a crash of the executor
@@ -21,8 +21,8 @@ from rich.markup import escape
 
 from tether.errors import ConfigError
 from tether.interfaces.base import JsonFlag, app, guarded, load_registry, state
-from tether.interfaces.render import err, human_size, out, print_error
-from tether.interfaces.turnview import STEP_ICONS, render_event
+from tether.interfaces.render import err, human_size, out
+from tether.interfaces.turnview import render_event
 
 CONTROL = ("get_task_status", "stop_task")
 EXIT_NEEDS_CONFIRMATION = 3
@@ -234,158 +234,6 @@ def chat_command(
             session.executor.close()
 
     guarded(False, body)
-
-
-threads_app = typer.Typer(help="Conversation threads: list (the default), rename, delete.")
-
-
-@threads_app.callback(invoke_without_command=True)
-def threads_command(ctx: typer.Context, as_json: JsonFlag = False) -> None:
-    """Conversation threads, newest first."""
-    if ctx.invoked_subcommand is not None:
-        return
-
-    def body() -> int:
-        store = _thread_store(state.home)
-        rows = [
-            {
-                "thread_id": t.thread_id,
-                "title": t.title,
-                "turns": t.turns,
-                "updated_at": t.updated_at,
-                "agent": t.agent or "assistant",
-                "parent": t.parent,
-            }
-            for t in store.threads()
-        ]
-        if as_json:
-            print(json.dumps(rows, ensure_ascii=False))
-            return 0
-        from tether.interfaces.render import human_time
-
-        for row in rows:
-            out.print(
-                f"{row['thread_id']}  {row['turns']:>3} turns  {human_time(row['updated_at']):>11}  "
-                f"{row['agent']:<10}  {row['title']}",
-                markup=False,
-                overflow="ellipsis",
-                no_wrap=True,
-            )
-        return 0
-
-    guarded(as_json, body)
-
-
-@threads_app.command("rename")
-def rename_command(
-    thread_id: Annotated[str, typer.Argument(help="The thread (or a unique prefix)")],
-    title: Annotated[str, typer.Argument(help="Its new title")],
-) -> None:
-    """Give a thread a new title."""
-
-    def body() -> int:
-        from tether.runtime import Runtime
-
-        shown = " ".join(title.split())[:200]
-        if not shown:
-            raise ConfigError("a title needs at least one visible character")
-        with Runtime.open(state.home) as runtime:
-            found = resolve_thread(runtime, thread_id)
-            runtime.threads.rename(found, shown)
-        out.print(f"thread {found} is now {shown!r}", markup=False)
-        return 0
-
-    guarded(False, body)
-
-
-@threads_app.command("delete")
-def delete_command(
-    thread_id: Annotated[str, typer.Argument(help="The thread (or a unique prefix)")],
-    as_json: JsonFlag = False,
-) -> None:
-    """Delete a thread: its turn is cancelled, its jobs are stopped, then its records go."""
-    import asyncio
-
-    def body() -> int:
-
-        from tether.execution.executor import Executor
-        from tether.supervisor import conversations, durable
-        from tether.tasks.spec import CLI
-
-        with Executor(load_registry(state.registry_ref), home=state.home) as executor:
-            runtime = executor.runtime
-            found = resolve_thread(runtime, thread_id)
-            with durable.client(runtime) as client:
-                done = asyncio.run(conversations.delete_thread(runtime, executor, client, found, caller=CLI))
-        if as_json:
-            print(json.dumps(done, ensure_ascii=False))
-        else:
-            stopped = len(done["stopped_jobs"])
-            out.print(f"deleted thread {found} ({stopped} job(s) stopped)", markup=False)
-        return 0
-
-    guarded(as_json, body)
-
-
-@app.command("trace")
-def trace_command(
-    thread_id: Annotated[str, typer.Argument(help="The thread to show")],
-    as_json: JsonFlag = False,
-) -> None:
-    """Every step of every turn of a thread; a delegation's own steps nested under the call that
-    handed the work over (who asked whom, what it did, what it returned)."""
-
-    def body() -> int:
-
-        given = thread_id
-        store = _thread_store(state.home)
-        found = given if store.load(given) is not None else None
-        if found is None and len(given) >= 3:
-            matches = store.ids_with_prefix(given, 2)
-            found = matches[0] if len(matches) == 1 else None
-        if found is None:
-            print_error(f"no thread {given[:80]!r}", as_json=as_json, code="not_found")
-            return 2
-        thread = found
-        steps = _step_tree(store, thread)
-        if as_json:
-            print(json.dumps({"thread_id": thread, "steps": steps}, ensure_ascii=False))
-            return 0
-        _print_steps(steps, "")
-        return 0
-
-    guarded(as_json, body)
-
-
-MAX_TRACE_DEPTH = 8
-
-
-def _step_tree(store: Any, thread: str, depth: int = 0) -> list[dict[str, Any]]:
-    """A thread's steps; a delegation's step carries its own thread's steps under ``delegation``."""
-    steps = [s.to_dict() for s in store.steps(thread)]
-    for s in steps:
-        child = ((s.get("result") or {}).get("data") or {}).get("thread_id") if s["kind"] == "tool" else None
-        if isinstance(child, str) and child != thread and depth + 1 < MAX_TRACE_DEPTH:
-            s["delegation"] = {"thread_id": child, "steps": _step_tree(store, child, depth + 1)}
-    return steps
-
-
-def _print_steps(steps: list[dict[str, Any]], indent: str) -> None:
-    for s in steps:
-        head = f"{indent}{s['turn']}:{s['index']:<2} {STEP_ICONS.get(s['kind'], '·')} {s['kind']:<12}"
-        if s["kind"] == "tool":
-            result = s["result"] or {}
-            args = json.dumps(s["args"], ensure_ascii=False)
-            shown = f"{s['tool']} {args} → {result.get('status')}: {result.get('message', '')}"
-            out.print(f"{head} {shown}", markup=False)
-        elif s["kind"] == "model" and s["args"]:
-            names = ", ".join(c["name"] for c in s["args"]["tool_calls"])
-            out.print(f"{head} → {names}", markup=False)
-        else:
-            out.print(f"{head} {s['text']}", markup=False)
-        if "delegation" in s:
-            out.print(f"{indent}     └─ in thread {s['delegation']['thread_id']}:", markup=False)
-            _print_steps(s["delegation"]["steps"], indent + "     │ ")
 
 
 def _read_images(paths: list[Path], confirm: bool) -> list[tuple[str, bytes]]:
@@ -611,9 +459,3 @@ def _print_turn(result: Any, *, as_json: bool, detach: bool, model: str) -> None
             "[yellow]note:[/] background jobs started by this command stop when it exits; "
             "use --detach, or `tether chat`"
         )
-
-
-def _thread_store(home: str | None) -> Any:
-    from tether.runtime import Runtime
-
-    return Runtime.open(home).threads

@@ -18,13 +18,13 @@ from __future__ import annotations
 import sys
 
 from tether.interfaces import (
-    agent_cli,
     agents_cli,
     artifacts_cli,
     flow_cli,
     home_cli,
     job_cli,
     task_cli,
+    threads_cli,
     web_cli,
 )
 from tether.interfaces.base import app
@@ -34,7 +34,7 @@ from tether.interfaces.base import app
 app.add_typer(task_cli.task_app, name="task")
 app.add_typer(job_cli.job_app, name="job")
 app.add_typer(home_cli.server_app, name="server")
-app.add_typer(agent_cli.threads_app, name="threads")
+app.add_typer(threads_cli.threads_app, name="threads")
 app.add_typer(agents_cli.agents_app, name="agents")
 app.add_typer(home_cli.auth_app, name="auth")
 app.add_typer(flow_cli.flow_app, name="flow")

@@ -252,15 +252,16 @@ class Registry:
         return spec
 
     def for_caller(self, caller: str, grants: Grants | None = None) -> list[TaskSpec]:
-        return [spec for spec in self if spec.exposed(caller) and allowed(spec.task_id, grants)]
+        """The tasks ``caller`` may reach within ``grants``: its own, then the two control tasks."""
+        every = (*self._specs.values(), *CONTROL_SPECS)
+        return [spec for spec in every if spec.exposed(caller) and allowed(spec.task_id, grants)]
 
     def __iter__(self) -> Iterator[TaskSpec]:
-        """Its own tasks in the order they were added, then the two control tasks every registry has."""
-        yield from self._specs.values()
-        yield from CONTROL_SPECS
+        """The tasks added to it, in order (``get`` and ``for_caller`` also answer the control tasks)."""
+        return iter(self._specs.values())
 
     def __len__(self) -> int:
-        return len(self._specs) + len(CONTROL_SPECS)
+        return len(self._specs)
 
     def unmet(self, spec: TaskSpec, home: Path) -> str | None:
         """The first unmet precondition of ``spec`` as a sentence, else None."""

@@ -43,6 +43,7 @@ const state = {
   messages: [],
   optimistic: [],
   cards: new Map(),
+  openTrees: new Set(), // delegations unfolded in the trace (child thread ids): kept open across redraws
   sending: false,
   // live turn state, by thread id
   working: new Set(),
@@ -1267,7 +1268,9 @@ function delegationTree(delegated, depth) {
   );
   let loaded = false;
   details.addEventListener('toggle', async () => {
+    if (!details.open) state.openTrees.delete(delegated.thread);
     if (!details.open || loaded) return;
+    state.openTrees.add(delegated.thread);
     loaded = true;
     try {
       const steps = await api.steps(delegated.thread);
@@ -1278,6 +1281,8 @@ function delegationTree(delegated, depth) {
       list.replaceChildren(h('li', { class: 'muted small' }, String(err.message || err)));
     }
   });
+  // The trace is redrawn as events arrive: a tree the person unfolded stays unfolded (and is read again).
+  if (state.openTrees.has(delegated.thread)) details.open = true;
   return details;
 }
 
