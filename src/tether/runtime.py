@@ -36,6 +36,7 @@ from tether.store.artifacts import SqlArtifactStore
 from tether.store.database import Database, default_url
 from tether.store.events import EventLog
 from tether.store.jobs import SqlJobStore
+from tether.store.memories import MemoryStore
 from tether.store.runs_sql import SqlRunStore
 from tether.store.threads_sql import SqlThreadStore
 
@@ -90,6 +91,7 @@ class Runtime:
         self.jobs = SqlJobStore(db)
         self.threads = SqlThreadStore(db)
         self.agents = AgentStore(db)
+        self.memories = MemoryStore(db)
         self.events = EventLog(db)
         self.runs = SqlRunStore(db)
         self.artifacts = SqlArtifactStore(db)

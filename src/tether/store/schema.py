@@ -60,6 +60,7 @@ threads = Table(
     Column("updated_at", String, nullable=False),
     Column("agent", String),
     Column("parent", String),
+    Column("private", Integer, nullable=False),  # 1: nothing from it is remembered (``store/memories.py``)
 )
 
 # Named agents (``store/agents.py``): a persona, a model, grants within the agent caller's tasks.
@@ -229,7 +230,8 @@ run_attempts = Table(
     Column("host", String),
 )
 
-MIGRATIONS: tuple[str, ...] = (
+# A migration is SQL both dialects take, or, where they differ, {"both", "sqlite", "postgresql"}.
+MIGRATIONS: tuple[str | dict[str, str], ...] = (
     # 1: jobs — one row per execution, sync or background, from any interface.
     """
     CREATE TABLE jobs (
@@ -500,6 +502,35 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE threads ADD COLUMN parent TEXT;
     CREATE INDEX threads_parent ON threads(parent);
     """,
+    # 13: dialogue memory (``store/memories.py``): finished turns and noted facts, per installation and
+    # agent, found by their terms (FTS5 on SQLite; a tsvector with a GIN index on PostgreSQL). A thread
+    # may be private: nothing from it is remembered.
+    {
+        "both": """
+        CREATE TABLE memories (
+            id           INTEGER PRIMARY KEY AUTOINCREMENT,
+            installation TEXT NOT NULL,
+            agent        TEXT NOT NULL,
+            kind         TEXT NOT NULL,
+            thread_id    TEXT,
+            turn         INTEGER,
+            said_at      TEXT NOT NULL,
+            text         TEXT NOT NULL,
+            terms        TEXT NOT NULL,
+            created_at   TEXT NOT NULL
+        );
+        CREATE INDEX memories_owner ON memories(installation, agent, kind);
+        CREATE INDEX memories_thread ON memories(thread_id, turn);
+        ALTER TABLE threads ADD COLUMN private INTEGER NOT NULL DEFAULT 0;
+        """,
+        "sqlite": """
+        CREATE VIRTUAL TABLE memory_terms USING fts5(terms, tokenize = 'unicode61 remove_diacritics 0');
+        """,
+        "postgresql": """
+        ALTER TABLE memories ADD COLUMN tsv tsvector;
+        CREATE INDEX memories_tsv ON memories USING GIN (tsv);
+        """,
+    },
 )
 
 SCHEMA_TABLE = "tether_schema"
@@ -541,7 +572,9 @@ def migrate(conn: Any, dialect: str, owner: dict[str, str]) -> int:
     if current == len(MIGRATIONS):
         return current
     for number in range(current, len(MIGRATIONS)):
-        for statement in _adapt(MIGRATIONS[number], dialect).split(";"):
+        entry = MIGRATIONS[number]
+        sql = entry if isinstance(entry, str) else entry["both"] + entry[dialect]
+        for statement in _adapt(sql, dialect).split(";"):
             if not statement.strip():
                 continue
             if ":installation" in statement:

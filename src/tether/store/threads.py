@@ -94,6 +94,7 @@ class ThreadState:
     updated_at: str = field(default_factory=now)
     agent: str | None = None  # the agent it belongs to (None: the default assistant)
     parent: str | None = None  # for a delegated thread: the step that asked (``<thread>:<turn>:<i>``)
+    private: bool = False  # nothing from it is remembered (``store/memories.py``)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,6 +139,7 @@ class ThreadStore(Protocol):
     def forget(self, thread_id: str) -> None: ...
     def deleted(self, thread_id: str) -> bool: ...
     def assign(self, thread_id: str, agent: str | None, parent: str | None = None) -> None: ...
+    def set_private(self, thread_id: str, private: bool) -> bool: ...
 
 
 class MemoryThreadStore:
@@ -264,6 +266,13 @@ class MemoryThreadStore:
         state = self._threads.setdefault(thread_id, ThreadState(thread_id=thread_id))
         check_assign(state, agent, parent)
         state.agent, state.parent = agent, parent or state.parent
+
+    def set_private(self, thread_id: str, private: bool) -> bool:
+        state = self._threads.get(thread_id)
+        if state is None:
+            return False
+        state.private = private
+        return True
 
 
 def check_assign(state: ThreadState, agent: str | None, parent: str | None = None) -> None:

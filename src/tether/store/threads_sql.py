@@ -441,6 +441,15 @@ class SqlThreadStore:
                     .values(agent=agent, parent=parent or state.parent)
                 )
 
+    def set_private(self, thread_id: str, private: bool) -> bool:
+        """Mark the thread private (nothing from it is remembered) or not; False if there is no such
+        thread."""
+        with self.db.write() as conn:
+            done = conn.execute(
+                update(Th).where(Th.c.thread_id == thread_id).values(private=1 if private else 0)
+            )
+        return bool(done.rowcount)
+
     def deleted(self, thread_id: str) -> bool:
         with self.db.read() as conn:
             return conn.execute(_DELETED, {"k_thread": thread_id}).first() is not None
@@ -459,6 +468,7 @@ def _state(row: Any) -> ThreadState:
         updated_at=m["updated_at"],
         agent=m["agent"],
         parent=m["parent"],
+        private=bool(m["private"]),
     )
 
 
