@@ -280,6 +280,10 @@ class AgentSettings(_Section):
     # how many model decisions one delegated turn may take (it is not extended: it reports instead).
     delegation_max_depth: Annotated[int, Field(ge=1, le=8)] = 2
     delegation_max_steps: Count = 10
+    # Memory (``agent/recall.py``): how many memories of earlier threads a turn may recall (0: none), and
+    # how many characters of them its model reads at most.
+    recall_top_k: Annotated[int, Field(ge=0, le=20)] = 3
+    recall_max_chars: Annotated[int, Field(ge=0, le=20_000)] = 1500
     # Models a delegation may name beyond those this home uses already (its [model], `offline`, and
     # the models its agents name): `provider/model` or a model name. Any other name resolves to the
     # home's default model, said so in the trace.

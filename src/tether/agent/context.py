@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 
-from tether.agent import outputs
+from tether.agent import outputs, recall
 from tether.agent.calls import ToolCalls
 from tether.agent.stale import fold_stale_reads
 from tether.agent.surface import ToolSurface
@@ -159,6 +159,8 @@ def model_messages(
         messages.append({"role": "system", "content": f"{head}\n{lines}"})
     if context.formats:
         messages.append({"role": "system", "content": outputs.ticked_note(context.formats)})
+    if context.memories:
+        messages.append({"role": "system", "content": recall.note(context.memories, language)})
     return messages
 
 

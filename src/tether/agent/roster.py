@@ -217,5 +217,6 @@ def session_for(
         caller=caller,
         lineage=lineage,
         flows=flows,
+        remember=record.memory != "off",
     )
     return session

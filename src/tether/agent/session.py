@@ -43,6 +43,8 @@ from tether.agent import images as images_of
 from tether.agent.calls import OK, ToolCalls, call_key
 from tether.agent.context import model_messages, system_prompt, turn_context
 from tether.agent.delegation import Delegations
+from tether.agent.recall import recall as recall_of
+from tether.agent.recall import worth_keeping
 from tether.agent.recovery import recover_interrupted
 from tether.agent.replies import is_no, is_yes
 from tether.agent.skillruns import SKILL_RUN, SkillRuns, skill_run_tool, skills_with_flows
@@ -55,8 +57,9 @@ from tether.errors import ConfigError, ModelError
 from tether.events import ConfirmationAnswered, EventBus, ModelDecided
 from tether.execution import process
 from tether.execution.executor import Executor
-from tether.models.base import Message, Model, ModelResponse, ToolCall, TurnContext
+from tether.models.base import Message, Model, ModelResponse, RecalledMemory, ToolCall, TurnContext
 from tether.store.agents import DEFAULT_AGENT
+from tether.store.memories import MemoryStore
 from tether.store.threads import MemoryThreadStore, ThreadState, ThreadStore
 from tether.tasks.confirm import Confirmation
 from tether.tasks.grants import DELEGATE, Grants
@@ -93,6 +96,7 @@ class ConversationSession:
         team: Team | None = None,
         lineage: Lineage | None = None,
         flows: dict[str, str] | None = None,
+        remember: bool = True,
     ) -> None:
         """``grants`` narrow the tasks this session's agent may reach (``tasks/grants.py``); ``agent``
         names it on its threads; with ``team`` it may hand work to other agents (``agent/team.py``) when
@@ -111,6 +115,7 @@ class ConversationSession:
         self.caller = caller
         self.grants = grants
         self.agent_name = agent
+        self.remember = remember  # its memory is on: earlier threads are recalled, finished turns kept
         self.lineage = lineage or Lineage()
         extra = ()
         # Only an agent granted agents.delegate hands work on (the built-in assistant, with no grants
@@ -234,12 +239,17 @@ class ConversationSession:
                 turn.stray_answer = bool(opened.get("stray"))
                 # An answer carries on the request that asked: with the files that request ticked.
                 turn.formats = outputs.normalize(pending.get("formats") or ()) if pending else formats
+                if pending is None and not turn.stray_answer:
+                    turn.recalled = await asyncio.to_thread(self._recall, state, message)
                 try:
-                    return await self._run(turn, pending, answer if pending is not None else None, source)
+                    result = await self._run(turn, pending, answer if pending is not None else None, source)
                 except TurnHalted as halt:
                     if halt.taken_over:
                         raise  # another process recovered this turn: its record is theirs now
                     return await turn.done(TurnStatus.FAILED, halt.reason)
+                if pending is None and result.status is TurnStatus.COMPLETED:
+                    await asyncio.to_thread(self._keep, state, number, message, result.final)
+                return result
             except TurnHalted:
                 raise
             except asyncio.CancelledError:
@@ -250,6 +260,31 @@ class ConversationSession:
                 # Whatever ends this turn abnormally, the record says so (the page never spins).
                 await asyncio.shield(asyncio.to_thread(self._end_failed, thread_id, number))
                 raise
+
+    def _memories(self, state: ThreadState) -> MemoryStore | None:
+        """Where this session's agent remembers, when it does: not with its memory off, not in a private
+        thread, not when the threads themselves are not kept."""
+        if not self.remember or state.private or isinstance(self.threads, MemoryThreadStore):
+            return None
+        return self.executor.runtime.memories
+
+    def _recall(self, state: ThreadState, message: str) -> tuple[RecalledMemory, ...]:
+        memories = self._memories(state)
+        if memories is None:
+            return ()
+        s = self.settings
+        return recall_of(
+            memories, self.agent_name, message, state.thread_id,
+            top_k=s.recall_top_k, max_chars=s.recall_max_chars,
+        )  # fmt: skip
+
+    def _keep(self, state: ThreadState, number: int, message: str, final: str) -> None:
+        memories = self._memories(self.threads.load(state.thread_id) or state)  # private since it began?
+        if memories is None or not worth_keeping(message):
+            return
+        record = self.threads.turn(state.thread_id, number)
+        if record is not None:
+            memories.keep_turn(self.agent_name, state.thread_id, number, record.started_at, message, final)
 
     def _limits(self) -> dict[str, int]:
         s = self.settings
@@ -477,6 +512,7 @@ class ConversationSession:
         context = await asyncio.to_thread(
             turn_context, self.calls, turn.state, answer, turn.stray_answer, turn.formats
         )
+        context = dataclasses.replace(context, memories=turn.recalled)
         messages = await asyncio.to_thread(self._messages, turn.state, context)
         context = dataclasses.replace(context, progress=decisions.thinking(self.threads, turn))
         response = await decisions.complete(self.steps, self.model, messages, tools, context)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.events import Event, EventBus, TurnFinished, TurnStarted
-from tether.models.base import Message
+from tether.models.base import Message, RecalledMemory
 from tether.store.threads import REPLAYED, StepRecord, ThreadState, ThreadStore
 
 
@@ -90,6 +90,7 @@ class Turn:
         self.formats: tuple[str, ...] = ()  # the files the person ticked for this turn
         self.limits: dict[str, int] = {}  # the step budget, fixed when the turn opened
         self.images: list[dict[str, Any]] = []  # references of the images sent with the message
+        self.recalled: tuple[RecalledMemory, ...] = ()  # what earlier threads said about the request
 
     @property
     def thread_id(self) -> str:

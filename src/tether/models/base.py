@@ -176,6 +176,17 @@ class BudgetReview:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RecalledMemory:
+    """Something said in an earlier thread (or a fact noted about the person) that a turn's request is
+    about (``agent/recall.py``): what, where and when, for the model to use and cite."""
+
+    thread_id: str | None
+    said_at: str
+    text: str
+    kind: str = "turn"  # turn | fact
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnContext:
     """What the loop knows, as data: models that read prompts see the same in their messages; a model
     that plans in code (the offline planner) reads it here instead of parsing text."""
@@ -195,6 +206,8 @@ class TurnContext:
     formats_question: str | None = None
     # Told how a slow answer goes while the model works: (seconds since asked, tokens so far).
     progress: Callable[[float, int], Awaitable[None]] | None = None
+    # What earlier conversations said that this request is about (``agent/recall.py``), best first.
+    memories: tuple[RecalledMemory, ...] = ()
 
 
 class Model(Protocol):

@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tether.models import offline_choosing, offline_docs, offline_team
+from tether.models import offline_choosing, offline_docs, offline_memory, offline_team
 from tether.models.base import BudgetReview, Message, ModelResponse, OpenJob, ToolCall, ToolDef, TurnContext
 from tether.models.offline_choosing import Step
 from tether.models.offline_conversation import request_of, results_since
@@ -66,6 +66,10 @@ class OfflineModel:
             return ModelResponse(text=texts.nothing_pending(), model=self.name)
         if len(request) > MAX_REQUEST_CHARS:  # what it reads is bounded, so its time is too
             return ModelResponse(text=texts.too_long(len(request)), model=self.name)
+        if not results_since(messages, anchor):  # a question about an earlier conversation
+            remembered = offline_memory.respond(request, context.memories, texts.zh)
+            if remembered is not None:
+                return remembered
         delegated = offline_team.respond(request, messages, anchor, tools, texts.zh)
         if delegated is not None:  # the request hands its parts to agents it names
             return delegated

@@ -1,0 +1,86 @@
+"""An agent remembers earlier threads: a question about what was said is answered from the thread that
+said it, cited; nothing is kept from a private thread, by an agent whose memory is off, or in an
+ephemeral session; a model that reads prompts gets the memories with their sources."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tether.agent.session import ConversationSession
+from tether.config import AgentSettings
+from tether.execution.executor import Executor
+from tether.models.offline import OfflineModel
+from tether.store.agents import AgentRecord
+from tether.testing import ScriptedModel, say
+from tether.toolkits.standard import registry as standard
+
+
+def test_a_question_about_an_earlier_thread_is_answered_from_it_and_cites_it(
+    make_executor: Callable[..., Executor],
+) -> None:
+    executor = make_executor(standard)
+    session = ConversationSession(executor, OfflineModel())
+    first = session.send_sync("farm-1", "启动游戏，然后刷 3 次金币副本")
+    assert first.status.value == "completed", first.final
+    asked = session.send_sync("new-1", "上次我们说的那个副本叫什么？")
+    assert asked.status.value == "completed"
+    assert "farm-1" in asked.final and "藏珍之蕾" in asked.final, asked.final  # the thread, and the name
+    assert [s.kind for s in asked.steps if s.kind == "tool"] == []  # answered, nothing ran
+    # In English too, and a question about something never said gets no made-up answer.
+    session.send_sync("boss-1", "note that my manager is called Priya Raman")
+    english = session.send_sync("new-2", "what did I say my manager's name was?")
+    assert "boss-1" in english.final and "Priya Raman" in english.final, english.final
+    unknown = session.send_sync("new-3", "what did I say my dentist's name was?")
+    assert "found no earlier conversation" in unknown.final, unknown.final
+
+
+def test_nothing_is_kept_from_a_private_thread_an_agent_without_memory_or_an_ephemeral_session(
+    make_executor: Callable[..., Executor],
+) -> None:
+    executor = make_executor(standard)
+    memories = executor.runtime.memories
+    session = ConversationSession(executor, OfflineModel())
+    session.send_sync("open-1", "查看游戏状态")
+    assert memories.count()["turn"] == 1
+    executor.runtime.threads.save(executor.runtime.threads.load("open-1"))  # (a thread that exists)
+    session.send_sync("secret-1", "查看游戏状态")
+    executor.runtime.threads.set_private("secret-1", True)
+    memories.forget_thread("secret-1")  # (what marking a thread private does: ``conversations``)
+    session.send_sync("secret-1", "查看游戏状态")
+    assert memories.count()["turn"] == 1 and all(
+        m.thread_id != "secret-1" for m in memories.search("assistant", "游戏状态 查看", limit=20)
+    )
+    executor.runtime.agents.create(AgentRecord(name="quiet", grants=("automation",), memory="off"))
+    from tether.agent.roster import agent_of, session_for, team_of
+
+    team = team_of(executor, lambda name: OfflineModel())
+    session_for(team, agent_of(team, "quiet")).send_sync("quiet-1", "查看游戏状态")
+    assert memories.count("quiet")["turn"] == 0
+    ephemeral = ConversationSession(executor, OfflineModel(), settings=AgentSettings(memory="ephemeral"))
+    ephemeral.send_sync("eph-1", "查看游戏状态")
+    assert memories.count()["turn"] == 1
+
+
+def test_a_model_reads_the_memories_with_their_sources_and_a_budget(
+    make_executor: Callable[..., Executor],
+) -> None:
+    executor = make_executor(standard)
+    memories = executor.runtime.memories
+    memories.keep_turn("assistant", "trip-1", 1, "2026-10-02T09:00:00+00:00",
+                       "I fly to Chengdu on the 14th to see my parents", "Have a good trip!")  # fmt: skip
+    memories.keep_turn("assistant", "other", 1, "2026-10-03T09:00:00+00:00", "the weather is fine", "yes")
+    model = ScriptedModel([say("You fly on the 14th (thread trip-1).")])
+    ConversationSession(executor, model).send_sync("ask-1", "when do I fly to Chengdu?")
+    notes = [m["content"] for m in model.requests[0][0] if m["role"] == "system"]
+    note = next(n for n in notes if "earlier conversations" in n)
+    assert "2026-10-02 · thread trip-1" in note and "Chengdu" in note and "weather" not in note
+    tight = ScriptedModel([say("ok")])
+    settings = AgentSettings(recall_max_chars=20)
+    ConversationSession(executor, tight, settings=settings).send_sync("ask-2", "when do I fly to Chengdu?")
+    note = next(m["content"] for m in tight.requests[0][0] if "earlier conversations" in str(m["content"]))
+    assert len(note.split("\n", 1)[1]) <= 20 + len("- [2026-10-02 · thread trip-1] ")
+    off = ScriptedModel([say("ok")])
+    ConversationSession(executor, off, settings=AgentSettings(recall_top_k=0)).send_sync(
+        "ask-3", "when do I fly?"
+    )
+    assert not any("earlier conversations" in str(m["content"]) for m in off.requests[0][0])
