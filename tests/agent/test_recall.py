@@ -42,7 +42,6 @@ def test_nothing_is_kept_from_a_private_thread_an_agent_without_memory_or_an_eph
     session = ConversationSession(executor, OfflineModel())
     session.send_sync("open-1", "查看游戏状态")
     assert memories.count()["turn"] == 1
-    executor.runtime.threads.save(executor.runtime.threads.load("open-1"))  # (a thread that exists)
     session.send_sync("secret-1", "查看游戏状态")
     executor.runtime.threads.set_private("secret-1", True)
     memories.forget_thread("secret-1")  # (what marking a thread private does: ``conversations``)
