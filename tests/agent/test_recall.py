@@ -83,3 +83,53 @@ def test_a_model_reads_the_memories_with_their_sources_and_a_budget(
         "ask-3", "when do I fly?"
     )
     assert not any("earlier conversations" in str(m["content"]) for m in off.requests[0][0])
+
+
+def test_an_agent_notes_facts_only_when_granted_and_never_in_a_private_thread(
+    make_executor: Callable[..., Executor],
+) -> None:
+    from tether.agent.roster import agent_of, session_for, team_of
+    from tether.tasks.grants import Grants
+
+    executor = make_executor(standard)
+    team = team_of(executor, lambda name: OfflineModel())
+    # Not granted (the built-in assistant as shipped): no such tool, and the executor knows no such task.
+    plain = session_for(team, agent_of(team, None))
+    assert "memory__remember" not in [t.name for t in plain.surface.tools]
+    refused = executor.execute_sync("memory.remember", {"fact": "x"}, caller="agent", grants=Grants.of(["*"]))
+    assert refused.status.value == "not_found"
+    # Granted by name (the `memory` bundle): the offline model notes what it is asked to, in both languages.
+    executor.runtime.agents.edit("assistant", grants=["all", "memory"])
+    session = session_for(team, agent_of(team, None))
+    assert session.send_sync("f-1", "记住：我的经理叫王芳").final == "好的，记下了：我的经理叫王芳"
+    assert (
+        session.send_sync("f-2", "remember that I prefer PDF reports").final == "Noted: I prefer PDF reports"
+    )
+    facts = executor.runtime.memories.facts("assistant")
+    assert [(f.text, f.thread_id) for f in facts] == [
+        ("I prefer PDF reports", "f-2"),
+        ("我的经理叫王芳", "f-1"),
+    ]
+    assert "王芳" in session.send_sync("f-3", "我上次说我的经理叫什么？").final
+    # On record like any task, once per step: the same execution id does not note it twice.
+    noted = [r for r in executor.store.list() if r.task_id == "memory.remember"]
+    assert len(noted) == 2 and all(r.status.value == "completed" and r.origin for r in noted)
+    again = executor.execute_sync(
+        "memory.remember", {"fact": "I prefer PDF reports"}, caller="agent", grants=Grants.of(["memory"]),
+        origin="thread:f-2", execution_id=noted[0].execution_id,
+    )  # fmt: skip
+    assert again.status.value == "completed" and len(executor.runtime.memories.facts("assistant")) == 2
+    # A private thread notes nothing; an agent whose memory is off notes nothing; nor does a call with
+    # no conversation behind it.
+    executor.runtime.threads.set_private("f-2", True)
+    assert session.send_sync("f-2", "remember that I like tea").final.startswith(
+        "Not noted: this thread is private"
+    )
+    executor.runtime.agents.edit("assistant", memory="off")
+    quiet = session_for(team, agent_of(team, None))
+    assert "keeps no memory" in quiet.send_sync("f-4", "记住：我喜欢喝茶").final
+    bare = executor.execute_sync(
+        "memory.remember", {"fact": "x"}, caller="agent", grants=Grants.of(["memory"])
+    )
+    assert bare.status.value == "rejected" and "runs in a thread" in bare.message
+    assert len(executor.runtime.memories.facts("assistant")) == 2

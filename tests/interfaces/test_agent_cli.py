@@ -157,3 +157,34 @@ def test_trace_shows_a_delegation_as_a_tree(home: Path) -> None:
     assert any("demo.status" in line for line in nested) and not any(
         "agents.delegate" in line for line in nested
     )
+
+
+def test_memory_is_listed_searched_forgotten_and_a_private_thread_is_not_remembered(home: Path) -> None:
+    """What the assistant remembers, as the person sees and changes it: `tether memory`, `threads private`."""
+    assert tether_cli("agents", "edit", "assistant", "-g", "all,memory", home=home)[0] == 0
+    code, _, err = tether_cli("run", "记住：我的经理叫王芳", "--new-thread", "m-1", home=home)
+    assert code == 0, err
+    assert tether_cli("run", "查看游戏状态", "--new-thread", "m-2", home=home)[0] == 0
+    code, out, _ = tether_cli("memory", "--json", home=home)
+    listed = json.loads(out)
+    assert code == 0 and [f["text"] for f in listed["facts"]] == ["我的经理叫王芳"]
+    assert listed["counts"]["turn"] == 1  # the turn that noted a fact is remembered as the fact
+    code, out, _ = tether_cli("memory", "search", "经理叫什么", "--json", home=home)
+    hits = json.loads(out)["hits"]
+    assert code == 0 and hits[0]["text"] == "我的经理叫王芳" and hits[0]["thread_id"] == "m-1"
+    code, out, _ = tether_cli("memory", "search", "经理", home=home)
+    assert code == 0 and "我的经理叫王芳" in out and f"#{hits[0]['id']}" in out
+    # Forgotten: gone from the list and from what the agent recalls.
+    assert tether_cli("memory", "forget", str(hits[0]["id"]), home=home)[0] == 0
+    code, out, _ = tether_cli("run", "我上次说我的经理叫什么？", "--new-thread", "m-3", home=home)
+    assert "王芳" not in out and "没有找到" in out, out
+    code, out, _ = tether_cli("memory", "forget", str(hits[0]["id"]), "--json", home=home)
+    assert code == 2 and "no memory" in json.loads(out)["error"]["message"]
+    # A private thread: what it said is forgotten, and nothing more from it is kept.
+    code, out, _ = tether_cli("threads", "private", "m-2", "--json", home=home)
+    assert code == 0 and json.loads(out) == {"thread_id": "m-2", "private": True}
+    tether_cli("run", "查看游戏状态", "--thread", "m-2", home=home)
+    found = json.loads(tether_cli("memory", "search", "查看游戏状态", "--json", home=home)[1])["hits"]
+    assert all(h["thread_id"] != "m-2" for h in found)
+    code, out, _ = tether_cli("memory", "--agent", "nobody", "--json", home=home)
+    assert code == 2 and "agents: assistant" in json.loads(out)["error"]["message"]

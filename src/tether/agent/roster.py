@@ -178,9 +178,10 @@ def agent_of(team: Team, name: str | None, thread_id: str | None = None) -> Agen
     if name is None and thread_id is not None:
         state = team.threads.load(thread_id)
         name = state.agent if state is not None else None
-    if not name or team.agents is None:
+    if team.agents is None:
         return BUILTIN
-    record = team.agents.get(name)
+    # (the default agent is the built-in assistant, or the person's edit of it when they changed it)
+    record = team.agents.get(name or DEFAULT_AGENT)
     if record is None:
         names = ", ".join(r.name for r in team.agents.list())
         raise ConfigError(f"no agent {name!r}; agents: {names} (create one with `tether agents create`)")

@@ -62,7 +62,7 @@ from tether.store.agents import DEFAULT_AGENT
 from tether.store.memories import MemoryStore
 from tether.store.threads import MemoryThreadStore, ThreadState, ThreadStore
 from tether.tasks.confirm import Confirmation
-from tether.tasks.grants import DELEGATE, Grants
+from tether.tasks.grants import DELEGATE, REMEMBER, Grants
 from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import AGENT
 
@@ -247,7 +247,9 @@ class ConversationSession:
                     if halt.taken_over:
                         raise  # another process recovered this turn: its record is theirs now
                     return await turn.done(TurnStatus.FAILED, halt.reason)
-                if pending is None and result.status is TurnStatus.COMPLETED:
+                noted = any(s.kind == "tool" and s.tool == REMEMBER for s in result.steps)
+                if pending is None and result.status is TurnStatus.COMPLETED and not noted:
+                    # (a turn that noted a fact is remembered as that fact: forgetting it forgets it)
                     await asyncio.to_thread(self._keep, state, number, message, result.final)
                 return result
             except TurnHalted:

@@ -55,10 +55,11 @@ from tether.execution.records import RecordWriter, off_loop
 from tether.execution.spawner import Spawner, default_spawner
 from tether.runtime import Runtime
 from tether.store.jobs import JobRecord
+from tether.store.memories import note_fact
 from tether.tasks.confirm import Confirmation, call_digest
 from tether.tasks.grants import JOBS_STATUS, Grants
 from tether.tasks.result import TaskResult, TaskStatus
-from tether.tasks.spec import CONTROL, Isolation, Registry
+from tether.tasks.spec import CONTROL, OWN, Isolation, Registry
 from tether.tasks.validation import validate_params
 
 log = logging.getLogger("tether.executor")
@@ -221,8 +222,8 @@ class Executor:
         given = execution_id is not None
         check_caller(caller)
         check_origin(origin)
-        if task_id in CONTROL:
-            return await self._control_call(task_id, params, caller, grants, origin, started)
+        if task_id in OWN:
+            return await self._own_call(task_id, params, caller, grants, origin, execution_id, started)
         if execution_id is None:
             execution_id = new_execution_id()
         else:
@@ -310,24 +311,51 @@ class Executor:
             origin is None or record.origin == origin
         )
 
-    async def _control_call(
+    async def _own_call(
         self,
         task_id: str,
         params: Mapping[str, Any] | None,
         caller: str,
         grants: Grants | None,
         origin: str | None,
+        execution_id: str | None,
         started: float,
     ) -> TaskResult:
-        """``jobs.status`` / ``jobs.stop`` called like a task: admitted like any (granted, arguments
-        checked), then answered here as ``control`` answers, within ``origin``'s jobs when given. No
-        job record of its own: looking at a job is not work."""
+        """A task the executor answers itself (``tasks/spec.py``'s ``OWN``), admitted like any.
+        ``jobs.status`` / ``jobs.stop`` look at or stop a job (within ``origin``'s jobs when given) and
+        are no job of their own; ``memory.remember`` notes a fact for the agent of the thread ``origin``
+        names, on record as a job (once per execution id: a replayed step finds what it did)."""
+        if task_id not in CONTROL and execution_id is not None:
+            known = await off_loop(self.store.get, execution_id)
+            if known is not None:
+                return known.to_result()
         verdict = await self._gate.admit(task_id, params, caller, None, grants)
         if not isinstance(verdict, Admitted):
-            return verdict.result("", started)
-        action: Action = "status" if task_id == JOBS_STATUS else "stop"
-        target = str(verdict.clean["execution_id"])
-        return await self.control(target, action, caller=caller, origin=origin, grants=grants)
+            return verdict.result(execution_id or "", started)
+        if task_id in CONTROL:
+            action: Action = "status" if task_id == JOBS_STATUS else "stop"
+            target = str(verdict.clean["execution_id"])
+            return await self.control(target, action, caller=caller, origin=origin, grants=grants)
+        thread = origin.removeprefix("thread:") if origin and origin.startswith("thread:") else None
+        runtime = self.runtime
+        try:
+            noted = await off_loop(
+                note_fact, runtime.threads, runtime.agents, runtime.memories, verdict.clean["fact"], thread
+            )
+            status, message = TaskStatus.COMPLETED, f"noted: {noted}"
+        except ConfigError as exc:
+            status, message = TaskStatus.REJECTED, exc.message
+        result = TaskResult(
+            task_id=task_id,
+            execution_id=execution_id or new_execution_id(),
+            status=status,
+            message=message,
+            duration_seconds=round(time.monotonic() - started, 6),
+        )
+        where = Where(origin=origin, step_id=None, given=execution_id is not None)
+        return await record_refusal(  # (any ended result goes on record this way)
+            self.store, result, caller=caller, params=verdict.clean, detach=False, where=where
+        )
 
     MIN_PREFIX = 4
 

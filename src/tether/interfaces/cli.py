@@ -23,6 +23,7 @@ from tether.interfaces import (
     flow_cli,
     home_cli,
     job_cli,
+    memory_cli,
     task_cli,
     threads_cli,
     web_cli,
@@ -36,6 +37,7 @@ app.add_typer(job_cli.job_app, name="job")
 app.add_typer(home_cli.server_app, name="server")
 app.add_typer(threads_cli.threads_app, name="threads")
 app.add_typer(agents_cli.agents_app, name="agents")
+app.add_typer(memory_cli.memory_app, name="memory")
 app.add_typer(home_cli.auth_app, name="auth")
 app.add_typer(flow_cli.flow_app, name="flow")
 app.add_typer(artifacts_cli.artifacts_app, name="artifacts")

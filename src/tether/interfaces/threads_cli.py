@@ -15,7 +15,7 @@ from tether.interfaces.base import JsonFlag, app, guarded, load_registry, state
 from tether.interfaces.render import out, print_error
 from tether.interfaces.turnview import STEP_ICONS
 
-threads_app = typer.Typer(help="Conversation threads: list (the default), rename, delete.")
+threads_app = typer.Typer(help="Conversation threads: list (the default), rename, delete, private.")
 
 
 @threads_app.callback(invoke_without_command=True)
@@ -165,6 +165,32 @@ def _print_steps(steps: list[dict[str, Any]], indent: str) -> None:
         if "delegation" in s:
             out.print(f"{indent}     └─ in thread {s['delegation']['thread_id']}:", markup=False)
             _print_steps(s["delegation"]["steps"], indent + "     │ ")
+
+
+@threads_app.command("private")
+def private_command(
+    thread_id: Annotated[str, typer.Argument(help="The thread (or a unique prefix of its id)")],
+    off: Annotated[bool, typer.Option("--off", help="Let it be remembered again from now on")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Keep a thread out of memory: what it said is forgotten, and nothing more from it is kept or
+    noted (`--off` undoes it for what comes next)."""
+    from tether.store.memories import make_private
+
+    def body() -> int:
+        from tether.runtime import Runtime
+
+        with Runtime.open(state.home) as runtime:
+            found = resolve_thread(runtime, thread_id)
+            if not make_private(runtime.threads, runtime.memories, found, not off):
+                raise ConfigError(f"no thread {thread_id[:80]!r}")
+        if as_json:
+            print(json.dumps({"thread_id": found, "private": not off}))
+        else:
+            out.print(f"thread {found} is {'no longer private' if off else 'private'}", markup=False)
+        return 0
+
+    guarded(as_json, body)
 
 
 def _thread_store(home: str | None) -> Any:

@@ -66,8 +66,14 @@ class OfflineModel:
             return ModelResponse(text=texts.nothing_pending(), model=self.name)
         if len(request) > MAX_REQUEST_CHARS:  # what it reads is bounded, so its time is too
             return ModelResponse(text=texts.too_long(len(request)), model=self.name)
-        if not results_since(messages, anchor):  # a question about an earlier conversation
-            remembered = offline_memory.respond(request, context.memories, texts.zh)
+        noted = offline_memory.noted(request, results_since(messages, anchor), texts.zh)
+        if noted is not None:  # the fact it was asked to note: noted (or why not)
+            return ModelResponse(text=noted, model=self.name)
+        if not results_since(messages, anchor):
+            noting = offline_memory.remember_call(request, tools)  # "记住：…", "remember that …"
+            if noting is not None:
+                return ModelResponse(tool_calls=(noting,), model=self.name)
+            remembered = offline_memory.respond(request, context.memories, texts.zh)  # "上次…是什么？"
             if remembered is not None:
                 return remembered
         delegated = offline_team.respond(request, messages, anchor, tools, texts.zh)

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import re
 
-from tether.models.base import ModelResponse, RecalledMemory
+from collections.abc import Sequence
+from typing import Any
+
+from tether.models.base import ModelResponse, RecalledMemory, ToolCall, ToolDef
 
 # Words that point at an earlier conversation, and words that make a sentence a question: both are
 # needed ("刷副本之前先启动游戏" is a request, not a question about the past).
@@ -26,11 +29,44 @@ _BEFORE = re.compile(
 _QUESTION = re.compile(
     r"[?？]|什么|哪|吗|多少|几|谁|怎么|\b(?:what|which|when|where|who|how|did|do you)\b", re.I
 )
+# "记住：我的经理叫王芳" / "remember that I prefer PDF": a fact to note, when the agent may note facts.
+_REMEMBER = re.compile(
+    r"^\s*(?:请|麻烦)?(?:帮我)?(?:记住|记一下|记下来|记下|别忘了|要记得)(?:一下)?[：:，,。\s]*(?P<zh>.+)$|"
+    r"^\s*(?:please\s+)?(?:remember|note|keep in mind|don't forget)(?:\s+that)?[:,\s]+(?P<en>.+)$",
+    re.I | re.S,
+)
+REMEMBER_TOOL = "memory__remember"
 MAX_QUOTE_CHARS = 300
 
 
 def asks_about_before(request: str) -> bool:
     return bool(_BEFORE.search(request) and _QUESTION.search(request))
+
+
+def remember_call(request: str, tools: Sequence[ToolDef]) -> ToolCall | None:
+    """The ``memory.remember`` call a request to note something asks for (None when it asks for none,
+    or when this agent may not note facts: the tool is not on its surface)."""
+    if not any(tool.name == REMEMBER_TOOL for tool in tools):
+        return None
+    found = _REMEMBER.match(request)
+    if found is None:
+        return None
+    fact = " ".join((found.group("zh") or found.group("en") or "").split()).rstrip("。.")
+    if not fact:
+        return None
+    return ToolCall(id="offline_remember", name=REMEMBER_TOOL, arguments={"fact": fact[:500]})
+
+
+def noted(request: str, calls: Sequence[tuple[str, dict[str, Any]]], zh: bool) -> str | None:
+    """The answer once the fact a request asked to note was handed to ``memory.remember``."""
+    if not calls or calls[-1][0] != REMEMBER_TOOL or _REMEMBER.match(request) is None:
+        return None
+    result = calls[-1][1]
+    if result.get("status") == "completed":
+        fact = str(result.get("message", "")).removeprefix("noted: ")
+        return f"好的，记下了：{fact}" if zh else f"Noted: {fact}"
+    why = str(result.get("message", ""))
+    return f"没有记下：{why}" if zh else f"Not noted: {why}"
 
 
 def respond(request: str, memories: tuple[RecalledMemory, ...], zh: bool) -> ModelResponse | None:

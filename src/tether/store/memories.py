@@ -250,3 +250,34 @@ def _memory(row: Any) -> Memory:
         thread_id=m["thread_id"], turn=m["turn"], said_at=str(m["said_at"]),
         score=float(m["score"]) if "score" in m else 0.0,
     )  # fmt: skip
+
+
+def note_fact(
+    runtime_threads: Any, agents: Any, memories: MemoryStore, fact: str, thread_id: str | None
+) -> str:
+    """``memory.remember`` for the agent of ``thread_id``: the fact noted, or ``ConfigError`` saying why
+    not (no conversation, a private thread, an agent whose memory is off). What was noted, as said."""
+    from tether.store.agents import DEFAULT_AGENT
+
+    if thread_id is None:
+        raise ConfigError("memory.remember notes what a conversation taught: it runs in a thread")
+    state = runtime_threads.load(thread_id)
+    if state is None:
+        raise ConfigError(f"no thread {thread_id!r}")
+    if state.private:
+        raise ConfigError("this thread is private: nothing from it is remembered")
+    agent = state.agent or DEFAULT_AGENT
+    record = agents.get(agent)
+    if record is not None and record.memory == "off":
+        raise ConfigError(f"agent {agent!r} keeps no memory (memory = off): nothing was noted")
+    return memories.remember(agent, fact, thread_id).text
+
+
+def make_private(threads: Any, memories: MemoryStore, thread_id: str, private: bool) -> bool:
+    """Mark a thread private (what it said is forgotten, and nothing more is kept) or not; False if there
+    is no such thread."""
+    if not threads.set_private(thread_id, private):
+        return False
+    if private:
+        memories.forget_thread(thread_id)
+    return True

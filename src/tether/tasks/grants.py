@@ -12,7 +12,8 @@ task is granted only when every layer covers it. That is how a sub-agent's effec
 
 The two control tools are granted like tasks under their ids ``jobs.status`` and ``jobs.stop``. Two
 tools reach beyond one task — ``agents.delegate`` (another agent) and ``skills.run`` (a whole run) — and
-are granted only by their own name or bundle, never by a wildcard such as ``*`` or ``skills.*``.
+one keeps what the person said — ``memory.remember`` (a fact about them): these are granted only by
+their own name or bundle, never by a wildcard such as ``*`` or ``skills.*``.
 Plain constants and ``fnmatch``: no pydantic, so the worker's start path does not grow.
 """
 
@@ -31,6 +32,7 @@ PATTERN_RE = re.compile(r"^(\*|[a-z][a-z0-9_]*(\.([a-z][a-z0-9_]*\*?|\*))*\*?)$"
 # The ids the control tools are granted under (``agent/surface.py`` maps them to its tool names).
 JOBS_STATUS = "jobs.status"
 JOBS_STOP = "jobs.stop"
+REMEMBER = "memory.remember"
 DELEGATE = "agents.delegate"
 
 # The bundles tether ships: named sets of patterns a person composes into an agent's grants.
@@ -41,6 +43,7 @@ BUNDLES: Mapping[str, tuple[str, ...]] = {
     "system": ("shell.*",),
     "automation": ("demo.*",),
     "jobs": (JOBS_STATUS, JOBS_STOP),
+    "memory": (REMEMBER,),
     "team": (DELEGATE,),
     "all": ("*",),
 }
@@ -52,6 +55,7 @@ BUNDLE_TEXT: Mapping[str, str] = {
     "system": "run allow-listed shell commands",
     "automation": "the demo game automation (farming, training, salvage)",
     "jobs": "check and stop the jobs it started",
+    "memory": "note what it learned about the person (memory.remember)",
     "team": "hand work to other agents (agents.delegate)",
     "all": "every task exposed to agents",
 }
@@ -123,9 +127,10 @@ class Grants:
         return cls(tuple(layers))
 
 
-# Tools that reach beyond one task (another agent, a whole run): granted only by their own name or
-# bundle, never by a wildcard such as ``*`` or ``skills.*``.
-BY_NAME_ONLY = frozenset({DELEGATE, "skills.run"})
+# Tools that reach beyond one task (another agent, a whole run) or keep what the person said (a fact
+# about them): granted only by their own name or bundle, never by a wildcard such as ``*`` or ``skills.*``
+# — an agent notes facts about the person only when the person lets it.
+BY_NAME_ONLY = frozenset({DELEGATE, "skills.run", REMEMBER})
 
 
 def _covers(pattern: str, task_id: str) -> bool:
@@ -135,5 +140,8 @@ def _covers(pattern: str, task_id: str) -> bool:
 
 
 def allowed(task_id: str, grants: Grants | None) -> bool:
-    """Whether ``grants`` reach ``task_id`` (None: no narrowing)."""
-    return grants is None or grants.allows(task_id)
+    """Whether ``grants`` reach ``task_id`` (None: no narrowing, except that a task granted only by
+    name is reached only by grants that name it)."""
+    if grants is None:
+        return task_id not in BY_NAME_ONLY
+    return grants.allows(task_id)

@@ -24,7 +24,7 @@ from tether.tasks.callers import CLI as CLI
 from tether.tasks.callers import EVERYONE as EVERYONE
 from tether.tasks.callers import MCP as MCP
 from tether.tasks.callers import NAME_RE
-from tether.tasks.grants import JOBS_STATUS, JOBS_STOP, Grants, allowed
+from tether.tasks.grants import JOBS_STATUS, JOBS_STOP, REMEMBER, Grants, allowed
 
 TASK_ID_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -217,7 +217,7 @@ class Registry:
                 raise RegistryError(f"registry env: {name!r} is not an environment variable name")
 
     def add(self, spec: TaskSpec) -> TaskSpec:
-        if spec.task_id in CONTROL:
+        if spec.task_id in OWN:
             raise RegistryError(f"task {spec.task_id!r} is tether's own: every registry has it")
         if spec.task_id in self._specs:
             raise RegistryError(f"task {spec.task_id!r} is registered twice")
@@ -239,21 +239,21 @@ class Registry:
     def get(self, task_id: str, caller: str | None = None, grants: Grants | None = None) -> TaskSpec | None:
         """The spec, or None when it does not exist, is not exposed to ``caller`` (None = internal) or
         is outside ``grants`` (an agent's, ``tasks/grants.py``; None = no narrowing)."""
-        spec = self._specs.get(task_id) or _CONTROL_BY_ID.get(task_id)
+        spec = self._specs.get(task_id) or _OWN_BY_ID.get(task_id)
         if spec is None or (caller is not None and not spec.exposed(caller)) or not allowed(task_id, grants):
             return None
         return spec
 
     def spec(self, task_id: str) -> TaskSpec:
         """The spec regardless of exposure (for tether's own code); ``ToolNotFound`` if unknown."""
-        spec = self._specs.get(task_id) or _CONTROL_BY_ID.get(task_id)
+        spec = self._specs.get(task_id) or _OWN_BY_ID.get(task_id)
         if spec is None:
             raise ToolNotFound(f"no task {task_id!r} is registered", task_id=task_id)
         return spec
 
     def for_caller(self, caller: str, grants: Grants | None = None) -> list[TaskSpec]:
         """The tasks ``caller`` may reach within ``grants``: its own, then the two control tasks."""
-        every = (*self._specs.values(), *CONTROL_SPECS)
+        every = (*self._specs.values(), *OWN_SPECS)
         return [spec for spec in every if spec.exposed(caller) and allowed(spec.task_id, grants)]
 
     def __iter__(self) -> Iterator[TaskSpec]:
@@ -286,10 +286,12 @@ class Registry:
         return registry
 
 
-# -- the two control tasks -------------------------------------------------------------------------
-# ``jobs.status`` and ``jobs.stop`` are registry tasks like any other (listed, granted, validated,
-# admitted), answered by the executor itself: they look at or stop another job, so no worker runs them.
+# -- the tasks the executor answers itself -----------------------------------------------------------
+# Registry tasks like any other (listed, granted, validated, admitted) that no worker runs: ``jobs.status``
+# and ``jobs.stop`` look at or stop another job; ``memory.remember`` notes a fact for the agent of the
+# conversation that calls it (it needs the store and the caller's thread, which only the executor has).
 CONTROL = frozenset({JOBS_STATUS, JOBS_STOP})
+OWN = CONTROL | {REMEMBER}
 
 
 class JobRef(BaseModel):
@@ -302,11 +304,23 @@ class JobRef(BaseModel):
     )
 
 
+class Fact(BaseModel):
+    """One thing learned about the person, in a sentence."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fact: str = Field(
+        min_length=1,
+        max_length=500,
+        description="what you learned about the person, in one sentence (a preference, a name, …)",
+    )
+
+
 def in_the_executor(*_: Any) -> None:
     raise RuntimeError("jobs.status and jobs.stop are answered by the executor, never by a worker")
 
 
-CONTROL_SPECS = (
+OWN_SPECS = (
     TaskSpec(
         task_id=JOBS_STATUS,
         handler="tether.tasks.spec:in_the_executor",
@@ -327,5 +341,18 @@ CONTROL_SPECS = (
         isolation=Isolation.INLINE,
         exposed_to=EVERYONE,
     ),
+    TaskSpec(
+        task_id=REMEMBER,
+        handler="tether.tasks.spec:in_the_executor",
+        params=Fact,
+        description=(
+            "Note one thing you learned about the person (a preference, a name, a standing instruction) so "
+            "that you remember it in later conversations. Only what they told you; not in a private thread."
+        ),
+        aliases=("remember", "note that", "keep in mind", "记住", "记一下", "记下来", "别忘了"),
+        resources=(),
+        isolation=Isolation.INLINE,
+        exposed_to=frozenset({AGENT}),
+    ),
 )
-_CONTROL_BY_ID = {spec.task_id: spec for spec in CONTROL_SPECS}
+_OWN_BY_ID = {spec.task_id: spec for spec in OWN_SPECS}
