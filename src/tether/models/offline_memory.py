@@ -10,7 +10,6 @@ request is the planner's, whatever was recalled.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Sequence
 from typing import Any
 
