@@ -306,6 +306,7 @@ async def delete_thread(
     await asyncio.to_thread(remove_unfinished, runtime.home, runtime.artifacts, stopped)
     removed = await asyncio.to_thread(forget_thread, runtime.home, runtime.artifacts, thread_id)
     await asyncio.to_thread(runtime.threads.forget, thread_id)
+    await asyncio.to_thread(runtime.memories.forget_thread, thread_id)  # what it said is forgotten too
     return {
         "thread_id": thread_id,
         "cancelled_turns": len(workflows),

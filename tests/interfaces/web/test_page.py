@@ -428,3 +428,36 @@ def test_an_image_is_attached_on_the_page_and_the_offline_model_says_it_cannot_s
     assert "cannot see images" in page.get_by_test_id("msg-assistant").last.inner_text()
     assert page.get_by_test_id("attached").inner_text() == ""  # sent once, then cleared
     shot(page, "15-an-image-the-model-cannot-see")
+
+
+def test_memory_is_seen_searched_and_forgotten_on_the_page_and_a_thread_made_private(
+    page: Any, served: Served
+) -> None:
+    served.http.patch("/api/agents/assistant", json={"grants": ["all", "memory"]})
+    new_thread(page)
+    say(page, "记住：我的经理叫王芳")
+    assert "记下了" in page.get_by_test_id("msg-assistant").last.inner_text()
+    page.get_by_test_id("tab-memory").click()
+    item = page.get_by_test_id("memory-item").first
+    item.wait_for()
+    assert "我的经理叫王芳" in item.inner_text()
+    page.get_by_test_id("memory-input").fill("经理叫什么")
+    page.get_by_test_id("memory-search").click()
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=memory-item]')?.dataset.kind === 'fact'"
+    )
+    shot(page, "16-what-the-assistant-remembers")
+    page.get_by_test_id("memory-forget").first.click()
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=memory-item]')"
+        " && document.querySelector('[data-testid=memory-list] .empty')"
+    )
+    assert served.get("/api/memory")["facts"] == []
+    toggle = page.get_by_test_id("private-thread")
+    assert toggle.get_attribute("aria-pressed") == "false"
+    toggle.click()
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=private-thread]').getAttribute('aria-pressed') === 'true'"
+    )
+    thread_id = page.evaluate("() => decodeURIComponent(location.hash.split('thread=')[1])")
+    assert served.get(f"/api/threads/{thread_id}")["private"] is True

@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match, Route
 
 from tether.errors import TetherError
-from tether.interfaces.web import agents, files, jobs, live, runs, security, threads
+from tether.interfaces.web import agents, files, jobs, live, memory, runs, security, threads
 from tether.interfaces.web.context import WebContext
 from tether.interfaces.web.documents import ERRORS, ApiError, Info, printable
 from tether.interfaces.web.stream import EventHub
@@ -109,7 +109,10 @@ def create_app(ctx: WebContext) -> Any:
 
     _document_security(app, ctx.policy)
     _page_routes(app, ctx)
-    routers = [*(area.router(ctx) for area in (threads, agents, jobs, runs, files)), live.router(ctx, hub)]
+    routers = [
+        *(area.router(ctx) for area in (threads, agents, memory, jobs, runs, files)),
+        live.router(ctx, hub),
+    ]
     for router in routers:
         app.include_router(router)
     return security.Guard(app, ctx.policy)

@@ -68,6 +68,7 @@ class Thread(_Doc):
     pending: Confirmation | None
     agent: str = Field(default="assistant", description="who answers in this thread")
     parent: str | None = Field(default=None, description="a delegated thread: the step that asked")
+    private: bool = Field(default=False, description="nothing from it is remembered")
 
 
 class ThreadPage(_Doc):
@@ -123,7 +124,36 @@ class NewAgent(AgentInput):
 
 
 class Rename(_Input):
-    title: str = Field(min_length=1, max_length=200)
+    """A thread's change: its title, whether it is private (nothing from it is remembered), or both."""
+
+    title: str | None = Field(default=None, min_length=1, max_length=200)
+    private: bool | None = None
+
+
+class MemoryDoc(_Doc):
+    id: int
+    agent: str
+    kind: str = Field(description="turn (said in a thread) or fact (noted with memory.remember)")
+    text: str
+    thread_id: str | None
+    turn: int | None
+    said_at: str
+    score: float = 0.0
+
+
+class MemoryList(_Doc):
+    agent: str
+    facts: list[MemoryDoc]
+    counts: dict[str, int]
+
+
+class MemoryHits(_Doc):
+    agent: str
+    hits: list[MemoryDoc]
+
+
+class Forgotten(_Doc):
+    forgotten: int
 
 
 class Deleted(_Doc):

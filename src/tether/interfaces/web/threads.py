@@ -38,6 +38,7 @@ from tether.interfaces.web.documents import (
     not_found,
 )
 from tether.store.agents import DEFAULT_AGENT
+from tether.store.memories import make_private
 from tether.store.threads import ThreadState
 from tether.supervisor import conversations
 
@@ -61,6 +62,7 @@ def _thread(ctx: WebContext, state: ThreadState, live: set[str]) -> Thread:
         pending=_confirmation(ctx, state),
         agent=state.agent or "assistant",
         parent=state.parent,
+        private=state.private,
     )
 
 
@@ -132,11 +134,16 @@ def router(ctx: WebContext) -> APIRouter:
 
     @router.patch("/api/threads/{thread_id}", response_model=Thread)
     def rename_thread(thread_id: ThreadId, body: Rename) -> Thread:
-        title = " ".join(body.title.split())
-        if not title:
-            raise ApiError(400, "invalid", "a title needs at least one visible character")
-        if not threads.rename(thread_id, title):
-            raise not_found(f"no thread {thread_id!r}")
+        if body.title is None and body.private is None:
+            raise ApiError(400, "invalid", "say what changes: title, private, or both")
+        load_thread(ctx, thread_id)  # (404 when there is no such thread)
+        if body.title is not None:
+            title = " ".join(body.title.split())
+            if not title:
+                raise ApiError(400, "invalid", "a title needs at least one visible character")
+            threads.rename(thread_id, title)
+        if body.private is not None:
+            make_private(threads, ctx.runtime.memories, thread_id, body.private)
         return _thread(ctx, load_thread(ctx, thread_id), _live(ctx))
 
     @router.delete("/api/threads/{thread_id}", response_model=Deleted)

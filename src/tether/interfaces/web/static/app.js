@@ -21,7 +21,7 @@ const $ = (id) => document.getElementById(id);
 const ACTIVE_JOB = new Set(['pending', 'starting', 'running']); // counted in the badge, and stoppable
 const TERMINAL_RUN = new Set(['completed', 'failed', 'cancelled']);
 const DONE_TASK = new Set(['completed', 'skipped', 'rejected', 'cancelled', 'failed']); // as the server counts
-const SIDE_TABS = ['trace', 'jobs', 'approvals', 'runs'];
+const SIDE_TABS = ['trace', 'jobs', 'approvals', 'runs', 'memory'];
 const THEME_KEY = 'tether.theme';
 const WORKING_GRACE_MS = 2500; // a turn just asked for may not be "running" on the server yet
 const WATCHDOG_MS = 4000;
@@ -330,6 +330,50 @@ function showSideTab(name) {
   if (SIDE_TABS.includes(state.view) && state.view !== name) showView(name);
   if (name === 'jobs') attempt(loadJobs);
   if (name === 'approvals') attempt(loadConfirmations);
+  if (name === 'memory') attempt(loadMemory);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory: what the current thread's agent remembers (facts it noted, turns it recalls); forget one
+
+function memoryAgent() {
+  return (state.current && state.current.agent) || 'assistant';
+}
+
+function memoryItem(memory) {
+  const where = memory.thread_id ? memory.thread_id : t('memory.noted');
+  return h(
+    'li',
+    { class: 'memory-item', 'data-testid': 'memory-item', 'data-kind': memory.kind },
+    h('p', { class: 'prewrap' }, memory.text),
+    h('p', { class: 'muted small' }, `${memory.said_at.slice(0, 10)} · ${where} `,
+      h('button', { type: 'button', class: 'link', 'data-testid': 'memory-forget', onclick: () => attempt(() => forgetMemory(memory.id)) }, t('memory.forget'))),
+  );
+}
+
+function showMemory(items, emptyKey) {
+  $('memory-list').replaceChildren(...(items.length ? items.map(memoryItem) : [h('li', { class: 'empty' }, t(emptyKey))]));
+}
+
+async function loadMemory() {
+  const agent = memoryAgent();
+  const query = $('memory-input').value.trim();
+  const [listed, found] = await Promise.all([api.memory(agent), query ? api.searchMemory(query, agent) : null]);
+  $('memory-counts').textContent = t('memory.counts', { agent, facts: listed.counts.fact, turns: listed.counts.turn });
+  if (found) showMemory(found.hits, 'memory.noHits');
+  else showMemory(listed.facts, 'memory.empty');
+}
+
+async function forgetMemory(id) {
+  await api.forgetMemory(id);
+  await loadMemory();
+}
+
+async function togglePrivate() {
+  if (!state.currentId || !state.current) return;
+  state.current = await api.privateThread(state.currentId, !state.current.private);
+  renderChatHead();
+  if (state.sideTab === 'memory') attempt(loadMemory);
 }
 
 function showView(view) {
@@ -716,6 +760,11 @@ function renderChatHead() {
   renderActivity();
   $('rename-thread').hidden = !has;
   $('delete-thread').hidden = !has;
+  const isPrivate = Boolean(has && state.current && state.current.private);
+  $('private-thread').hidden = !has;
+  $('private-thread').textContent = t(isPrivate ? 'memory.privateOn' : 'memory.private');
+  $('private-thread').title = t('memory.privateTitle');
+  $('private-thread').setAttribute('aria-pressed', String(isPrivate));
 }
 
 function conversationItems() {
@@ -1966,6 +2015,11 @@ function bindThreads() {
   $('image-input').addEventListener('change', renderAttached);
   $('threads-more').addEventListener('click', () => attempt(() => loadThreads({ more: true })));
   $('rename-thread').addEventListener('click', startRename);
+  $('private-thread').addEventListener('click', () => attempt(togglePrivate));
+  $('memory-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    attempt(loadMemory);
+  });
   $('delete-thread').addEventListener('click', () => attempt(deleteThread));
   $('rename-form').addEventListener('submit', (event) => {
     event.preventDefault();
