@@ -496,28 +496,34 @@ def test_memory_is_listed_searched_and_forgotten_and_a_thread_made_private_from_
     served: Served,
 ) -> None:
     served.http.patch("/api/agents/assistant", json={"grants": ["all", "memory"]})
+
+    def turns() -> int:  # (the server is shared with other tests: their turns are remembered too)
+        return int(served.get("/api/memory")["counts"]["turn"])
+
+    before = turns()
     noted = new_thread(served)
     say(served, noted, "记住：我的经理叫王芳")
     chat = new_thread(served)
     say(served, chat, "查看游戏状态")
     listed = served.get("/api/memory")
-    assert [f["text"] for f in listed["facts"]] == ["我的经理叫王芳"] and listed["counts"]["turn"] == 1
-    hits = served.get("/api/memory/search?q=经理叫什么")["hits"]
+    assert [f["text"] for f in listed["facts"]] == ["我的经理叫王芳"] and turns() == before + 1
+    hits = served.get("/api/memory?q=经理叫什么")["hits"]
     assert hits[0]["kind"] == "fact" and hits[0]["thread_id"] == noted
-    assert served.http.get("/api/memory/search?q=x&agent=nobody").status_code == 400
-    assert served.http.get("/api/memory/search?q=").status_code == 422
+    assert served.http.get("/api/memory?q=x&agent=nobody").status_code == 400
+    assert served.http.get("/api/memory?q=").status_code == 422
     assert served.http.delete(f"/api/memory/{hits[0]['id']}").json() == {"forgotten": hits[0]["id"]}
     assert served.http.delete(f"/api/memory/{hits[0]['id']}").status_code == 404
     assert served.get("/api/memory")["facts"] == []
     # Private: what the thread said is forgotten, and nothing more from it is kept.
     changed = served.http.patch(f"/api/threads/{chat}", json={"private": True})
     assert changed.status_code == 200 and changed.json()["private"] is True
-    assert served.get("/api/memory")["counts"]["turn"] == 0
+    assert turns() == before
     say(served, chat, "查看游戏状态")
-    assert served.get("/api/memory")["counts"]["turn"] == 0
+    assert turns() == before
     assert served.http.patch(f"/api/threads/{chat}", json={}).status_code == 400
     # A deleted thread's memories go with it.
     say(served, noted, "查看游戏状态")
-    assert served.get("/api/memory")["counts"]["turn"] == 1
+    assert turns() == before + 1
     served.http.delete(f"/api/threads/{noted}")
-    assert served.get("/api/memory")["counts"]["turn"] == 0
+    assert turns() == before
+    served.http.patch("/api/agents/assistant", json={"grants": ["all"]})

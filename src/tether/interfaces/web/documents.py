@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 # -- the documents -------------------------------------------------------------------------------
 
@@ -127,7 +127,7 @@ class Rename(_Input):
     """A thread's change: its title, whether it is private (nothing from it is remembered), or both."""
 
     title: str | None = Field(default=None, min_length=1, max_length=200)
-    private: bool | None = None
+    private: StrictBool | None = None
 
 
 class MemoryDoc(_Doc):
@@ -143,13 +143,9 @@ class MemoryDoc(_Doc):
 
 class MemoryList(_Doc):
     agent: str
-    facts: list[MemoryDoc]
-    counts: dict[str, int]
-
-
-class MemoryHits(_Doc):
-    agent: str
-    hits: list[MemoryDoc]
+    facts: list[MemoryDoc] = Field(description="what it noted about the person, newest first")
+    counts: dict[str, int] = Field(description="facts noted and turns remembered")
+    hits: list[MemoryDoc] | None = Field(default=None, description="with q: what it would recall for q")
 
 
 class Forgotten(_Doc):

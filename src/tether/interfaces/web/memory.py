@@ -1,6 +1,6 @@
-"""The API's memory: what an agent remembers (``store/memories.py``) — the facts it noted, a search over
-what it would recall, and forgetting one. The same as ``tether memory``; a thread is made private with
-``PATCH /api/threads/{id}`` (``{"private": true}``)."""
+"""The API's memory: what an agent remembers (``store/memories.py``) — the facts it noted, with ``q``
+a search over what it would recall, and forgetting one. The same as ``tether memory``; a thread is
+made private with ``PATCH /api/threads/{id}`` (``{"private": true}``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from tether.interfaces.web.context import WebContext
-from tether.interfaces.web.documents import ApiError, Forgotten, MemoryDoc, MemoryHits, MemoryList, not_found
+from tether.interfaces.web.documents import ApiError, Forgotten, MemoryDoc, MemoryList, not_found
 from tether.store.agents import DEFAULT_AGENT
 from tether.store.memories import Memory
 
@@ -33,19 +33,16 @@ def router(ctx: WebContext) -> APIRouter:
         return name
 
     @router.get("/api/memory", response_model=MemoryList)
-    def list_memory(agent: AgentName = DEFAULT_AGENT) -> MemoryList:
+    def list_memory(
+        agent: AgentName = DEFAULT_AGENT,
+        q: Annotated[str | None, Query(min_length=1, max_length=2000)] = None,
+        limit: Annotated[int, Query(ge=1, le=50)] = 5,
+    ) -> MemoryList:
+        """The facts ``agent`` noted and how much it remembers; with ``q``, what it would recall for it."""
         name = agent_named(agent)
         facts = [_doc(m) for m in memories.facts(name)]
-        return MemoryList(agent=name, facts=facts, counts=memories.count(name))
-
-    @router.get("/api/memory/search", response_model=MemoryHits)
-    def search_memory(
-        q: Annotated[str, Query(min_length=1, max_length=2000)],
-        agent: AgentName = DEFAULT_AGENT,
-        limit: Annotated[int, Query(ge=1, le=50)] = 5,
-    ) -> MemoryHits:
-        name = agent_named(agent)
-        return MemoryHits(agent=name, hits=[_doc(m) for m in memories.search(name, q, limit=limit)])
+        hits = None if q is None else [_doc(m) for m in memories.search(name, q, limit=limit)]
+        return MemoryList(agent=name, facts=facts, counts=memories.count(name), hits=hits)
 
     @router.delete("/api/memory/{memory_id}", response_model=Forgotten)
     async def forget_memory(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> Forgotten:

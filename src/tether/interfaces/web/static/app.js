@@ -360,7 +360,7 @@ async function loadMemory() {
   const query = $('memory-input').value.trim();
   const [listed, found] = await Promise.all([api.memory(agent), query ? api.searchMemory(query, agent) : null]);
   $('memory-counts').textContent = t('memory.counts', { agent, facts: listed.counts.fact, turns: listed.counts.turn });
-  if (found) showMemory(found.hits, 'memory.noHits');
+  if (found) showMemory(found.hits || [], 'memory.noHits');
   else showMemory(listed.facts, 'memory.empty');
 }
 
