@@ -24,10 +24,11 @@ test: $(STAMP)
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-$(BENCH_STAMP): pyproject.toml
+$(BENCH_STAMP): pyproject.toml Makefile
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[dev]' 'langgraph>=0.2' 'langgraph-checkpoint-sqlite>=2.0'
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[dev]' 'langgraph>=0.2' 'langgraph-checkpoint-sqlite>=2.0' \
+		'wordllama>=0.4'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)

@@ -276,6 +276,11 @@ def main(argv: list[str] | None = None) -> int:
 
         run_research(home)
 
+    def memory(home: Path) -> None:
+        from bench.memory import memory as run_memory  # reads the labelled set; builds 100,000 turns
+
+        run_memory(home)
+
     sections = {
         "cli": cli_startup,
         "warm": warm_executor,
@@ -288,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         "artifacts": artifacts,
         "research": research,
         "skills": skill_prompt_sizes,
+        "memory": memory,
     }
     chosen = sys.argv[1:] if argv is None else argv
     if "--small" in chosen:  # smaller flows, to prove the rows work; the figures are the full run's

@@ -158,3 +158,25 @@ def test_the_team_block_runs_as_written_in_a_fresh_home(tmp_path: Path) -> None:
     threads = json.loads(listed.stdout)
     assert {t["agent"] for t in threads} >= {"manager", "research"}  # the manager handed work on
     assert any(t["agent"] == "research" and t["parent"] for t in threads)
+
+
+def test_the_memory_block_runs_as_written_in_a_fresh_home(tmp_path: Path) -> None:
+    """ "Memory": every command of its block, in a fresh home with the offline model; the question about
+    the earlier thread is answered from it."""
+    start = README.index("## Memory: what the agents remember")
+    block = re.search(r"```bash\n(.*?)```", README[start:], re.S)
+    assert block is not None
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0"}
+    outputs = []
+    for line in filter(None, (line.split("  #")[0].strip() for line in block.group(1).splitlines())):
+        argv = shlex.split(line)
+        assert argv[0] == "tether"
+        done = subprocess.run([TETHER, *argv[1:]], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (line, done.stdout[-800:], done.stderr[-800:])
+        assert "Traceback" not in done.stderr
+        outputs.append(done.stdout)
+    assert "线程 farm" in outputs[1] and "藏珍之蕾" in outputs[1], outputs[1]
+    assert "记下了：周报用 PDF 发给王芳" in outputs[3]
+    assert "周报用 PDF 发给王芳" in outputs[4] and "周报用 PDF 发给王芳" in outputs[5]

@@ -1,0 +1,231 @@
+"""Dialogue memory (``store/memories.py``): how well it finds what was said, and what a search costs as
+history grows.
+
+Quality, on the labelled bilingual set ``bench/data/memory_eval.json`` (earlier threads, and questions
+about them that mostly share few words with their answers; ``tune`` and ``held``-out halves, the code
+never adjusted against the held half): recall@5 (a labelled turn among the first five) and MRR, per
+half and language, for
+
+- ours: Chinese as character pairs and stemmed Latin words, BM25 over SQLite FTS5;
+- SQLite's own ``trigram`` tokenizer on the same text (what the issue suggested first): a two-character
+  Chinese word matches nothing, so most Chinese questions find nothing;
+- semantic: WordLlama's static embeddings, whose weights ship inside its wheel (MIT, 16 MB, no download
+  at run time) — only when it is installed (``pip install wordllama``): it is not a dependency;
+- fused: ours and semantic by reciprocal-rank fusion;
+- ours as an agent sees it: after ``agent/recall.py``'s filter (a memory must share a quarter of what is
+  asked).
+
+Cost: one search at 1,000 and at 100,000 remembered turns, paired and interleaved (the ratio is the
+growth), and at 100,000 next to the floor: the same FTS5 match on the same table without the owner
+filters and the join.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.paired import paired, row
+from tether.agent.recall import MIN_COVERAGE
+from tether.store import terms as words
+from tether.store.database import Database
+from tether.store.memories import MemoryStore
+
+DATA = Path(__file__).with_name("data") / "memory_eval.json"
+AGENT = "assistant"
+TOP = 5
+ROUNDS = 60
+WARMUP = 5
+SIZES = (1_000, 100_000)
+INSTALLATION = "0123456789abcdef"
+
+Ranker = Callable[[str], list[str]]  # a question → doc ids, best first
+
+
+def load() -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    data = json.loads(DATA.read_text(encoding="utf-8"))
+    docs: dict[str, dict[str, Any]] = {}
+    for dialogue in data["dialogues"]:
+        for turn in dialogue["turns"]:
+            key = f"{dialogue['thread']}:{turn['turn']}"
+            docs[key] = {
+                "thread": dialogue["thread"], "turn": turn["turn"], "date": dialogue["date"],
+                "user": turn["user"], "assistant": turn["assistant"],
+            }  # fmt: skip
+    return docs, data["queries"]
+
+
+def ours(home: Path, docs: dict[str, dict[str, Any]]) -> tuple[MemoryStore, Ranker, Ranker]:
+    db = Database(f"sqlite:///{home / 'memory.db'}", installation=INSTALLATION)
+    store = MemoryStore(db)
+    store.keep_many(
+        (AGENT, d["thread"], d["turn"], f"{d['date']}T12:00:00+00:00", d["user"], d["assistant"])
+        for d in docs.values()
+    )
+
+    def rank(question: str) -> list[str]:
+        return [f"{m.thread_id}:{m.turn}" for m in store.search(AGENT, question, limit=TOP * 3)]
+
+    def as_seen(question: str) -> list[str]:
+        asked = set(words.asked(question))
+        kept = []
+        for m in store.search(AGENT, question, limit=TOP * 3):
+            if asked and len(asked & set(words.terms(m.text))) / len(asked) >= MIN_COVERAGE:
+                kept.append(f"{m.thread_id}:{m.turn}")
+        return kept
+
+    return store, rank, as_seen
+
+
+def trigram(docs: dict[str, dict[str, Any]]) -> Ranker:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(key UNINDEXED, body, tokenize = 'trigram')")
+    conn.executemany(
+        "INSERT INTO t VALUES (?, ?)", [(k, f"{d['user']}\n{d['assistant']}") for k, d in docs.items()]
+    )
+
+    def rank(question: str) -> list[str]:
+        pieces = [p for p in words._RUN.findall(question.lower()) if len(p) >= 3]
+        if not pieces:
+            return []
+        match = " OR ".join('"' + p.replace('"', '""') + '"' for p in pieces)
+        return [
+            r[0]
+            for r in conn.execute("SELECT key FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT 15", (match,))
+        ]
+
+    return rank
+
+
+def semantic(docs: dict[str, dict[str, Any]]) -> Ranker | None:
+    import importlib
+
+    try:  # the bench's environment has it (``make bench``); the test environment does not
+        np: Any = importlib.import_module("numpy")
+        wordllama: Any = importlib.import_module("wordllama")
+    except ImportError:
+        return None
+    # The weights and the tokenizer are inside the wheel: point the loader there and forbid downloads.
+    folder = Path(str(wordllama.__file__)).parent
+    model = wordllama.WordLlama.load(cache_dir=folder, disable_download=True)
+    keys = list(docs)
+    vectors = np.asarray(model.embed([f"{docs[k]['user']}\n{docs[k]['assistant']}" for k in keys], norm=True))
+
+    def rank(question: str) -> list[str]:
+        query = np.asarray(model.embed([question], norm=True))[0]
+        order = np.argsort(-(vectors @ query))[:15]
+        return [keys[int(i)] for i in order]
+
+    return rank
+
+
+def fused(*rankers: Ranker, k: int = 60) -> Ranker:
+    def rank(question: str) -> list[str]:
+        scores: dict[str, float] = {}
+        for ranker in rankers:
+            for position, key in enumerate(ranker(question)):
+                scores[key] = scores.get(key, 0.0) + 1.0 / (k + position + 1)
+        return sorted(scores, key=lambda key: -scores[key])
+
+    return rank
+
+
+def quality(ranker: Ranker, queries: list[dict[str, Any]]) -> dict[str, tuple[float, float, int]]:
+    """(recall@5, MRR, n) per group: each half, each language within it, and all."""
+    groups: dict[str, list[tuple[bool, float]]] = {}
+    for q in queries:
+        found = ranker(q["query"])
+        answers = set(q["answers"])
+        first = next((i for i, key in enumerate(found) if key in answers), None)
+        hit = first is not None and first < TOP
+        reciprocal = 0.0 if first is None else 1.0 / (first + 1)
+        for group in ("all", q["split"], f"{q['split']}/{q['lang']}"):
+            groups.setdefault(group, []).append((hit, reciprocal))
+    return {
+        g: (sum(h for h, _ in v) / len(v), statistics.fmean(r for _, r in v), len(v))
+        for g, v in groups.items()
+    }
+
+
+def _print_quality(name: str, table: dict[str, tuple[float, float, int]]) -> None:
+    shown = "  ".join(
+        f"{g} {table[g][0]:.2f}/{table[g][1]:.2f}"
+        for g in ("tune", "held", "held/zh", "held/en")
+        if g in table
+    )
+    print(f"  {name:<34} {shown}")
+
+
+def grown(home: Path, docs: dict[str, dict[str, Any]], size: int) -> MemoryStore:
+    """A store of ``size`` turns: the set's turns again and again, under new thread ids, numbers changed."""
+    db = Database(f"sqlite:///{home / f'grown-{size}.db'}", installation=INSTALLATION)
+    store = MemoryStore(db)
+    base = list(docs.values())
+    rng = random.Random(size)
+
+    def rows() -> Any:
+        for i in range(size):
+            d = base[i % len(base)]
+            shift = str(rng.randint(2, 99))
+            yield (AGENT, f"g{i // 8}", i % 8 + 1, f"{d['date']}T12:00:00+00:00",
+                   d["user"].replace("3", shift), d["assistant"])  # fmt: skip
+
+    store.keep_many(rows())
+    return store
+
+
+def memory(home: Path) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    docs, queries = load()
+    print(
+        f"\ndialogue memory: {len(docs)} turns, {len(queries)} questions (recall@{TOP}/MRR; tune, held-out)"
+    )
+    _, rank, as_seen = ours(home, docs)
+    rankers: list[tuple[str, Ranker]] = [
+        ("ours (pairs + words, FTS5 BM25)", rank),
+        ("SQLite trigram", trigram(docs)),
+    ]
+    meaning = semantic(docs)
+    if meaning is not None:
+        rankers += [
+            ("semantic (WordLlama, in its wheel)", meaning),
+            ("fused: ours + semantic (RRF)", fused(rank, meaning)),
+        ]
+    else:
+        print("  (semantic and fused: not measured, wordllama is not installed here)")
+    rankers.append(("ours, as an agent recalls (filtered)", as_seen))
+    for name, ranker in rankers:
+        _print_quality(name, quality(ranker, queries))
+    questions = [q["query"] for q in queries]
+    small, large = (grown(home, docs, size) for size in SIZES)
+    sequence = random.Random(7).choices(questions, k=ROUNDS + WARMUP)
+    # Each side asks the same questions in the same order: the k-th call of each is the same search.
+    ours_picks, floor_picks = iter(sequence), iter(sequence)
+    pair = paired(
+        lambda: large.search(AGENT, next(ours_picks)),
+        lambda: small.search(AGENT, next(floor_picks)),
+        ROUNDS,
+        WARMUP,
+    )
+    row(f"one search at {SIZES[1]:,} turns vs {SIZES[0]:,}", pair, "the same searches on 100x less history")
+    raw = sqlite3.connect(str(home / f"grown-{SIZES[1]}.db"))
+
+    bare = "SELECT rowid FROM memory_terms WHERE memory_terms MATCH ? ORDER BY bm25(memory_terms) LIMIT 15"
+    ours_picks, floor_picks = iter(sequence), iter(sequence)
+
+    def floor() -> None:
+        asked = words.asked(next(floor_picks))
+        if asked:
+            raw.execute(bare, (" OR ".join(f'"{t}"' for t in asked),)).fetchall()
+
+    pair = paired(lambda: large.search(AGENT, next(ours_picks)), floor, ROUNDS, WARMUP)
+    row(
+        f"one search at {SIZES[1]:,} turns vs bare FTS5",
+        pair,
+        "the same match, without the owner filter and join",
+    )
