@@ -251,12 +251,20 @@ def open_db(database_url: str) -> Iterator[Callable[[], object]]:
 ONE_CLI_SERVER = frozenset({"test_cli_server.py", "test_readme.py", "test_setup.py", "test_public_api.py"})
 
 
+# Tests that run shell commands make cgroups in the one cgroup the test processes share, and a command
+# ends the cgroups of dead workers there (``containment._sweep``): a test that kills a worker to leave
+# its command behind must not meet another worker's command. They run one after another, on one worker.
+ONE_CGROUP_PARENT = ("toolkits/shell/", "toolkits/workspace/test_home.py", "tasks/test_grants.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
         if item.path.name in ONE_CLI_SERVER:
             item.add_marker(pytest.mark.xdist_group("cli-server"))
+        elif any(part in item.path.as_posix() for part in ONE_CGROUP_PARENT):
+            item.add_marker(pytest.mark.xdist_group("cgroups"))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
