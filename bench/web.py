@@ -114,6 +114,7 @@ def web(home: Path) -> None:
         _sse_throughput(ours, floor, home)
         _progress_latency(ours, home, servers[0])
         _turns_with_pages(ours, servers[0])
+        _idle_memory(ours)
     finally:
         ours.stop()
         floor.stop()
@@ -356,3 +357,50 @@ def _turns_with_pages(ours: Server, cpu: Cpu) -> None:
     )
     row(f"a turn with {PAGES} pages following", pair, "the same turn, no page open (issue 7's goal)",
         goals.TURN_WITH_PAGES)  # fmt: skip
+
+
+IDLE_THREADS = 1000
+IDLE_AGENTS = 10
+
+
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of a process and its live children (tether serve: its fork server and workers)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    total = 0
+    for proc in (root, *root.children(recursive=True)):
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+def _idle_memory(ours: Server) -> None:
+    """What a long-running tether serve holds once 1,000 threads of 10 agents have each had a turn and
+    gone idle (issue 22: sessions leave memory when idle). No floor: the figure is the growth."""
+    client = httpx.Client(base_url=ours.base, timeout=60, headers=AUTH)
+    for n in range(IDLE_AGENTS):
+        client.post("/api/agents", json={"name": f"idle-{n}", "grants": ["automation"]})
+    before = _tree_rss(ours.proc.pid)
+    started = time.perf_counter()
+    threads = []
+    for i in range(IDLE_THREADS):
+        thread = client.post("/api/threads", json={"agent": f"idle-{i % IDLE_AGENTS}"}).json()["thread_id"]
+        client.post(f"/api/threads/{thread}/messages", json={"text": "status"}).raise_for_status()
+        threads.append(thread)
+        while client.get(f"/api/threads/{thread}").json()["running"]:
+            time.sleep(0.005)
+    took = time.perf_counter() - started
+    after = _tree_rss(ours.proc.pid)
+    time.sleep(5)  # idle
+    idle = _tree_rss(ours.proc.pid)
+    grown = (idle - before) / 2**20
+    per_thread, per_turn = (idle - before) / IDLE_THREADS / 1024, took / IDLE_THREADS * 1000
+    print(
+        f"  {'idle memory: 1,000 threads of 10 agents':<44} RSS {before / 2**20:7.1f} MB before, "
+        f"{after / 2**20:7.1f} MB after the turns, {idle / 2**20:7.1f} MB idle: +{grown:.1f} MB "
+        f"({per_thread:.1f} KB a thread; {per_turn:.0f} ms a turn)"
+    )
+    print(f"  {'':<44} tether serve's tree (psutil); no floor: the growth is the figure")
