@@ -133,3 +133,19 @@ def test_an_agent_notes_facts_only_when_granted_and_never_in_a_private_thread(
     )
     assert bare.status.value == "rejected" and "runs in a thread" in bare.message
     assert len(executor.runtime.memories.facts("assistant")) == 2
+
+
+def test_a_delegation_is_remembered_in_the_thread_the_person_talked_in(
+    make_executor: Callable[..., Executor],
+) -> None:
+    from tether.agent.roster import agent_of, session_for, team_of
+
+    executor = make_executor(standard)
+    executor.runtime.agents.create(AgentRecord(name="lead", grants=("team", "automation")))
+    executor.runtime.agents.create(AgentRecord(name="looker", grants=("automation",), aliases=("看守助手",)))
+    team = team_of(executor, lambda name: OfflineModel())
+    done = session_for(team, agent_of(team, "lead")).send_sync("lead-1", "让看守助手查看游戏状态")
+    assert done.status.value == "completed"
+    memories = executor.runtime.memories
+    assert memories.count("lead")["turn"] == 1 and memories.count("looker")["turn"] == 0
+    assert memories.count() == {"turn": 1, "fact": 0}  # no memory under a bundle's or a child's name

@@ -67,6 +67,9 @@ def child_session(
         team=team,
         lineage=lineage,
         flows=flows,
+        # A delegated turn is remembered where the person talked: the delegator's thread keeps the
+        # request and what came back; the sub-agent's own steps are its thread's record, not memories.
+        remember=False,
     )
 
 
