@@ -100,3 +100,24 @@ def test_any_question_reaches_the_store_safely(open_db: Callable[[], Database]) 
         "a b",
     ]:
         store.search("assistant", question)  # no error, whatever it finds
+
+
+def test_a_search_reads_a_bounded_part_of_a_long_history(
+    open_db: Callable[[], Database], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Common terms do not widen a search that has a rarer one; a question of common terms only looks
+    among the newest memories (SQLite; PostgreSQL ranks every match)."""
+    from tether.store import memories as module
+
+    store = _store(open_db)
+    monkeypatch.setattr(module, "COMMON", 3)
+    monkeypatch.setattr(module, "RECENT", 4)
+    for n in range(10):
+        store.keep_turn("assistant", f"g{n}", 1, AT, f"the game status was checked, round {n}", "ok")
+    store.keep_turn("assistant", "rare", 1, AT, "the game status mentions the crimson calyx", "ok")
+    assert store.search("assistant", "what about the crimson calyx and the game status?")[0].thread_id == "rare"
+    newest = {m.thread_id for m in store.search("assistant", "game status", limit=20)}
+    if not store.postgres:
+        assert newest <= {"g7", "g8", "g9", "rare"}, newest  # the newest four memories only
+    else:
+        assert len(newest) == 11

@@ -10,8 +10,11 @@ Two kinds of memory, per agent and per installation (two homes on one database n
 
 Search is lexical, with no download: the terms of ``store/terms.py`` (Chinese as overlapping character
 pairs, Latin words lightly stemmed) indexed by SQLite's FTS5 (ranked by BM25) or PostgreSQL's
-``tsvector`` with a GIN index (ranked by ``ts_rank``). A search reads the index, never the whole history:
-its cost does not grow with the number of turns kept (``python -m bench memory`` measures both).
+``tsvector`` with a GIN index (ranked by ``ts_rank``). A search reads the index, never the whole history,
+and on SQLite its work is bounded whatever the history: a term kept in more than ``COMMON`` memories
+(read from the index's vocabulary) is left out of the match when a rarer one is asked too (BM25 gives
+it almost no weight anyway), and a question made only of common terms looks among the ``RECENT`` newest
+memories (``python -m bench memory`` measures quality and cost at 1,000 and 100,000 turns).
 Forgetting deletes the row and its index entry in one transaction: it is gone from search at once.
 """
 
@@ -32,6 +35,9 @@ TURN, FACT = "turn", "fact"
 KINDS = (TURN, FACT)
 MAX_FACT_CHARS = 500
 MAX_TURN_CHARS = 4000  # what one remembered turn keeps of the message and the answer
+COMMON = 500  # a term in more memories than this does not widen a search that has a rarer one
+RECENT = 5_000  # where a question of common terms only looks: the newest memories
+MOST_TERMS = 8  # the rarest terms asked that a search matches
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,7 +76,8 @@ _PG_INDEX = text("UPDATE memories SET tsv = to_tsvector('simple', :terms) WHERE 
 _SQLITE_SEARCH = text(
     f"SELECT {_COLUMNS}, -bm25(memory_terms) AS score FROM memory_terms "
     "JOIN memories m ON m.id = memory_terms.rowid "
-    "WHERE memory_terms MATCH :match AND m.installation = :installation AND m.agent = :agent "
+    "WHERE memory_terms MATCH :match AND memory_terms.rowid > :after "
+    "AND m.installation = :installation AND m.agent = :agent "
     "AND m.kind IN (:k1, :k2) AND (m.thread_id IS NULL OR m.thread_id <> :exclude) "
     "ORDER BY score DESC, m.id DESC LIMIT :limit"
 )
@@ -186,15 +193,37 @@ class MemoryStore:
             "installation": self.installation, "agent": agent, "exclude": exclude_thread or "",
             "k1": kinds[0], "k2": kinds[-1], "limit": min(limit, 100),
         }  # fmt: skip
-        if self.postgres:
-            params["match"] = " OR ".join(asked)
-            query = _PG_SEARCH
-        else:
-            params["match"] = " OR ".join(f'"{term}"' for term in asked)
-            query = _SQLITE_SEARCH
         with self.db.read() as conn:
-            rows = conn.execute(query, params).all()
+            if self.postgres:
+                params["match"] = " OR ".join(asked)
+                rows = conn.execute(_PG_SEARCH, params).all()
+            else:
+                chosen, params["after"] = self._bounded(conn, asked)
+                if not chosen:
+                    return []
+                params["match"] = " OR ".join(f'"{term}"' for term in chosen)
+                rows = conn.execute(_SQLITE_SEARCH, params).all()
         return [_memory(row) for row in rows]
+
+    @staticmethod
+    def _bounded(conn: Any, asked: list[str]) -> tuple[list[str], int]:
+        """The terms to match and the rowid to look after, so that a search reads at most about
+        ``COMMON`` entries for each of at most ``MOST_TERMS`` terms: the rarest terms asked (those in the
+        index at all), else the three least common among the ``RECENT`` newest memories."""
+        marks = ", ".join(f":t{i}" for i in range(len(asked)))
+        counts = {
+            str(term): int(doc)
+            for term, doc in conn.execute(
+                text(f"SELECT term, doc FROM memory_vocab WHERE term IN ({marks})"),
+                {f"t{i}": term for i, term in enumerate(asked)},
+            )
+        }
+        rare = sorted((t for t in asked if 0 < counts.get(t, 0) <= COMMON), key=lambda t: counts[t])
+        if rare:
+            return rare[:MOST_TERMS], 0
+        common = sorted((term for term in asked if counts.get(term)), key=lambda term: counts[term])[:3]
+        newest = int(conn.execute(text("SELECT COALESCE(MAX(rowid), 0) FROM memory_terms")).scalar_one())
+        return common, max(0, newest - RECENT)
 
     def facts(self, agent: str | None = None, limit: int = 200) -> list[Memory]:
         where = "m.installation = :installation AND m.kind = 'fact'" + (

@@ -525,6 +525,7 @@ MIGRATIONS: tuple[str | dict[str, str], ...] = (
         """,
         "sqlite": """
         CREATE VIRTUAL TABLE memory_terms USING fts5(terms, tokenize = 'unicode61 remove_diacritics 0');
+        CREATE VIRTUAL TABLE memory_vocab USING fts5vocab(memory_terms, 'row');
         """,
         "postgresql": """
         ALTER TABLE memories ADD COLUMN tsv tsvector;
