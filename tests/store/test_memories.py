@@ -115,7 +115,9 @@ def test_a_search_reads_a_bounded_part_of_a_long_history(
     for n in range(10):
         store.keep_turn("assistant", f"g{n}", 1, AT, f"the game status was checked, round {n}", "ok")
     store.keep_turn("assistant", "rare", 1, AT, "the game status mentions the crimson calyx", "ok")
-    assert store.search("assistant", "what about the crimson calyx and the game status?")[0].thread_id == "rare"
+    assert (
+        store.search("assistant", "what about the crimson calyx and the game status?")[0].thread_id == "rare"
+    )
     newest = {m.thread_id for m in store.search("assistant", "game status", limit=20)}
     if not store.postgres:
         assert newest <= {"g7", "g8", "g9", "rare"}, newest  # the newest four memories only
