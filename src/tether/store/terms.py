@@ -65,7 +65,8 @@ def terms(text: str) -> list[str]:
             )
         else:
             found.append(_stem(chunk))
-    return found
+    # (an unassigned code point inside a CJK block is no letter: it is no term either)
+    return [term for term in found if term.isalnum()]
 
 
 def indexed(text: str) -> str:
