@@ -13,7 +13,7 @@ from tether.errors import StoreError
 from tether.store.database import Database
 from tether.store.events import EventLog
 from tether.store.jobs import ConfirmationUsed, SqlJobStore
-from tether.store.schema import MIGRATIONS
+from tether.store.migrations import MIGRATIONS
 from tether.tasks.result import TaskResult, TaskStatus
 
 

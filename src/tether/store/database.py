@@ -163,7 +163,7 @@ class Database:
                 immediate = conn.get_execution_options().get("tether_write", False)
                 conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
-        from tether.store.schema import migrate
+        from tether.store.migrations import migrate
 
         database = parsed.database or ""
         self.folder = Path(database).parent if self.dialect == "sqlite" else None
@@ -239,7 +239,7 @@ def _up_to_date(path: Path) -> bool:
     """Whether a SQLite store's schema is this tether's (read without SQLite's shared memory)."""
     import sqlite3
 
-    from tether.store.schema import MIGRATIONS
+    from tether.store.migrations import MIGRATIONS
 
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)) as conn:
