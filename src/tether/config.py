@@ -298,6 +298,19 @@ class AgentSettings(_Section):
         return self
 
 
+class InitiativeSettings(_Section):
+    """``[initiative]``: when agents speak first, and when notifications wait (``agent/decider.py``)."""
+
+    section: ClassVar[str] = "initiative"
+
+    enabled: bool = True  # signals are weighed and proactive messages posted
+    threshold: Annotated[float, Field(ge=0.3, le=0.95)] = 0.5  # an agent's start (its ratings move it)
+    max_per_hour: Annotated[int, Field(ge=0, le=60)] = 3  # proactive messages an agent posts, at most
+    long_job_s: PositiveSeconds = 60.0  # work that ran this long is worth a word when it ends
+    # Local time "HH:MM-HH:MM" (may span midnight): notifications wait until it ends ("" = none).
+    quiet_hours: Annotated[str, Field(pattern=r"^(([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d)?$")] = ""
+
+
 class ResearchSettings(_Section):
     """``[research]``: web search, and how far a page read may reach (``tether.toolkits.web``).
 
@@ -442,6 +455,7 @@ SECTIONS: dict[str, type[_Section]] = {
         StoreSettings,
         ModelSettings,
         AgentSettings,
+        InitiativeSettings,
         ResearchSettings,
         WorkspaceSettings,
         ShellSettings,

@@ -177,6 +177,16 @@ class ArtifactCreated(_Event):
     step_id: str | None = None
 
 
+class ProactivePosted(_TurnEvent):
+    """An agent spoke first: its message is turn ``turn`` of ``thread_id``, from decision ``decision_id``."""
+
+    kind: Literal["proactive_posted"] = "proactive_posted"
+    agent: str
+    text: str
+    category: str
+    decision_id: int
+
+
 Event = Annotated[
     TurnStarted
     | ModelDecided
@@ -191,7 +201,8 @@ Event = Annotated[
     | JobStateChanged
     | RunChanged
     | RunTaskChanged
-    | ArtifactCreated,
+    | ArtifactCreated
+    | ProactivePosted,
     Field(discriminator="kind"),
 ]
 EVENT: TypeAdapter[Event] = TypeAdapter(Event)

@@ -35,8 +35,10 @@ from tether.store.agents import AgentStore
 from tether.store.artifacts import SqlArtifactStore
 from tether.store.database import Database, default_url
 from tether.store.events import EventLog
+from tether.store.initiative import InitiativeStore
 from tether.store.jobs import SqlJobStore
 from tether.store.memories import MemoryStore
+from tether.store.notifications import NotificationStore
 from tether.store.runs_sql import SqlRunStore
 from tether.store.threads_sql import SqlThreadStore
 
@@ -92,6 +94,8 @@ class Runtime:
         self.threads = SqlThreadStore(db)
         self.agents = AgentStore(db)
         self.memories = MemoryStore(db)
+        self.initiative = InitiativeStore(db)
+        self.notifications = NotificationStore(db)
         self.events = EventLog(db)
         self.runs = SqlRunStore(db)
         self.artifacts = SqlArtifactStore(db)

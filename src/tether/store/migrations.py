@@ -316,7 +316,73 @@ MIGRATIONS: tuple[str | dict[str, str], ...] = (
         ALTER TABLE memories ADD COLUMN tsv tsvector;
         CREATE INDEX memories_tsv ON memories USING GIN (tsv);
         """,
-    },
+    },  # 14: initiative (``store/initiative.py``): every signal an agent weighed and what it decided (with
+    # the proactive message it posted and the person's rating), each agent's threshold as ratings move
+    # it, the notification channels (their addresses are secrets: in the keyring, not here) and their
+    # outbox, and how far the event log has been read for them.
+    """
+    CREATE TABLE decisions (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        installation TEXT NOT NULL,
+        agent        TEXT NOT NULL,
+        signal_key   TEXT,
+        kind         TEXT NOT NULL,
+        signal       TEXT NOT NULL,
+        fired        INTEGER NOT NULL,
+        category     TEXT NOT NULL,
+        score        REAL NOT NULL,
+        threshold    REAL NOT NULL,
+        reason       TEXT NOT NULL,
+        decided_by   TEXT NOT NULL,
+        thread_id    TEXT,
+        turn         INTEGER,
+        message      TEXT,
+        rating       INTEGER,
+        rating_note  TEXT,
+        rated_at     TEXT,
+        created_at   TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX decisions_signal ON decisions(installation, signal_key);
+    CREATE INDEX decisions_agent ON decisions(installation, agent, created_at);
+    CREATE TABLE thresholds (
+        installation TEXT NOT NULL,
+        agent        TEXT NOT NULL,
+        threshold    REAL NOT NULL,
+        updated_at   TEXT NOT NULL,
+        PRIMARY KEY (installation, agent)
+    );
+    CREATE TABLE channels (
+        installation TEXT NOT NULL,
+        name         TEXT NOT NULL,
+        scheme       TEXT NOT NULL,
+        events       TEXT NOT NULL,
+        created_at   TEXT NOT NULL,
+        PRIMARY KEY (installation, name)
+    );
+    CREATE TABLE notifications (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        installation TEXT NOT NULL,
+        channel      TEXT NOT NULL,
+        event        TEXT NOT NULL,
+        source_key   TEXT NOT NULL,
+        title        TEXT NOT NULL,
+        body         TEXT NOT NULL,
+        status       TEXT NOT NULL,
+        attempts     INTEGER NOT NULL DEFAULT 0,
+        next_at      TEXT NOT NULL,
+        error        TEXT,
+        created_at   TEXT NOT NULL,
+        sent_at      TEXT
+    );
+    CREATE UNIQUE INDEX notifications_source ON notifications(installation, channel, source_key);
+    CREATE INDEX notifications_due ON notifications(installation, status, next_at);
+    CREATE TABLE cursors (
+        installation TEXT NOT NULL,
+        name         TEXT NOT NULL,
+        position     INTEGER NOT NULL,
+        PRIMARY KEY (installation, name)
+    );
+    """,
 )
 
 SCHEMA_TABLE = "tether_schema"

@@ -29,6 +29,7 @@ from tether.errors import ConfigError
 from tether.events import Event
 
 OPEN_TURN = ("running", "interrupted")  # a turn that can still end (once)
+PROACTIVE = "proactive"  # a turn that is an agent's message with no message from the person before it
 REPLAYED = -1  # record_step: the step is on record as given already
 
 Alive = Callable[[int, float], bool]
@@ -140,6 +141,9 @@ class ThreadStore(Protocol):
     def deleted(self, thread_id: str) -> bool: ...
     def assign(self, thread_id: str, agent: str | None, parent: str | None = None) -> None: ...
     def set_private(self, thread_id: str, private: bool) -> bool: ...
+    def post(
+        self, thread_id: str, agent: str, said: str, title: str, event: Callable[[int], Event] | None = None
+    ) -> int | None: ...
 
 
 class MemoryThreadStore:
@@ -273,6 +277,24 @@ class MemoryThreadStore:
             return False
         state.private = private
         return True
+
+    def post(
+        self, thread_id: str, agent: str, said: str, title: str, event: Callable[[int], Event] | None = None
+    ) -> int | None:
+        if thread_id in self._deleted:
+            raise ThreadDeleted(f"thread {thread_id!r} was deleted; its id is not used again: pick another")
+        state = self._threads.setdefault(thread_id, ThreadState(thread_id=thread_id, title=title))
+        state.agent = state.agent or agent
+        if any(t.status == "running" for (tid, _), t in self._turns.items() if tid == thread_id):
+            return None
+        state.turns += 1
+        state.updated_at = at = now()
+        self._turns[(thread_id, state.turns)] = TurnRecord(
+            thread_id=thread_id, turn=state.turns, status=PROACTIVE, message="", final=said,
+            started_at=at, ended_at=at,
+        )  # fmt: skip
+        self.append(thread_id, state.turns, 0, {"role": "assistant", "content": said})
+        return state.turns
 
 
 def check_assign(state: ThreadState, agent: str | None, parent: str | None = None) -> None:

@@ -10,7 +10,7 @@ transaction.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, insert, select, text, update
@@ -22,6 +22,7 @@ from tether.store.database import Database
 from tether.store.events import append_event
 from tether.store.threads import (
     OPEN_TURN,
+    PROACTIVE,
     REPLAYED,
     Alive,
     StepRecord,
@@ -440,6 +441,40 @@ class SqlThreadStore:
                     .where(Th.c.thread_id == thread_id)
                     .values(agent=agent, parent=parent or state.parent)
                 )
+
+    def post(
+        self, thread_id: str, agent: str, said: str, title: str, event: Callable[[int], Event] | None = None
+    ) -> int | None:
+        """Post ``agent``'s proactive message in ``thread_id`` (created, as ``agent``'s, if new): a turn
+        of its own, ended as it begins, holding one assistant message — what the person and the model
+        read in the thread. None while a turn is under way there: a message never lands between a
+        turn's messages (the caller tries again later)."""
+        stamp = now()
+        with self.db.write() as conn:
+            if conn.execute(_DELETED, {"k_thread": thread_id}).first() is not None:
+                raise ThreadDeleted(
+                    f"thread {thread_id!r} was deleted; its id is not used again: pick another"
+                )
+            conn.execute(_CREATE_THREAD, {"id": thread_id, "title": title, "at": stamp})
+            conn.execute(
+                update(Th).where(Th.c.thread_id == thread_id, Th.c.agent.is_(None)).values(agent=agent)
+            )
+            turns = int(conn.execute(_TURNS_OF if self.db.is_sqlite else _TURNS_OF_LOCKED,
+                                     {"k_thread": thread_id}).scalar_one())  # fmt: skip
+            if conn.execute(_RUNNING, {"k_thread": thread_id}).first() is not None:
+                return None
+            turn = turns + 1
+            conn.execute(_COUNT_TURN, {"k_thread": thread_id, "v_turns": turn, "v_at": stamp})
+            conn.execute(
+                insert(Tu),
+                {"thread_id": thread_id, "turn": turn, "status": PROACTIVE, "message": "", "final": said,
+                 "owner_pid": None, "owner_create_time": None, "started_at": stamp, "ended_at": stamp,
+                 **self.installation.values()},
+            )  # fmt: skip
+            self._append(conn, thread_id, turn, 0, {"role": "assistant", "content": said})
+            if event is not None:  # in the same transaction: a posted message is always told
+                append_event(conn, event(turn))
+        return turn
 
     def set_private(self, thread_id: str, private: bool) -> bool:
         """Mark the thread private (nothing from it is remembered) or not; False if there is no such

@@ -1,0 +1,209 @@
+"""The decider: whether an agent speaks first about a signal (seed 001 §4.3).
+
+A signal is something that happened — a new message from outside, outside information a script sends,
+a schedule's tick, a job or run that ended, a file that changed — and the decider turns it into
+**fire / no fire**, an action category (``alert``, ``reminder``, ``report``, ``done``, ``info``,
+``none``), a score in [0, 1] and the reason. Rules first (in both languages); when the agent has a model
+and the rules' score is close to the agent's threshold, the model weighs a text signal too. Then the
+guards, which only ever silence: the same message said within ``REPEAT_H`` hours, or ``max_per_hour``
+messages already posted in the last hour, is no fire. It never raises: a signal it cannot read, or a
+model that fails, is decided by the rules or not fired, with why.
+
+Staying silent is rarely wrong and spamming is never right, so a neutral signal scores low and only
+alerts, reminders, scheduled reports and long work that ended clear the default threshold.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.models.base import Model
+
+log = logging.getLogger("tether.decider")
+
+Kind = Literal["message", "outside", "schedule", "ended", "file"]
+KINDS: tuple[str, ...] = ("message", "outside", "schedule", "ended", "file")
+CATEGORIES = ("alert", "reminder", "report", "done", "info", "none")
+REPEAT_H = 6.0
+GRAY = 0.2  # the model is asked when the rules' score is this close to the threshold
+LONG_S = 60.0  # work that ran this long is worth a word when it ends
+
+
+class Signal(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Kind
+    text: str = Field(default="", max_length=4000)
+    source: str = Field(default="", max_length=200)
+    agent: str = Field(default="assistant", pattern=r"^[a-z][a-z0-9_-]{0,39}$")
+    # Decided once: a second signal with the same key gets the first one's decision.
+    key: str | None = Field(default=None, max_length=300)
+    # What the kind carries: ``status``/``duration_s``/``task`` (ended), ``action`` (schedule: report or
+    # remind), ``path`` (file), ``priority`` (high or urgent: anything).
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    fire: bool
+    category: str
+    score: float
+    reason: str
+    by: str  # rules | model | guard
+    threshold: float
+
+
+_ALERT = re.compile(
+    r"urgent|emergency|fail(ed|ure|ing)?\b|errors?\b|outage|\bdown\b|crash|broken|critical|alarm|"
+    r"security|breach|banned|overdue|expired|紧急|失败|出错|错误|故障|宕机|崩溃|告警|报警|警告|异常|挂了|"
+    r"过期|逾期|中断|被封|封号|掉线|报错|不可用",
+    re.IGNORECASE,
+)
+_NOT_ALERT = re.compile(
+    r"\b(no|zero|0|without|none of the)\s+(new\s+)?(errors?|failures?|failed|alerts?|issues?)|"
+    r"(没有|无|未见|0\s*个?)(任何)?(错误|异常|故障|失败|告警|报错)|all (checks )?(passed|green|ok)",
+    re.IGNORECASE,
+)
+_REMIND = re.compile(
+    r"deadline|\bdue\b|tomorrow|tonight|today|reminder|remind|appointment|meeting|expires?|expiring|"
+    r"\bfull\b|almost full|capacity|截止|到期|明天|今天|今晚|提醒|预约|会议|快满|满了|已满|上限|即将",
+    re.IGNORECASE,
+)
+_NOISE = re.compile(
+    r"heartbeat|no change|nothing new|unchanged|routine|all good|still running|"
+    r"心跳|无变化|没有变化|一切正常|运行正常|照常|例行",
+    re.IGNORECASE,
+)
+_FAILED = ("failed", "error", "unknown", "timeout", "timed_out", "lost")
+_STOPPED = ("cancelled", "canceled", "stopped", "rejected")
+
+
+def weigh(signal: Signal, *, long_s: float = LONG_S) -> tuple[float, str, str]:
+    """The rules' score, category and reason for ``signal``."""
+    data = signal.data
+    urgent = str(data.get("priority", "")).lower() in ("high", "urgent")
+    if signal.kind == "schedule":
+        action = str(data.get("action", ""))
+        if action == "report":
+            return 1.0, "report", "a report the person scheduled"
+        if action == "remind":
+            return 1.0, "reminder", "a reminder the person scheduled"
+        return 0.0, "none", f"a schedule tick with nothing to say (action {action!r})"
+    if signal.kind == "ended":
+        status = str(data.get("status", "")).lower()
+        what = str(data.get("task") or signal.source or "the work")
+        if status in _FAILED:
+            return 0.85, "alert", f"{what} ended {status}"
+        if status in _STOPPED:
+            return 0.05, "none", f"{what} was {status}: whoever stopped it knows"
+        try:
+            took = float(data.get("duration_s") or 0.0)
+        except (TypeError, ValueError):
+            took = 0.0
+        if took >= long_s:
+            return 0.6, "done", f"{what} ended {status or 'done'} after {took:.0f} s of work"
+        return 0.15, "none", f"{what} ended {status or 'done'} after {took:.0f} s: short work is seen ending"
+    text = signal.text
+    if _NOISE.search(text) and not urgent:
+        return 0.05, "none", "routine news: nothing changed that the person needs"
+    alert = _ALERT.search(text) and not _NOT_ALERT.search(text)
+    base = {"message": 0.35, "outside": 0.25, "file": 0.15}[signal.kind]
+    if alert:
+        score, category, reason = 0.8, "alert", f"it says {_ALERT.search(text).group(0)!r}"  # type: ignore[union-attr]
+    elif found := _REMIND.search(text):
+        score, category, reason = 0.6, "reminder", f"it says {found.group(0)!r}: something is due"
+    else:
+        score, category, reason = base, "info", "news with nothing urgent or due in it"
+    if urgent:
+        score, reason = min(1.0, score + 0.3), reason + "; marked " + str(data.get("priority"))
+    return score, category, reason
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"\d+", "#", text.lower()).split())
+
+
+def guard(
+    category: str, message: str, *, posted_last_hour: int, max_per_hour: int, posted_recently: list[str]
+) -> str | None:
+    """Why a message that would fire must not (said already, or too many lately); None to let it."""
+    if message and _norm(message) in {_norm(m) for m in posted_recently}:
+        return f"said the same within {REPEAT_H:.0f} h already"
+    if posted_last_hour >= max_per_hour:
+        return f"quiet: {posted_last_hour} message(s) in the last hour already (at most {max_per_hour})"
+    return None
+
+
+_ASK = (
+    "You decide whether an assistant should message the person first about a signal. Staying silent is "
+    "rarely wrong; spamming is never right. Reply with JSON only: "
+    '{"fire": true|false, "category": "alert|reminder|info|none", "score": 0.0-1.0, "reason": "..."}'
+)
+
+
+async def ask_model(
+    model: Model, signal: Signal, rules: tuple[float, str, str]
+) -> tuple[float, str, str] | None:
+    """The model's score, category and reason, or None when it gave nothing usable."""
+    prompt = json.dumps(
+        {"signal": signal.model_dump(mode="json", exclude={"key"}), "rules": {"score": rules[0],
+         "category": rules[1], "reason": rules[2]}}, ensure_ascii=False,
+    )  # fmt: skip
+    response = await model.complete(
+        [{"role": "system", "content": _ASK}, {"role": "user", "content": prompt}], ()
+    )
+    found = re.search(r"\{.*\}", response.text or "", re.DOTALL)
+    if found is None:
+        return None
+    answer = json.loads(found.group(0))
+    score = float(answer.get("score", 0.0))
+    category = str(answer.get("category", "none"))
+    if not 0.0 <= score <= 1.0 or category not in CATEGORIES:
+        return None
+    if not answer.get("fire", False):
+        score = min(score, 0.49)
+    return score, category, "the model: " + str(answer.get("reason", ""))[:300]
+
+
+async def decide(
+    signal: Signal,
+    *,
+    threshold: float,
+    message: str = "",
+    posted_last_hour: int = 0,
+    max_per_hour: int = 3,
+    posted_recently: list[str] | None = None,
+    model: Model | None = None,
+    long_s: float = LONG_S,
+) -> Decision:
+    """Fire or not, and why. ``message`` is what would be said (for the repeat guard)."""
+    try:
+        score, category, reason = weigh(signal, long_s=long_s)
+    except Exception as exc:  # a signal the rules cannot read is not fired
+        log.warning("the rules could not weigh a signal", exc_info=True)
+        return Decision(fire=False, category="none", score=0.0, reason=f"unreadable signal: {exc}"[:300],
+                        by="rules", threshold=threshold)  # fmt: skip
+    by = "rules"
+    if model is not None and signal.kind in ("message", "outside", "file") and abs(score - threshold) < GRAY:
+        try:
+            weighed = await ask_model(model, signal, (score, category, reason))
+        except Exception as exc:
+            weighed = None
+            reason += f" (the model could not be asked: {type(exc).__name__})"
+        if weighed is not None:
+            (score, category, reason), by = weighed, "model"
+    if score < threshold:
+        return Decision(fire=False, category=category, score=score, threshold=threshold, by=by,
+                        reason=f"{reason} — {score:.2f} is under the threshold {threshold:.2f}")  # fmt: skip
+    held = guard(category, message, posted_last_hour=posted_last_hour, max_per_hour=max_per_hour,
+                 posted_recently=posted_recently or [])  # fmt: skip
+    if held is not None:
+        return Decision(fire=False, category=category, score=score, threshold=threshold, by="guard",
+                        reason=f"{reason} — but {held}")  # fmt: skip
+    return Decision(fire=True, category=category, score=score, threshold=threshold, by=by, reason=reason)
