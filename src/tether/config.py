@@ -309,6 +309,10 @@ class InitiativeSettings(_Section):
     long_job_s: PositiveSeconds = 60.0  # work that ran this long is worth a word when it ends
     # Local time "HH:MM-HH:MM" (may span midnight): notifications wait until it ends ("" = none).
     quiet_hours: Annotated[str, Field(pattern=r"^(([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d)?$")] = ""
+    # The page's address as the person opens it (links in notifications lead there), e.g. http://host:8765.
+    page_url: Annotated[str, Field(pattern=r"^(https?://\S+)?$", max_length=2000)] = ""
+    # A Telegram Bot API server of your own (``telegram-bot-api --local``) instead of api.telegram.org.
+    telegram_api: Annotated[str, Field(pattern=r"^(https?://\S+)?$", max_length=2000)] = ""
 
 
 class ResearchSettings(_Section):

@@ -6,8 +6,9 @@ a schedule's tick, a job or run that ended, a file that changed — and the deci
 ``none``), a score in [0, 1] and the reason. Rules first (in both languages); when the agent has a model
 and the rules' score is close to the agent's threshold, the model weighs a text signal too. Then the
 guards, which only ever silence: the same message said within ``REPEAT_H`` hours, or ``max_per_hour``
-messages already posted in the last hour, is no fire. It never raises: a signal it cannot read, or a
-model that fails, is decided by the rules or not fired, with why.
+messages already posted in the last hour, is no fire (a schedule's tick is exempt: the person asked).
+It never raises: a signal it cannot read, or a model that fails, is decided by the rules or not fired,
+with why.
 
 Staying silent is rarely wrong and spamming is never right, so a neutral signal scores low and only
 alerts, reminders, scheduled reports and long work that ended clear the default threshold.
@@ -201,8 +202,11 @@ async def decide(
     if score < threshold:
         return Decision(fire=False, category=category, score=score, threshold=threshold, by=by,
                         reason=f"{reason} — {score:.2f} is under the threshold {threshold:.2f}")  # fmt: skip
-    held = guard(category, message, posted_last_hour=posted_last_hour, max_per_hour=max_per_hour,
-                 posted_recently=posted_recently or [])  # fmt: skip
+    # What the person scheduled was asked for: the guards hold back only what the agent chose to say.
+    held = None if signal.kind == "schedule" else guard(
+        category, message, posted_last_hour=posted_last_hour, max_per_hour=max_per_hour,
+        posted_recently=posted_recently or [],
+    )  # fmt: skip
     if held is not None:
         return Decision(fire=False, category=category, score=score, threshold=threshold, by="guard",
                         reason=f"{reason} — but {held}")  # fmt: skip

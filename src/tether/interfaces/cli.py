@@ -22,8 +22,10 @@ from tether.interfaces import (
     artifacts_cli,
     flow_cli,
     home_cli,
+    initiative_cli,
     job_cli,
     memory_cli,
+    notify_cli,
     task_cli,
     threads_cli,
     web_cli,
@@ -38,6 +40,9 @@ app.add_typer(home_cli.server_app, name="server")
 app.add_typer(threads_cli.threads_app, name="threads")
 app.add_typer(agents_cli.agents_app, name="agents")
 app.add_typer(memory_cli.memory_app, name="memory")
+app.add_typer(initiative_cli.initiative_app, name="initiative")
+app.add_typer(initiative_cli.schedule_app, name="schedule")
+app.add_typer(notify_cli.notify_app, name="notify")
 app.add_typer(home_cli.auth_app, name="auth")
 app.add_typer(flow_cli.flow_app, name="flow")
 app.add_typer(artifacts_cli.artifacts_app, name="artifacts")

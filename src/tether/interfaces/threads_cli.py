@@ -140,8 +140,16 @@ MAX_TRACE_DEPTH = 8
 
 
 def _step_tree(store: Any, thread: str, depth: int = 0) -> list[dict[str, Any]]:
-    """A thread's steps; a delegation's step carries its own thread's steps under ``delegation``."""
+    """A thread's steps; a delegation's step carries its own thread's steps under ``delegation``; an
+    agent's proactive message (a turn of its own, with no steps) is a ``proactive`` step."""
+    from tether.store.threads import PROACTIVE
+
     steps = [s.to_dict() for s in store.steps(thread)]
+    said = [
+        {"turn": t.turn, "index": 0, "kind": PROACTIVE, "text": t.final, "at": t.started_at}
+        for t in store.turns_with_status(thread, PROACTIVE)
+    ]
+    steps = sorted(steps + said, key=lambda s: (s["turn"], s["index"]))
     for s in steps:
         child = ((s.get("result") or {}).get("data") or {}).get("thread_id") if s["kind"] == "tool" else None
         if isinstance(child, str) and child != thread and depth + 1 < MAX_TRACE_DEPTH:

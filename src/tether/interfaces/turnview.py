@@ -13,7 +13,14 @@ from tether.interfaces.render import STATUS_STYLE, err, human_duration
 if TYPE_CHECKING:
     from tether.events import Event
 
-STEP_ICONS = {"model": "🤔", "tool": "⚙", "confirmation": "❓", "budget": "⏳", "final": "💬"}
+STEP_ICONS = {
+    "model": "🤔",
+    "tool": "⚙",
+    "confirmation": "❓",
+    "budget": "⏳",
+    "final": "💬",
+    "proactive": "📣",
+}
 THINKING_SAID_AT_S = (5, 15, 30, 60, 120, 240, 480, 960)  # a line each, not one every few seconds
 _thinking_said: dict[tuple[str, int, int], int] = {}
 

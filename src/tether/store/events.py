@@ -83,9 +83,12 @@ class EventLog:
         limit: int = 500,
         topics: Sequence[str] | None = None,
         kinds: Sequence[str] | None = None,
+        mine: bool = False,
     ) -> list[Event]:
-        """Events with an id greater than ``after``, oldest first."""
+        """Events with an id greater than ``after``, oldest first (only this home's with ``mine``)."""
         query = select(E).where(E.c.id > after)
+        if mine:
+            query = query.where(E.c.installation == self.db.installation.id)
         if topics is not None:
             query = query.where(E.c.topic.in_(list(topics)))
         if kinds is not None:

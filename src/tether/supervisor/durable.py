@@ -47,6 +47,7 @@ QUEUE = "tether-runs"  # an installation's queue is tether-runs-<installation id
 WORKFLOW = "tether.run_segment"
 TURN_WORKFLOW = "tether.turn"
 DELEGATION_WORKFLOW = "tether.delegation"  # a delegated turn, a child of the delegator's turn
+SCHEDULE_WORKFLOW = "tether.schedule_fire"  # one tick of a schedule (``schedules.py``)
 POLL_S = 0.05
 SLOTS = 64
 SLOTS_DIR = "executors"

@@ -33,7 +33,7 @@ from tether.execution.admission import execution_id_for
 from tether.execution.executor import Executor
 from tether.runtime import Runtime
 from tether.store.runs import RunRecord
-from tether.supervisor import durable, turns
+from tether.supervisor import durable, notify, turns
 from tether.supervisor.attempts import deadline_of, finish, perform
 from tether.supervisor.host import Host, NotAnExecutor, current, epoch, host, install, io
 from tether.supervisor.plan import Profile
@@ -256,6 +256,33 @@ async def finish_agent(
     return await finish(h, known, run, task_id, number, status, message, data, time.time() - started)
 
 
+# -- schedules --------------------------------------------------------------------------------------
+
+
+@DBOS.workflow(name=durable.SCHEDULE_WORKFLOW)
+async def schedule_fire(scheduled_at: Any, context: Any) -> dict[str, Any]:
+    """One tick of a schedule (``schedules.py``): its workflow id — the schedule and the tick's time —
+    keys the signal, so the tick is decided, and its message posted, once."""
+    return await schedule_act(
+        str(DBOS.workflow_id), str(scheduled_at), context if isinstance(context, dict) else {}
+    )
+
+
+@DBOS.step(name="tether.schedule_act", retries_allowed=False)
+async def schedule_act(workflow_id: str, at: str, context: dict[str, Any]) -> dict[str, Any]:
+    from tether.agent.decider import Signal
+    from tether.supervisor.initiative import consider, decider_model
+
+    h = host()
+    signal = Signal(
+        kind="schedule", agent=str(context.get("agent") or "assistant"), text=str(context.get("text", "")),
+        source=f"schedule {context.get('name', '')}".strip(), key=workflow_id,
+        data={"action": context.get("action", ""), "schedule": context.get("name", ""), "at": at},
+    )  # fmt: skip
+    record = await consider(h.runtime, signal, model=await io(decider_model, h, signal.agent))
+    return {"decision": record.decision_id, "fired": record.fired, "thread_id": record.thread_id}
+
+
 # -- launching an executor ----------------------------------------------------------------------------
 
 
@@ -282,6 +309,7 @@ async def launch(
     await io(reconcile_runs, runtime)
     await io(durable.prune, runtime)
     made.watch = asyncio.get_running_loop().create_task(_watch_slots(runtime, slot))
+    made.notify = asyncio.get_running_loop().create_task(notify.loop(runtime, model_for))
     return made
 
 
@@ -316,8 +344,9 @@ async def held_here() -> list[str]:
 
 def shutdown() -> None:
     made = current()
-    if made is not None and made.watch is not None:
-        made.watch.cancel()
+    for task in (made.watch, made.notify) if made is not None else ():
+        if task is not None:
+            task.cancel()
     DBOS.destroy(workflow_completion_timeout_sec=0)
     if made is not None and made.slot is not None:
         made.slot.close()

@@ -25,6 +25,7 @@ class Host:
     model_for: Callable[[str | None], Any] | None = None
     slot: durable.Slot | None = None
     watch: asyncio.Task[None] | None = None  # the look for dead executors' slots
+    notify: asyncio.Task[None] | None = None  # notifications and ended-work signals (``notify.loop``)
 
 
 _HOST: Host | None = None

@@ -12,6 +12,7 @@ so "why did it (not) speak" always has an answer (``tether initiative list``).
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +24,7 @@ from tether.runtime import Runtime
 from tether.store.initiative import DecisionRecord
 from tether.supervisor import report
 
+log = logging.getLogger("tether.initiative")
 POST_TRIES = 20  # a thread busy with a turn is tried again, this many times, POST_WAIT_S apart
 POST_WAIT_S = 0.5
 
@@ -50,6 +52,20 @@ def _took(seconds: Any) -> str:
     except (TypeError, ValueError):
         return "?"
     return f"{s / 60:.0f} min" if s >= 120 else f"{s:.0f} s"
+
+
+def decider_model(h: Any, agent: str) -> Any:
+    """The model that weighs ``agent``'s signals and leads its reports: its own, unless that is the
+    offline one (whose rules the decider's rules already are) or there is none."""
+    if h.model_for is None:
+        return None
+    record = h.runtime.agents.get(agent)
+    try:
+        model = h.model_for(record.model if record is not None else None)
+    except Exception:  # a model that cannot be made: the rules decide alone
+        log.warning("no model for %s's signals", agent, exc_info=True)
+        return None
+    return None if getattr(model, "name", "") == "offline" else model
 
 
 def compose(runtime: Runtime, signal: Signal, category: str, language: str) -> str:

@@ -1,0 +1,270 @@
+"""Notifications: what waits for the person, and what agents say first, reach them where they are.
+
+Every executor (``tether serve``, ``tether worker``) runs ``loop``: it reads the event log after the
+``notify`` cursor and turns
+
+- a call waiting for approval (``ConfirmationRequested``) into an ``approval`` notification that says
+  exactly what waits — the task and its arguments — and how to answer it (the command, or the page's
+  link): a notification never approves anything itself;
+- a run waiting at a review point (a task ``waiting_for_human``) into ``review``;
+- a run that ended, and a background job that ended, into ``ended`` — and into an ``ended`` signal for
+  initiative, which decides whether the agent says a word about it;
+- a proactive message (``ProactivePosted``) into ``proactive`` (only to the agent's own channel when it
+  has one).
+
+Each goes to every channel that chose that kind, through the outbox (``store/notifications.py``): one
+row per channel and event, however many executors read the log. Then ``send_due`` sends what is due
+through Apprise, in a thread (a slow channel never holds up anything else), outside quiet hours; a
+channel that fails is tried again with growing waits (``BACKOFF_S``) and, after ``ATTEMPTS``, marked
+failed with its error (``tether notify log``). A channel's address — tokens and passwords — is read
+from the keyring (``credentials``, as ``notify.<name>``) at the moment of sending, never stored here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from datetime import datetime, time
+from typing import Any
+
+from tether.config import InitiativeSettings
+from tether.credentials import get_key, scrub
+from tether.events import (
+    ConfirmationRequested,
+    Event,
+    JobStateChanged,
+    ProactivePosted,
+    RunChanged,
+    RunTaskChanged,
+)
+from tether.runtime import Runtime
+from tether.store.notifications import EVENTS, Notification
+
+log = logging.getLogger("tether.notify")
+
+CURSOR = "notify"
+ATTEMPTS = 6
+BACKOFF_S = (2.0, 10.0, 30.0, 120.0, 600.0)
+LEASE_S = 120.0  # a claimed notification not settled in this long is claimed again (its sender died)
+POLL_S = 1.0
+BATCH = 200
+ENDED_RUN = ("completed", "failed", "cancelled")
+ENDED_JOB = ("completed", "failed", "stopped", "not_found")
+
+
+def secret_name(channel: str) -> str:
+    return f"notify.{channel}"
+
+
+# -- from events to the outbox ------------------------------------------------------------------------
+
+
+def _args(args: dict[str, Any]) -> str:
+    return json.dumps(args, ensure_ascii=False, sort_keys=True)[:1500]
+
+
+def describe(runtime: Runtime, event: Event, page_url: str) -> tuple[str, str, str] | None:
+    """(kind, title, body) of the notification ``event`` makes, or None when it makes none."""
+    page = page_url.rstrip("/")
+    if isinstance(event, ConfirmationRequested):
+        link = f"\nOr on the page: {page}/#thread={event.thread_id}" if page else ""
+        return (
+            "approval",
+            f"Waiting for your approval: {event.tool}",
+            (
+                f"{event.question}\n\nTask: {event.tool}\nArguments: {_args(event.args)}\n\n"
+                f"Nothing runs until you answer. To answer: tether chat --thread {event.thread_id}{link}"
+            ),
+        )
+    if isinstance(event, RunTaskChanged) and event.status == "waiting_for_human":
+        link = f"\nOr on the page: {page}/#run={event.run_id}" if page else ""
+        return (
+            "review",
+            f"Run {event.run_id} waits for you at {event.task_id}",
+            (
+                f"{event.message or 'A review point: the run goes on when you answer.'}\n\n"
+                f"To see it: tether flow show {event.run_id}\nTo answer: tether flow approve {event.run_id} "
+                f"(or reject){link}"
+            ),
+        )
+    if isinstance(event, RunChanged) and event.status in ENDED_RUN:
+        return "ended", f"Run {event.run_id} {event.status}", event.message or f"run {event.run_id} ended"
+    if isinstance(event, JobStateChanged) and event.status in ENDED_JOB:
+        job = runtime.jobs.get(event.execution_id)
+        if job is None or not job.background:
+            return None
+        return (
+            "ended",
+            f"{event.task_id} {event.status}",
+            (f"{event.message or 'ended'} (job {event.execution_id}, {job.duration_seconds:.0f} s)"),
+        )
+    if isinstance(event, ProactivePosted):
+        return "proactive", f"{event.agent}: {event.category}", event.text
+    return None
+
+
+def ended_signal(runtime: Runtime, event: Event) -> Any:
+    """The ``ended`` signal for initiative that ``event`` is, if it is one."""
+    from tether.agent.decider import Signal
+
+    if isinstance(event, RunChanged) and event.status in ENDED_RUN:
+        run = runtime.runs.get(event.run_id)
+        took = 0.0
+        if run is not None and run.ended_at:
+            took = (
+                datetime.fromisoformat(run.ended_at) - datetime.fromisoformat(run.created_at)
+            ).total_seconds()
+        return Signal(kind="ended", source=f"run {event.run_id}", key=f"event:{event.id}", data={
+            "status": event.status, "task": (run.goal if run else event.run_id)[:200],
+            "message": event.message[:300], "duration_s": took, "run_id": event.run_id,
+        })  # fmt: skip
+    if isinstance(event, JobStateChanged) and event.status in ENDED_JOB:
+        job = runtime.jobs.get(event.execution_id)
+        if job is None or not job.background:
+            return None
+        return Signal(kind="ended", source=f"job {event.execution_id}", key=f"event:{event.id}", data={
+            "status": event.status, "task": event.task_id, "message": event.message[:300],
+            "duration_s": job.duration_seconds, "execution_id": event.execution_id,
+        })  # fmt: skip
+    return None
+
+
+def route(runtime: Runtime, event: Event, settings: InitiativeSettings) -> int:
+    """Queue ``event``'s notification for every channel that takes its kind; how many were queued."""
+    described = describe(runtime, event, settings.page_url)
+    if described is None:
+        return 0
+    kind, title, body = described
+    only: str | None = None
+    if isinstance(event, ProactivePosted):
+        agent = runtime.agents.get(event.agent)
+        only = agent.channel if agent is not None else None
+    queued = 0
+    for channel in runtime.notifications.channels():
+        if kind in channel.events and (only is None or channel.name == only):
+            queued += runtime.notifications.queue(channel.name, kind, f"event:{event.id}", title, body)
+    return queued
+
+
+KINDS = ("confirmation_requested", "run_task_changed", "run_changed", "job_state_changed", "proactive_posted")
+
+
+def read_events(runtime: Runtime) -> tuple[list[Event], int]:
+    """This home's events that may notify, after the cursor (which starts at the log's end: history is
+    not notified), and how far that read covers the log."""
+    last = runtime.events.last_id()  # ids grow in commit order: everything up to it is visible now
+    after = runtime.notifications.cursor(CURSOR, last)
+    found = runtime.events.read(after=after, limit=BATCH, kinds=KINDS, mine=True)
+    covered = found[-1].id if len(found) == BATCH else max(last, after)
+    return found, covered
+
+
+# -- sending ------------------------------------------------------------------------------------------
+
+
+def quiet_until(quiet_hours: str, now: datetime) -> float | None:
+    """Seconds until the quiet hours around ``now`` (local time) end; None outside them."""
+    if not quiet_hours:
+        return None
+    start_s, end_s = quiet_hours.split("-")
+    start, end = time.fromisoformat(start_s), time.fromisoformat(end_s)
+    at = now.time()
+    inside = (start <= at < end) if start <= end else (at >= start or at < end)
+    if not inside or start == end:
+        return None
+    ends = now.replace(hour=end.hour, minute=end.minute, second=0, microsecond=0)
+    if ends <= now:
+        from datetime import timedelta
+
+        ends += timedelta(days=1)
+    return (ends - now).total_seconds()
+
+
+def deliver(url: str, title: str, body: str, settings: InitiativeSettings) -> str | None:
+    """Send one notification through Apprise; None when sent, else what went wrong."""
+    import apprise
+
+    if settings.telegram_api:
+        from apprise.plugins.telegram import NotifyTelegram
+
+        NotifyTelegram.notify_url = settings.telegram_api.rstrip("/") + "/bot"
+    sender = apprise.Apprise()
+    if not sender.add(url):
+        return "Apprise does not understand this channel's address: `tether notify add` it again"
+    with apprise.LogCapture(level=logging.WARNING) as captured:
+        ok = sender.notify(title=title, body=body)
+    if ok:
+        return None
+    said = " ".join(str(getattr(captured, "getvalue", lambda: "")()).split())
+    return scrub(said.replace(url, "***"))[:400] or "the channel refused the notification"
+
+
+def send_due(runtime: Runtime, settings: InitiativeSettings, *, now: datetime | None = None) -> int:
+    """Send what is due (outside quiet hours); how many were sent."""
+    sent = 0
+    for item in runtime.notifications.due():
+        hold = quiet_until(settings.quiet_hours, now or datetime.now().astimezone())
+        if hold is not None:
+            runtime.notifications.retry(item.notification_id, "quiet hours", after_s=hold)
+            continue
+        if not runtime.notifications.claim(item, LEASE_S):
+            continue  # another executor took it
+        sent += _send_one(runtime, item, settings)
+    return sent
+
+
+def _send_one(runtime: Runtime, item: Notification, settings: InitiativeSettings) -> int:
+    attempt = item.attempts + 1
+    url = get_key(secret_name(item.channel))
+    if not url:
+        error: str | None = f"no address for channel {item.channel!r} in the keyring: `tether notify add` it"
+    else:
+        try:
+            error = deliver(url, item.title, item.body, settings)
+        except Exception as exc:  # a plugin's bug must not end the loop
+            error = scrub(f"{type(exc).__name__}: {exc}".replace(url, "***"))[:400]
+    if error is None:
+        runtime.notifications.sent(item.notification_id)
+        return 1
+    last = attempt >= ATTEMPTS
+    after = None if last else BACKOFF_S[min(attempt - 1, len(BACKOFF_S) - 1)]
+    runtime.notifications.retry(item.notification_id, error, after_s=after)
+    how = "failed for good" if last else f"failed (attempt {attempt}, again in {after:.0f} s)"
+    log.warning("notification %d to %s %s: %s", item.notification_id, item.channel, how, error)
+    return 0
+
+
+# -- the loop in every executor -------------------------------------------------------------------------
+
+
+async def step(runtime: Runtime, settings: InitiativeSettings, model_for: Any = None) -> None:
+    """One pass: route new events (and weigh the ended ones), then send what is due."""
+    from tether.supervisor.initiative import consider, decider_model
+
+    events, covered = await asyncio.to_thread(read_events, runtime)
+    for event in events:
+        await asyncio.to_thread(route, runtime, event, settings)
+        signal = await asyncio.to_thread(ended_signal, runtime, event) if settings.enabled else None
+        if signal is not None:
+            holder = type("H", (), {"runtime": runtime, "model_for": model_for})()
+            model = await asyncio.to_thread(decider_model, holder, signal.agent)
+            await consider(runtime, signal, model=model, settings=settings)
+        await asyncio.to_thread(runtime.notifications.advance, CURSOR, event.id)
+    await asyncio.to_thread(runtime.notifications.advance, CURSOR, covered)
+    await asyncio.to_thread(send_due, runtime, settings)
+
+
+async def loop(runtime: Runtime, model_for: Any = None) -> None:
+    settings = InitiativeSettings.load(runtime.home)
+    while True:
+        try:
+            await step(runtime, settings, model_for)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a store hiccup: the next pass does better
+            log.warning("notifications: a pass failed", exc_info=True)
+        await asyncio.sleep(POLL_S)
+
+
+__all__ = ["EVENTS", "loop", "send_due", "step"]
