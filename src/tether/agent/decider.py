@@ -72,8 +72,8 @@ _NOT_ALERT = re.compile(
     re.IGNORECASE,
 )
 _REMIND = re.compile(
-    r"deadline|\bdue\b|tomorrow|tonight|today|reminder|remind|appointment|meeting|expires?|expiring|"
-    r"\bfull\b|almost full|capacity|截止|到期|明天|今天|今晚|提醒|预约|会议|快满|满了|已满|上限|即将",
+    r"deadline|\bdue\b|reminder|remind|appointment|meeting|expires?|expiring|\bfull\b|capacity|"
+    r"截止|到期|提醒|预约|会议|快满|满了|已满|上限|即将",
     re.IGNORECASE,
 )
 _NOISE = re.compile(
@@ -127,7 +127,8 @@ def weigh(signal: Signal, *, long_s: float = LONG_S) -> tuple[float, str, str]:
 
 
 def _norm(text: str) -> str:
-    return " ".join(re.sub(r"\d+", "#", text.lower()).split())
+    """Text as the repeat guard compares it: words only (no marks, no emoji), numbers as #."""
+    return " ".join(re.sub(r"\d+", "#", re.sub(r"[\W_]+", " ", text.lower())).split())
 
 
 def guard(
