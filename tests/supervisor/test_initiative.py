@@ -309,19 +309,6 @@ def test_a_failing_channel_is_retried_with_backoff_and_reported_never_blocking(
     assert code == 1 and json.loads(out)["sent"] is False and json.loads(out)["error"]
 
 
-def test_quiet_hours_hold_a_notification_until_they_end(home: Path) -> None:
-    from datetime import datetime
-
-    from tether.supervisor.notify import quiet_until
-
-    at = datetime(2026, 12, 5, 23, 30)
-    assert quiet_until("22:00-07:00", at) == 7.5 * 3600
-    assert quiet_until("22:00-07:00", datetime(2026, 12, 5, 6, 0)) == 3600
-    assert quiet_until("22:00-07:00", datetime(2026, 12, 5, 12, 0)) is None
-    assert quiet_until("13:00-14:00", datetime(2026, 12, 5, 13, 15)) == 45 * 60
-    assert quiet_until("", at) is None
-
-
 def test_bad_channels_get_one_clear_line(home: Path) -> None:
     env = {"TETHER_API_KEY_NOTIFY_X": "nonsense-address"}
     for args, said in [
