@@ -527,3 +527,41 @@ def test_memory_is_listed_searched_and_forgotten_and_a_thread_made_private_from_
     served.http.delete(f"/api/threads/{noted}")
     assert turns() == before
     served.http.patch("/api/agents/assistant", json={"grants": ["all"]})
+
+
+def test_signals_decisions_ratings_and_schedules_from_the_api(served: Served) -> None:
+    fired = served.http.post(
+        "/api/signals", json={"text": "the nightly backup failed", "source": "backup.sh"}
+    )
+    assert fired.status_code == 200, fired.text
+    decision = fired.json()
+    assert decision["fired"] and decision["thread_id"] == "notices-assistant" and decision["message"]
+    silent = served.http.post("/api/signals", json={"text": "heartbeat: nothing new"}).json()
+    assert not silent["fired"] and silent["message"] is None
+    listed = served.get("/api/initiative?limit=5")["decisions"]
+    assert [d["id"] for d in listed[:2]] == [silent["id"], decision["id"]]
+    assert served.get("/api/initiative?fired=true")["decisions"][0]["id"] == decision["id"]
+    rated = served.http.post(f"/api/initiative/{decision['id']}/rating", json={"rating": -1, "note": "later"})
+    assert rated.status_code == 200 and rated.json()["rating"] == -1 and rated.json()["agent_threshold"] > 0.5
+    served.http.post(f"/api/initiative/{decision['id']}/rating", json={"rating": 1})  # undone, then 👍
+    assert served.http.post(f"/api/initiative/{silent['id']}/rating", json={"rating": 1}).status_code == 400
+    assert served.http.post("/api/initiative/999999/rating", json={"rating": 1}).status_code == 404
+    assert served.http.post(f"/api/initiative/{decision['id']}/rating", json={"rating": 5}).status_code == 422
+    assert served.http.post("/api/signals", json={"text": "x", "kind": "schedule"}).status_code == 422
+    assert served.http.post("/api/signals", json={"text": "x", "agent": "nobody"}).status_code == 400
+    # Schedules: added, listed, fired now (the server is an executor), removed.
+    made = served.http.post(
+        "/api/schedules", json={"name": "plants", "cron": "0 9 * * *", "remind": "water the plants 浇花"}
+    )
+    assert made.status_code == 200 and made.json()["action"] == "remind"
+    assert served.http.post("/api/schedules", json={"name": "plants", "cron": "0 9 * * *"}).status_code == 400
+    assert served.http.post("/api/schedules", json={"name": "x", "cron": "soon"}).status_code == 400
+    assert [s["name"] for s in served.get("/api/schedules")["schedules"]] == ["plants"]
+    assert served.http.post("/api/schedules/plants/run").status_code == 200
+    wait_for(
+        lambda: any(d["kind"] == "schedule" and d["message"] for d in served.get("/api/initiative")["decisions"]),
+        timeout=60, what="the reminder fired now",
+    )  # fmt: skip
+    assert served.http.delete("/api/schedules/plants").json() == {"removed": "plants"}
+    assert served.http.delete("/api/schedules/plants").status_code == 404
+    assert served.http.post("/api/schedules/plants/run").status_code == 400

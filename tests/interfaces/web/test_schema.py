@@ -85,7 +85,8 @@ expected-statuses = ["2XX", "400", "401", "404", "409"]
 def _concrete(path: str) -> str:
     """A path of the document with each parameter filled in (the route matches; the thing need not exist)."""
     filled = {"thread_id": "th-none", "pending_id": "q-1", "execution_id": "nojob1234", "run_id": "run-none",
-              "task_id": "t-1", "artifact_id": "1", "name": "nobody", "memory_id": "1"}  # fmt: skip
+              "task_id": "t-1", "artifact_id": "1", "name": "nobody", "memory_id": "1",
+              "decision_id": "1"}  # fmt: skip
     for name, value in filled.items():
         path = path.replace("{" + name + "}", value)
     assert "{" not in path, path

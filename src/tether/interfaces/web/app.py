@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match, Route
 
 from tether.errors import TetherError
-from tether.interfaces.web import agents, files, jobs, live, memory, runs, security, threads
+from tether.interfaces.web import agents, files, initiative, jobs, live, memory, runs, security, threads
 from tether.interfaces.web.context import WebContext
 from tether.interfaces.web.documents import ERRORS, ApiError, Info, printable
 from tether.interfaces.web.stream import EventHub
@@ -110,7 +110,7 @@ def create_app(ctx: WebContext) -> Any:
     _document_security(app, ctx.policy)
     _page_routes(app, ctx)
     routers = [
-        *(area.router(ctx) for area in (threads, agents, memory, jobs, runs, files)),
+        *(area.router(ctx) for area in (threads, agents, memory, initiative, jobs, runs, files)),
         live.router(ctx, hub),
     ]
     for router in routers:
