@@ -558,8 +558,10 @@ def test_signals_decisions_ratings_and_schedules_from_the_api(served: Served) ->
     assert served.http.post("/api/schedules", json={"name": "x", "cron": "soon"}).status_code == 400
     assert [s["name"] for s in served.get("/api/schedules")["schedules"]] == ["plants"]
     assert served.http.post("/api/schedules/plants/run").status_code == 200
+
     def reminded() -> bool:
-        return any(d["kind"] == "schedule" and d["message"] for d in served.get("/api/initiative")["decisions"])
+        found = served.get("/api/initiative")["decisions"]
+        return any(d["kind"] == "schedule" and d["message"] for d in found)
 
     wait_for(reminded, timeout=60, what="the reminder fired now")
     assert served.http.delete("/api/schedules/plants").json() == {"removed": "plants"}
