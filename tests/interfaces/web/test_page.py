@@ -461,3 +461,43 @@ def test_memory_is_seen_searched_and_forgotten_on_the_page_and_a_thread_made_pri
     )
     thread_id = page.evaluate("() => decodeURIComponent(location.hash.split('thread=')[1])")
     assert served.get(f"/api/threads/{thread_id}")["private"] is True
+
+
+def test_a_proactive_message_arrives_live_is_rated_and_a_schedule_is_added_on_the_page(
+    page: Any, served: Served
+) -> None:
+    page.get_by_test_id("tab-notices").click()
+    fired = served.http.post("/api/signals", json={"text": "服务器宕机了", "source": "监控"}).json()
+    assert fired["fired"]
+    item = page.get_by_test_id("notice-item").first
+    item.wait_for()  # arrived through the event stream: nobody reloaded
+    assert "监控: 服务器宕机了" in item.inner_text()
+    item.get_by_test_id("notice-note").fill("已经知道了")
+    item.get_by_test_id("notice-down").click()
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=notice-down]')?.getAttribute('aria-pressed') === 'true'"
+    )
+    rated = served.get("/api/initiative?fired=true")["decisions"][0]
+    assert rated["id"] == fired["id"] and rated["rating"] == -1 and rated["rating_note"] == "已经知道了"
+    # In its thread, the message is the agent's, marked as spoken first, with no message of the person's.
+    page.goto(f"{served.url}/#thread=notices-assistant")
+    bubble = page.get_by_test_id("msg-proactive").first
+    bubble.wait_for()
+    assert "服务器宕机了" in bubble.inner_text() and page.get_by_test_id("msg-user").count() == 0
+    # A schedule: added, fired now, removed.
+    page.get_by_test_id("tab-notices").click()
+    page.get_by_test_id("schedule-name").fill("plants")
+    page.get_by_test_id("schedule-cron").fill("0 9 * * *")
+    page.get_by_test_id("schedule-remind").fill("浇花")
+    page.get_by_test_id("schedule-add").click()
+    schedule = page.locator("[data-testid=schedule-item][data-name=plants]")
+    schedule.wait_for()
+    shot(page, "17-notices-and-schedules")
+    schedule.get_by_test_id("schedule-run").click()
+    wait_for(
+        lambda: any(d["kind"] == "schedule" for d in served.get("/api/initiative")["decisions"]),
+        timeout=60, what="the schedule run now",
+    )  # fmt: skip
+    schedule.get_by_test_id("schedule-remove").click()
+    page.wait_for_function("() => !document.querySelector('[data-testid=schedule-item][data-name=plants]')")
+    assert served.get("/api/schedules")["schedules"] == []

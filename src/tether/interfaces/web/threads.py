@@ -39,7 +39,7 @@ from tether.interfaces.web.documents import (
 )
 from tether.store.agents import DEFAULT_AGENT
 from tether.store.memories import make_private
-from tether.store.threads import ThreadState
+from tether.store.threads import PROACTIVE, ThreadState
 from tether.supervisor import conversations
 
 # -- threads -------------------------------------------------------------------------------------
@@ -179,8 +179,9 @@ def _conversation_routes(router: APIRouter, ctx: WebContext) -> None:
         load_thread(ctx, thread_id)
         items: list[Message] = []
         for turn in threads.turns(thread_id, limit):
-            items.append(Message(turn=turn.turn, role="user", text=turn.message, status=turn.status,
-                                 at=turn.started_at))  # fmt: skip
+            if turn.status != PROACTIVE:  # an agent's proactive message has no message before it
+                items.append(Message(turn=turn.turn, role="user", text=turn.message, status=turn.status,
+                                     at=turn.started_at))  # fmt: skip
             if turn.status != "running":
                 items.append(Message(turn=turn.turn, role="assistant", text=turn.final, status=turn.status,
                                      at=turn.ended_at))  # fmt: skip

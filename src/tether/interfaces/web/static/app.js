@@ -5,6 +5,7 @@
 // DOM only through textContent and attribute values (see h() in dag.js), never as markup.
 
 import { api } from './api.js';
+import { loadNotices, wireNotices } from './notices.js';
 import { applyLang, lang, onLangChange, t, toggleLang } from './i18n.js';
 import {
   chip,
@@ -21,7 +22,7 @@ const $ = (id) => document.getElementById(id);
 const ACTIVE_JOB = new Set(['pending', 'starting', 'running']); // counted in the badge, and stoppable
 const TERMINAL_RUN = new Set(['completed', 'failed', 'cancelled']);
 const DONE_TASK = new Set(['completed', 'skipped', 'rejected', 'cancelled', 'failed']); // as the server counts
-const SIDE_TABS = ['trace', 'jobs', 'approvals', 'runs', 'memory'];
+const SIDE_TABS = ['trace', 'jobs', 'approvals', 'runs', 'memory', 'notices'];
 const THEME_KEY = 'tether.theme';
 const WORKING_GRACE_MS = 2500; // a turn just asked for may not be "running" on the server yet
 const WATCHDOG_MS = 4000;
@@ -331,6 +332,7 @@ function showSideTab(name) {
   if (name === 'jobs') attempt(loadJobs);
   if (name === 'approvals') attempt(loadConfirmations);
   if (name === 'memory') attempt(loadMemory);
+  if (name === 'notices') attempt(() => loadNotices(attempt));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -797,18 +799,19 @@ function buildConversationItem(item) {
 
 function messageBubble(message) {
   const user = message.role === 'user';
-  const showStatus = !user && message.status && message.status !== 'completed';
+  const proactive = message.status === 'proactive';
+  const showStatus = !user && !proactive && message.status && message.status !== 'completed';
   return h(
     'article',
     {
-      class: `msg ${user ? 'msg-user' : 'msg-assistant'}`,
-      'data-testid': user ? 'msg-user' : 'msg-assistant',
+      class: `msg ${user ? 'msg-user' : 'msg-assistant'}${proactive ? ' msg-proactive' : ''}`,
+      'data-testid': user ? 'msg-user' : proactive ? 'msg-proactive' : 'msg-assistant',
       'data-turn': message.turn ?? null,
     },
     h(
       'div',
       { class: 'msg-meta' },
-      h('span', { class: 'who' }, user ? t('chat.you') : t('chat.assistant')),
+      h('span', { class: 'who' }, user ? t('chat.you') : proactive ? t('chat.proactive') : t('chat.assistant')),
       message.at ? h('time', { datetime: message.at }, formatTime(message.at)) : null,
       showStatus ? chip(message.status) : null,
     ),
@@ -1866,7 +1869,22 @@ function onRunEvent(e) {
   if (e.run_id === state.runId) refreshRunSoon();
 }
 
+function onProactive(e) {
+  refreshThreadsSoon();
+  if (state.sideTab === 'notices') attempt(() => loadNotices(attempt));
+  if (e.thread_id !== state.currentId) {
+    state.unread.add(e.thread_id);
+    renderThreads();
+    return;
+  }
+  if (!state.messages.some((m) => m.turn === e.turn && m.role === 'assistant')) {
+    state.messages.push({ turn: e.turn, role: 'assistant', text: e.text, status: 'proactive', at: new Date(e.ts * 1000).toISOString() });
+  }
+  renderChat();
+}
+
 const HANDLERS = {
+  proactive_posted: onProactive,
   turn_started: onTurnStarted,
   model_decided: onTraceEvent,
   model_thinking: onModelThinking,
@@ -2016,6 +2034,7 @@ function bindThreads() {
   $('threads-more').addEventListener('click', () => attempt(() => loadThreads({ more: true })));
   $('rename-thread').addEventListener('click', startRename);
   $('private-thread').addEventListener('click', () => attempt(togglePrivate));
+  wireNotices(attempt);
   $('memory-form').addEventListener('submit', (event) => {
     event.preventDefault();
     attempt(loadMemory);
