@@ -28,9 +28,10 @@ log = logging.getLogger("tether.initiative")
 POST_TRIES = 20  # a thread busy with a turn is tried again, this many times, POST_WAIT_S apart
 POST_WAIT_S = 0.5
 
+# Marks every common font draws (an emoji font is often missing on Linux: a box is worse than none).
 _LEAD = {
-    "en": {"alert": "⚠ ", "reminder": "⏰ ", "done": "✓ ", "info": "", "report": "", "none": ""},
-    "zh": {"alert": "⚠ ", "reminder": "⏰ ", "done": "✓ ", "info": "", "report": "", "none": ""},
+    "en": {"alert": "⚠ ", "reminder": "", "done": "✓ ", "info": "", "report": "", "none": ""},
+    "zh": {"alert": "⚠ ", "reminder": "", "done": "✓ ", "info": "", "report": "", "none": ""},
 }
 _ENDED = {
     "en": {"alert": "{what} ended {status}{why}.", "done": "{what} finished ({status}) after {took}."},

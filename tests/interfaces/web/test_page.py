@@ -480,7 +480,7 @@ def test_a_proactive_message_arrives_live_is_rated_and_a_schedule_is_added_on_th
     rated = served.get("/api/initiative?fired=true")["decisions"][0]
     assert rated["id"] == fired["id"] and rated["rating"] == -1 and rated["rating_note"] == "已经知道了"
     # In its thread, the message is the agent's, marked as spoken first, with no message of the person's.
-    page.goto(f"{served.url}/#thread=notices-assistant")
+    page.goto(f"{served.base}/#thread=notices-assistant")
     bubble = page.get_by_test_id("msg-proactive").first
     bubble.wait_for()
     assert "服务器宕机了" in bubble.inner_text() and page.get_by_test_id("msg-user").count() == 0

@@ -21,7 +21,7 @@ function ratingButtons(decision, reload, attempt) {
     type: 'button', class: decision.rating === value ? 'primary' : '', 'data-testid': `notice-${key}`,
     'aria-pressed': String(decision.rating === value), title: t(`notices.${key}`), onclick: () => rate(value),
   }, label);
-  return h('div', { class: 'notice-rate' }, button(1, '👍', 'up'), button(-1, '👎', 'down'), note);
+  return h('div', { class: 'notice-rate' }, button(1, t('notices.up'), 'up'), button(-1, t('notices.down'), 'down'), note);
 }
 
 function noticeItem(decision, reload, attempt) {
@@ -36,7 +36,7 @@ function noticeItem(decision, reload, attempt) {
 }
 
 function scheduleItem(schedule, reload, attempt) {
-  const what = schedule.action === 'remind' ? `⏰ ${schedule.text}` : t('notices.report');
+  const what = schedule.action === 'remind' ? t('notices.reminder', { text: schedule.text }) : t('notices.report');
   const last = schedule.last_fired_at ? schedule.last_fired_at.slice(0, 16).replace('T', ' ') : t('notices.never');
   return h(
     'li',
