@@ -18,7 +18,10 @@ target, named as such, or none. Floors are the same mechanism without tether (``
 - documents: python-pptx and WeasyPrint used plainly (``bench/artifacts.py``);
 - reading a URL: plain ``httpx.get`` and the same extraction, without the guard; a Chinese page: an
   English page of the same size (``bench/research.py``);
-- the system prompt with 50 installed skills: the same with 1, and with every body inlined.
+- the system prompt with 50 installed skills: the same with 1, and with every body inlined;
+- dialogue memory: recall@5 and MRR on a labelled bilingual set, a search at 100,000 turns next to one at
+  1,000 (``bench/memory.py``); the decider: precision and recall on labelled signals, a decision next
+  to one regular expression search (``bench/decider.py``).
 
 Throughput at 8 concurrent tasks and the files an execution leaves have absolute goals, no floor. A row
 that misses its goal says why under it: the measured cause, and what would have to change (the reasons
@@ -281,6 +284,11 @@ def main(argv: list[str] | None = None) -> int:
 
         run_memory(home)
 
+    def decider(home: Path) -> None:
+        from bench.decider import decider as run_decider  # reads the labelled signals
+
+        run_decider(home)
+
     sections = {
         "cli": cli_startup,
         "warm": warm_executor,
@@ -294,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         "research": research,
         "skills": skill_prompt_sizes,
         "memory": memory,
+        "decider": decider,
     }
     chosen = sys.argv[1:] if argv is None else argv
     if "--small" in chosen:  # smaller flows, to prove the rows work; the figures are the full run's

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from types import SimpleNamespace
 from typing import Annotated, Any
@@ -61,6 +60,8 @@ def signal_command(
     """Tell an agent that something happened; it decides whether to tell you (and says why)."""
 
     def body() -> int:
+        import asyncio
+
         from pydantic import ValidationError
 
         from tether.agent.decider import Signal
