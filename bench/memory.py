@@ -36,7 +36,7 @@ from bench.paired import paired, row
 from tether.agent.recall import MIN_COVERAGE
 from tether.store import terms as words
 from tether.store.database import Database
-from tether.store.memories import MemoryStore
+from tether.store.memories import MemoryStore, shown_turn
 
 DATA = Path(__file__).with_name("data") / "memory_eval.json"
 AGENT = "assistant"
@@ -66,7 +66,15 @@ def ours(home: Path, docs: dict[str, dict[str, Any]]) -> tuple[MemoryStore, Rank
     db = Database(f"sqlite:///{home / 'memory.db'}", installation=INSTALLATION)
     store = MemoryStore(db)
     store.keep_many(
-        (AGENT, d["thread"], d["turn"], f"{d['date']}T12:00:00+00:00", d["user"], d["assistant"])
+        (
+            AGENT,
+            d["thread"],
+            d["turn"],
+            f"{d['date']}T12:00:00+00:00",
+            d["user"],
+            d["assistant"],
+            _before(docs, d),
+        )
         for d in docs.values()
     )
 
@@ -84,12 +92,20 @@ def ours(home: Path, docs: dict[str, dict[str, Any]]) -> tuple[MemoryStore, Rank
     return store, rank, as_seen
 
 
+def _before(docs: dict[str, dict[str, Any]], doc: dict[str, Any]) -> str:
+    """What the person said in the turn before (kept with a turn, as a session keeps it)."""
+    previous = docs.get(f"{doc['thread']}:{doc['turn'] - 1}")
+    return previous["user"] if previous else ""
+
+
+def _text(docs: dict[str, dict[str, Any]], doc: dict[str, Any]) -> str:
+    return shown_turn(doc["user"], doc["assistant"], _before(docs, doc))
+
+
 def trigram(docs: dict[str, dict[str, Any]]) -> Ranker:
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE VIRTUAL TABLE t USING fts5(key UNINDEXED, body, tokenize = 'trigram')")
-    conn.executemany(
-        "INSERT INTO t VALUES (?, ?)", [(k, f"{d['user']}\n{d['assistant']}") for k, d in docs.items()]
-    )
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(k, _text(docs, d)) for k, d in docs.items()])
 
     def rank(question: str) -> list[str]:
         pieces = [p for p in words._RUN.findall(question.lower()) if len(p) >= 3]
@@ -116,7 +132,7 @@ def semantic(docs: dict[str, dict[str, Any]]) -> Ranker | None:
     folder = Path(str(wordllama.__file__)).parent
     model = wordllama.WordLlama.load(cache_dir=folder, disable_download=True)
     keys = list(docs)
-    vectors = np.asarray(model.embed([f"{docs[k]['user']}\n{docs[k]['assistant']}" for k in keys], norm=True))
+    vectors = np.asarray(model.embed([_text(docs, docs[k]) for k in keys], norm=True))
 
     def rank(question: str) -> list[str]:
         query = np.asarray(model.embed([question], norm=True))[0]

@@ -32,6 +32,10 @@ def test_a_question_about_an_earlier_thread_is_answered_from_it_and_cites_it(
     assert "boss-1" in english.final and "Priya Raman" in english.final, english.final
     unknown = session.send_sync("new-3", "what did I say my dentist's name was?")
     assert "found no earlier conversation" in unknown.final, unknown.final
+    # A turn is kept with what the person said just before it, in its thread.
+    session.send_sync("farm-1", "再看看游戏状态")
+    kept = [m for m in executor.runtime.memories.search("assistant", "游戏状态", limit=20) if m.turn == 2]
+    assert kept and kept[0].text.startswith("[启动游戏，然后刷 3 次金币副本]\n再看看游戏状态"), kept
 
 
 def test_nothing_is_kept_from_a_private_thread_an_agent_without_memory_or_an_ephemeral_session(

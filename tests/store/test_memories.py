@@ -124,3 +124,19 @@ def test_a_search_reads_a_bounded_part_of_a_long_history(
         assert newest <= {"g7", "g8", "g9", "rare"}, newest  # the newest four memories only
     else:
         assert len(newest) == 11
+
+
+def test_a_turn_is_kept_with_what_was_said_just_before_it(open_db: Callable[[], Database]) -> None:
+    """ "Keep how many?" → "the last 10" means nothing alone: it is about the dumps asked about just
+    before, and is found — and shown to the model — with that."""
+    store = _store(open_db)
+    store.keep_turn("assistant", "t1", 1, AT, "dump the ledger database every night", "Nightly at 02:15.")
+    store.keep_turn(
+        "assistant", "t1", 2, AT, "Keep how many?", "The last 10.", "dump the ledger database every night"
+    )
+    store.keep_turn("assistant", "t2", 1, AT, "how many photos do we keep?", "All of them.")
+    found = store.search("assistant", "how many ledger dumps do we keep?")
+    assert (found[0].thread_id, found[0].turn) == ("t1", 2)
+    assert found[0].text == "[dump the ledger database every night]\nKeep how many?\n→ The last 10."
+    assert store.keep_many([("assistant", "t3", 2, AT, "保留几份？", "10 份", "每晚备份账本数据库")]) == 1
+    assert store.search("assistant", "账本数据库保留几份")[0].thread_id == "t3"

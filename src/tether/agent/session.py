@@ -286,7 +286,11 @@ class ConversationSession:
             return
         record = self.threads.turn(state.thread_id, number)
         if record is not None:
-            memories.keep_turn(self.agent_name, state.thread_id, number, record.started_at, message, final)
+            previous = self.threads.turn(state.thread_id, number - 1) if number > 1 else None
+            before = previous.message if previous is not None else ""
+            memories.keep_turn(
+                self.agent_name, state.thread_id, number, record.started_at, message, final, before
+            )
 
     def _limits(self) -> dict[str, int]:
         s = self.settings

@@ -59,6 +59,16 @@ class Memory:
         }  # fmt: skip
 
 
+BEFORE_CHARS = 160  # of what was said in the turn before, kept with a turn
+
+
+def shown_turn(message: str, answer: str, before: str = "") -> str:
+    """A remembered turn as it is found and shown: what came just before (in brackets), the person's
+    message, and the answer."""
+    lead = " ".join(before.split())[:BEFORE_CHARS]
+    return (f"[{lead}]\n" if lead else "") + f"{message.strip()}\n→ {answer.strip()}"[:MAX_TURN_CHARS]
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -101,10 +111,12 @@ class MemoryStore:
     # -- keeping ----------------------------------------------------------------------------------
 
     def keep_turn(
-        self, agent: str, thread_id: str, turn: int, said_at: str, message: str, answer: str
+        self, agent: str, thread_id: str, turn: int, said_at: str, message: str, answer: str, before: str = ""
     ) -> bool:
-        """Keep one finished turn (once: a second call for the same turn changes nothing)."""
-        shown = f"{message.strip()}\n→ {answer.strip()}"[:MAX_TURN_CHARS]
+        """Keep one finished turn (once: a second call for the same turn changes nothing). ``before`` is
+        what the person said in the turn before it: "Keep how many?" is about the dumps asked about
+        just before, and is found, and understood, with it."""
+        shown = shown_turn(message, answer, before)
         with self.db.write() as conn:
             known = conn.execute(
                 text("SELECT 1 FROM memories WHERE thread_id = :t AND turn = :n AND kind = 'turn'"),
@@ -115,9 +127,12 @@ class MemoryStore:
             self._insert(conn, agent, TURN, shown, thread_id, turn, said_at)
         return True
 
-    def keep_many(self, turns: Iterable[tuple[str, str, int, str, str, str]]) -> int:
-        """Keep many finished turns in one transaction — (agent, thread, turn, said at, message, answer)
-        each — skipping those kept already (what had been said before memory was on, for instance)."""
+    def keep_many(
+        self, turns: Iterable[tuple[str, str, int, str, str, str] | tuple[str, str, int, str, str, str, str]]
+    ) -> int:
+        """Keep many finished turns in one transaction — (agent, thread, turn, said at, message, answer
+        [, what was said before]) each — skipping those kept already (what had been said before memory
+        was on, for instance)."""
         kept = 0
         with self.db.write() as conn:
             known = {
@@ -127,11 +142,11 @@ class MemoryStore:
                     {"i": self.installation},
                 )
             }
-            for agent, thread_id, turn, said_at, message, answer in turns:
+            for agent, thread_id, turn, said_at, message, answer, *before in turns:
                 if (thread_id, turn) in known:
                     continue
                 known.add((thread_id, turn))
-                shown = f"{message.strip()}\n→ {answer.strip()}"[:MAX_TURN_CHARS]
+                shown = shown_turn(message, answer, before[0] if before else "")
                 self._insert(conn, agent, TURN, shown, thread_id, turn, said_at)
                 kept += 1
         return kept
