@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.paired import paired, row
-from tether.agent.recall import MIN_COVERAGE
+from tether.agent.recall import Semantic, found_for
 from tether.store import terms as words
 from tether.store.database import Database
 from tether.store.memories import MemoryStore, shown_turn
@@ -83,11 +83,8 @@ def ours(home: Path, docs: dict[str, dict[str, Any]]) -> tuple[MemoryStore, Rank
 
     def as_seen(question: str) -> list[str]:
         asked = set(words.asked(question))
-        kept = []
-        for m in store.search(AGENT, question, limit=TOP * 3):
-            if asked and len(asked & set(words.terms(m.text))) / len(asked) >= MIN_COVERAGE:
-                kept.append(f"{m.thread_id}:{m.turn}")
-        return kept
+        found = found_for(store, AGENT, question, "bench-none", asked, TOP * 3, None) if asked else []
+        return [f"{m.thread_id}:{m.turn}" for m in found]
 
     return store, rank, as_seen
 
@@ -138,6 +135,29 @@ def semantic(docs: dict[str, dict[str, Any]]) -> Ranker | None:
         query = np.asarray(model.embed([question], norm=True))[0]
         order = np.argsort(-(vectors @ query))[:15]
         return [keys[int(i)] for i in order]
+
+    return rank
+
+
+def as_seen_semantic(store: MemoryStore, docs: dict[str, dict[str, Any]]) -> Ranker | None:
+    """What an agent recalls with ``[agent].recall_semantic = "on"`` (when WordLlama is installed)."""
+    from tether.agent.embedder import load
+    from tether.store.vectors import MemoryVectors
+
+    embedder = load("on")
+    if embedder is None:
+        return None
+    vectors = MemoryVectors(store.db)
+    for doc in docs.values():
+        memory_id = store.turn_id(doc["thread"], doc["turn"])
+        if memory_id is not None:
+            vectors.put(memory_id, AGENT, embedder.name, embedder.embed([_text(docs, doc)])[0])
+    semantic = Semantic(embedder, vectors)
+
+    def rank(question: str) -> list[str]:
+        asked = set(words.asked(question))
+        found = found_for(store, AGENT, question, "bench-none", asked, TOP * 3, semantic) if asked else []
+        return [f"{m.thread_id}:{m.turn}" for m in found]
 
     return rank
 
@@ -221,7 +241,7 @@ def _quality(home: Path) -> None:
     print(
         f"\ndialogue memory: {len(docs)} turns, {len(queries)} questions (recall@{TOP}/MRR; tune, held-out)"
     )
-    _, rank, as_seen = ours(home, docs)
+    store, rank, as_seen = ours(home, docs)
     rankers: list[tuple[str, Ranker]] = [
         ("ours (pairs + words, FTS5 BM25)", rank),
         ("SQLite trigram", trigram(docs)),
@@ -234,7 +254,10 @@ def _quality(home: Path) -> None:
         ]
     else:
         print("  (semantic and fused: not measured, wordllama is not installed here: make bench installs it)")
-    rankers.append(("ours, as an agent recalls (filtered)", as_seen))
+    rankers.append(("as an agent recalls (lexical, filtered)", as_seen))
+    with_meaning = as_seen_semantic(store, docs)
+    if with_meaning is not None:
+        rankers.append(("as an agent recalls, semantic on", with_meaning))
     for name, ranker in rankers:
         _print_quality(name, quality(ranker, queries))
 

@@ -284,6 +284,9 @@ class AgentSettings(_Section):
     # how many characters of them its model reads at most.
     recall_top_k: Annotated[int, Field(ge=0, le=20)] = 3
     recall_max_chars: Annotated[int, Field(ge=0, le=20_000)] = 1500
+    # "on": with an embedding model installed (``tether[semantic]``), memories are found by meaning too.
+    # Off by default: measured, it adds little here (``agent/recall.py``, MIN_SIMILARITY).
+    recall_semantic: Literal["on", "off"] = "off"
     # Models a delegation may name beyond those this home uses already (its [model], `offline`, and
     # the models its agents name): `provider/model` or a model name. Any other name resolves to the
     # home's default model, said so in the trace.
@@ -306,7 +309,7 @@ class InitiativeSettings(_Section):
     enabled: bool = True  # signals are weighed and proactive messages posted
     threshold: Annotated[float, Field(ge=0.3, le=0.95)] = 0.5  # an agent's start (its ratings move it)
     max_per_hour: Annotated[int, Field(ge=0, le=60)] = 3  # proactive messages an agent posts, at most
-    long_job_s: PositiveSeconds = 60.0  # work that ran this long is worth a word when it ends
+    long_job_s: PositiveSeconds = 600.0  # work that ran this long (10 min) is worth a word when it ends
     # Local time "HH:MM-HH:MM" (may span midnight): notifications wait until it ends ("" = none).
     quiet_hours: Annotated[str, Field(pattern=r"^(([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d)?$")] = ""
     # The page's address as the person opens it (links in notifications lead there), e.g. http://host:8765.

@@ -41,6 +41,7 @@ from tether.store.memories import MemoryStore
 from tether.store.notifications import NotificationStore
 from tether.store.runs_sql import SqlRunStore
 from tether.store.threads_sql import SqlThreadStore
+from tether.store.vectors import MemoryVectors
 
 DATABASE_CREDENTIAL = "database"
 
@@ -94,6 +95,7 @@ class Runtime:
         self.threads = SqlThreadStore(db)
         self.agents = AgentStore(db)
         self.memories = MemoryStore(db)
+        self.vectors = MemoryVectors(db)
         self.initiative = InitiativeStore(db)
         self.notifications = NotificationStore(db)
         self.events = EventLog(db)

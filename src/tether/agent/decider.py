@@ -33,7 +33,7 @@ KINDS: tuple[str, ...] = ("message", "outside", "schedule", "ended", "file")
 CATEGORIES = ("alert", "reminder", "report", "done", "info", "none")
 REPEAT_H = 6.0
 GRAY = 0.2  # the model is asked when the rules' score is this close to the threshold
-LONG_S = 60.0  # work that ran this long is worth a word when it ends
+LONG_S = 600.0  # work that ran this long (10 min) is worth a word when it ends
 
 
 class Signal(BaseModel):
@@ -62,13 +62,18 @@ class Decision:
 
 _ALERT = re.compile(
     r"urgent|emergency|fail(ed|ure|ing)?\b|errors?\b|outage|\bdown\b|crash|broken|critical|alarm|"
-    r"security|breach|banned|overdue|expired|紧急|失败|出错|错误|故障|宕机|崩溃|告警|报警|警告|异常|挂了|"
-    r"过期|逾期|中断|被封|封号|掉线|报错|不可用",
+    r"security|breach|banned|overdue|expired|degraded|faulted|offline|unreachable|overheat|captcha|"
+    r"suspicious|intrusion|logged in from|login from|new device|on battery|stuck|paused until|leak|"
+    r"water detected|smoke|"
+    r"紧急|失败|出错|错误|故障|宕机|崩溃|告警|报警|警告|异常|挂了|过期|逾期|中断|被封|封号|掉线|离线|报错|"
+    r"不可用|卡住|过热|验证码|异地登录|电池供电|写满|余额不足|欠费|被盗|入侵|漏水|烟雾",
     re.IGNORECASE,
 )
+# Negations and recoveries that name the trouble without being in it.
 _NOT_ALERT = re.compile(
-    r"\b(no|zero|0|without|none of the)\s+(new\s+)?(errors?|failures?|failed|alerts?|issues?)|"
-    r"(没有|无|未见|0\s*个?)(任何)?(错误|异常|故障|失败|告警|报错)|all (checks )?(passed|green|ok)",
+    r"\b(no|zero|0|without|none of the)\s+(new\s+)?(critical|high|errors?|failures?|failed|alerts?|issues?)|"
+    r"(没有|无|未见|未发现|0\s*个?)(任何)?(错误|异常|故障|失败|告警|报错)|all (checks )?(passed|green|ok)|"
+    r"recovered|restored|resolved|back (up|online)|all services up|已恢复|恢复正常|已修复|已解决|重新上线",
     re.IGNORECASE,
 )
 _REMIND = re.compile(
@@ -76,13 +81,81 @@ _REMIND = re.compile(
     r"截止|到期|提醒|预约|会议|快满|满了|已满|上限|即将",
     re.IGNORECASE,
 )
+# Something that must happen soon: a time today, "before 5", "in 2 hours", "今晚 6 点前".
+_SOON = re.compile(
+    r"tonight|today|right now|asap|\bbefore \d|\bby \d|\bin \d+ ?(min|minutes|hours?)\b|"
+    r"今晚|今天|今日|马上|立刻|尽快|\d+ ?(小时|分钟)内|\d+ ?点前|前(能|要|给|回)|之前",
+    re.IGNORECASE,
+)
+_ASKS = re.compile(r"[?？]|can you|could you|please|麻烦|能否|能不能|请", re.IGNORECASE)
+_ENDS = re.compile(r"\bends?\b|ending|closes|结束|截止|到期|过期", re.IGNORECASE)
 _NOISE = re.compile(
     r"heartbeat|no change|nothing new|unchanged|routine|all good|still running|"
     r"心跳|无变化|没有变化|一切正常|运行正常|照常|例行",
     re.IGNORECASE,
 )
+# Marketing: urgent-sounding words in it are not news for the person.
+_PROMOTION = re.compile(
+    r"\bsale\b|discount|% off|coupon|promo|newsletter|unsubscribe|"
+    r"降价|秒杀|优惠|促销|折扣|领券|满减|【[^】]{1,8}】",
+    re.IGNORECASE,
+)
+_NO_RUSH = re.compile(r"no rush|not urgent|whenever|不急|不着急|有空再", re.IGNORECASE)
+# A file event worth a word: many files changed at once, or one deleted from a place others share.
+_MASS = re.compile(r"(\d[\d,]{1,}\s*(files|个文件))", re.IGNORECASE)
+_HARM = re.compile(r"deleted|removed|renamed|encrypted|locked|删除|重命名|加密", re.IGNORECASE)
+_SHARED = re.compile(r"shared|共享", re.IGNORECASE)
 _FAILED = ("failed", "error", "unknown", "timeout", "timed_out", "lost")
 _STOPPED = ("cancelled", "canceled", "stopped", "rejected")
+
+
+def _ended(signal: Signal, long_s: float) -> tuple[float, str, str]:
+    data = signal.data
+    status = str(data.get("status", "")).lower()
+    what = str(data.get("task") or signal.source or "the work")
+    said = f"{signal.text} {data.get('message', '')}"
+    if status in _FAILED:
+        return 0.85, "alert", f"{what} ended {status}"
+    if status in _STOPPED:
+        if _ALERT.search(said) and not _NOT_ALERT.search(said):
+            return 0.8, "alert", f"{what} was {status}: {_ALERT.search(said).group(0)!r}"  # type: ignore[union-attr]
+        return 0.05, "none", f"{what} was {status}: whoever stopped it knows"
+    try:
+        took = float(data.get("duration_s") or 0.0)
+    except (TypeError, ValueError):
+        took = 0.0
+    if took >= long_s:
+        return 0.6, "done", f"{what} ended {status or 'done'} after {took:.0f} s of work"
+    return 0.15, "none", f"{what} ended {status or 'done'} after {took:.0f} s: short work is seen ending"
+
+
+def _text(signal: Signal, urgent: bool) -> tuple[float, str, str]:
+    text = signal.text
+    if _PROMOTION.search(text):
+        return 0.05, "none", f"marketing ({_PROMOTION.search(text).group(0)!r}), however urgent it sounds"  # type: ignore[union-attr]
+    if _NOISE.search(text) and not urgent:
+        return 0.05, "none", "routine news: nothing changed that the person needs"
+    if signal.kind == "file":
+        if _HARM.search(text) and (_MASS.search(text) or _SHARED.search(text)):
+            return 0.8, "alert", "files others rely on, or many at once, were changed or deleted"
+        return 0.15, "info", "a file changed: the person's own work, most likely"
+    if (found := _ALERT.search(text)) and not _NOT_ALERT.search(text):
+        return 0.8, "alert", f"it says {found.group(0)!r}"
+    soon = None if _NO_RUSH.search(text) else _SOON.search(text)
+    if signal.kind == "message" and soon and _ASKS.search(text):
+        return 0.7, "reminder", f"someone asks for an answer soon ({soon.group(0)!r})"
+    if (
+        signal.kind == "message"
+        and not _NO_RUSH.search(text)
+        and re.search(r"right now|马上|立刻|asap|尽快|急", text, re.I)
+    ):
+        return 0.7, "alert", "someone needs the person now"
+    if soon and _ENDS.search(text):
+        return 0.65, "reminder", f"something ends soon ({soon.group(0)!r})"
+    if found := _REMIND.search(text):
+        return 0.6, "reminder", f"it says {found.group(0)!r}: something is due"
+    base = {"message": 0.35, "outside": 0.25}[signal.kind]
+    return base, "info", "news with nothing urgent or due in it"
 
 
 def weigh(signal: Signal, *, long_s: float = LONG_S) -> tuple[float, str, str]:
@@ -97,31 +170,9 @@ def weigh(signal: Signal, *, long_s: float = LONG_S) -> tuple[float, str, str]:
             return 1.0, "reminder", "a reminder the person scheduled"
         return 0.0, "none", f"a schedule tick with nothing to say (action {action!r})"
     if signal.kind == "ended":
-        status = str(data.get("status", "")).lower()
-        what = str(data.get("task") or signal.source or "the work")
-        if status in _FAILED:
-            return 0.85, "alert", f"{what} ended {status}"
-        if status in _STOPPED:
-            return 0.05, "none", f"{what} was {status}: whoever stopped it knows"
-        try:
-            took = float(data.get("duration_s") or 0.0)
-        except (TypeError, ValueError):
-            took = 0.0
-        if took >= long_s:
-            return 0.6, "done", f"{what} ended {status or 'done'} after {took:.0f} s of work"
-        return 0.15, "none", f"{what} ended {status or 'done'} after {took:.0f} s: short work is seen ending"
-    text = signal.text
-    if _NOISE.search(text) and not urgent:
-        return 0.05, "none", "routine news: nothing changed that the person needs"
-    alert = _ALERT.search(text) and not _NOT_ALERT.search(text)
-    base = {"message": 0.35, "outside": 0.25, "file": 0.15}[signal.kind]
-    if alert:
-        score, category, reason = 0.8, "alert", f"it says {_ALERT.search(text).group(0)!r}"  # type: ignore[union-attr]
-    elif found := _REMIND.search(text):
-        score, category, reason = 0.6, "reminder", f"it says {found.group(0)!r}: something is due"
-    else:
-        score, category, reason = base, "info", "news with nothing urgent or due in it"
-    if urgent:
+        return _ended(signal, long_s)
+    score, category, reason = _text(signal, urgent)
+    if urgent and score > 0.05:  # a sender's "high priority" counts for something, never for marketing
         score, reason = min(1.0, score + 0.3), reason + "; marked " + str(data.get("priority"))
     return score, category, reason
 

@@ -43,8 +43,8 @@ from tether.agent import images as images_of
 from tether.agent.calls import OK, ToolCalls, call_key
 from tether.agent.context import model_messages, system_prompt, turn_context
 from tether.agent.delegation import Delegations
+from tether.agent.recall import keep_vector, semantic_for, worth_keeping
 from tether.agent.recall import recall as recall_of
-from tether.agent.recall import worth_keeping
 from tether.agent.recovery import recover_interrupted
 from tether.agent.replies import is_no, is_yes
 from tether.agent.skillruns import SKILL_RUN, SkillRuns, skill_run_tool, skills_with_flows
@@ -276,8 +276,8 @@ class ConversationSession:
             return ()
         s = self.settings
         return recall_of(
-            memories, self.agent_name, message, state.thread_id,
-            top_k=s.recall_top_k, max_chars=s.recall_max_chars,
+            memories, self.agent_name, message, state.thread_id, top_k=s.recall_top_k,
+            max_chars=s.recall_max_chars, semantic=semantic_for(self.executor.runtime, s.recall_semantic),
         )  # fmt: skip
 
     def _keep(self, state: ThreadState, number: int, message: str, final: str) -> None:
@@ -285,12 +285,11 @@ class ConversationSession:
         if memories is None or not worth_keeping(message):
             return
         record = self.threads.turn(state.thread_id, number)
-        if record is not None:
-            previous = self.threads.turn(state.thread_id, number - 1) if number > 1 else None
-            before = previous.message if previous is not None else ""
-            memories.keep_turn(
-                self.agent_name, state.thread_id, number, record.started_at, message, final, before
-            )
+        previous = self.threads.turn(state.thread_id, number - 1) if number > 1 else None
+        before = previous.message if previous is not None else ""
+        said = (self.agent_name, state.thread_id, number)
+        if record is not None and memories.keep_turn(*said, record.started_at, message, final, before):
+            keep_vector(memories, semantic_for(self.executor.runtime, self.settings.recall_semantic), *said)
 
     def _limits(self) -> dict[str, int]:
         s = self.settings

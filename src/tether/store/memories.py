@@ -240,6 +240,33 @@ class MemoryStore:
         newest = int(conn.execute(text("SELECT COALESCE(MAX(rowid), 0) FROM memory_terms")).scalar_one())
         return common, max(0, newest - RECENT)
 
+    def some(self, agent: str, memory_ids: list[int]) -> dict[int, Memory]:
+        """The memories of ``agent`` with these ids that still exist."""
+        if not memory_ids:
+            return {}
+        marks = ", ".join(f":i{n}" for n in range(len(memory_ids)))
+        query = text(
+            f"SELECT {_COLUMNS} FROM memories m WHERE m.installation = :installation AND m.agent = :agent "
+            f"AND m.id IN ({marks})"
+        )
+        values = {
+            "installation": self.installation,
+            "agent": agent,
+            **{f"i{n}": i for n, i in enumerate(memory_ids)},
+        }
+        with self.db.read() as conn:
+            return {m.memory_id: m for m in map(_memory, conn.execute(query, values))}
+
+    def turn_id(self, thread_id: str, turn: int) -> int | None:
+        """The id of the memory of a kept turn."""
+        with self.db.read() as conn:
+            found = conn.execute(
+                text("SELECT id FROM memories WHERE installation = :i AND thread_id = :t AND turn = :n "
+                     "AND kind = 'turn'"),
+                {"i": self.installation, "t": thread_id, "n": turn},
+            ).scalar()  # fmt: skip
+        return int(found) if found is not None else None
+
     def facts(self, agent: str | None = None, limit: int = 200) -> list[Memory]:
         where = "m.installation = :installation AND m.kind = 'fact'" + (
             " AND m.agent = :agent" if agent else ""
@@ -283,6 +310,7 @@ class MemoryStore:
             for memory_id in ids:
                 if not self.postgres:
                     conn.execute(_SQLITE_UNINDEX, {"id": memory_id})
+                conn.execute(text("DELETE FROM memory_vectors WHERE memory_id = :id"), {"id": memory_id})
                 conn.execute(text("DELETE FROM memories WHERE id = :id"), {"id": memory_id})
         return len(ids)
 

@@ -383,6 +383,31 @@ MIGRATIONS: tuple[str | dict[str, str], ...] = (
         PRIMARY KEY (installation, name)
     );
     """,
+    # 15: the optional semantic side of memory (``store/vectors.py``): a remembered turn's embedding, by
+    # the model that made it (float16; only while an embedding model is installed).
+    {
+        "both": "",
+        "sqlite": """
+        CREATE TABLE memory_vectors (
+            memory_id    INTEGER PRIMARY KEY,
+            installation TEXT NOT NULL,
+            agent        TEXT NOT NULL,
+            model        TEXT NOT NULL,
+            vector       BLOB NOT NULL
+        );
+        CREATE INDEX memory_vectors_owner ON memory_vectors(installation, agent, model, memory_id);
+        """,
+        "postgresql": """
+        CREATE TABLE memory_vectors (
+            memory_id    BIGINT PRIMARY KEY,
+            installation TEXT NOT NULL,
+            agent        TEXT NOT NULL,
+            model        TEXT NOT NULL,
+            vector       BYTEA NOT NULL
+        );
+        CREATE INDEX memory_vectors_owner ON memory_vectors(installation, agent, model, memory_id);
+        """,
+    },
 )
 
 SCHEMA_TABLE = "tether_schema"
