@@ -1,13 +1,14 @@
 """The decider (``agent/decider.py``): how often it is right about speaking first, and what a decision
 costs.
 
-Quality, on the labelled set ``bench/data/signals.json`` (100 signals in Chinese and English — outside
+Quality, on the labelled set ``bench/data/signals.json`` (160 signals in Chinese and English — outside
 news, messages, ended work, changed files, schedule ticks — each labelled fire / no fire by whether a
 person who lets an assistant speak first would want to be interrupted, with hard cases: negations,
-recoveries that name the outage, routine reports, cancelled long work; written by someone who never saw
-the rules): precision and recall of "fire" for the rules alone at the default threshold, per language,
-and the signals it gets wrong, so a change to the rules shows what it fixed and what it broke. Precision
-matters more: a false alarm is spam, a missed one is a message the person reads later anyway.
+recoveries that name the outage, promotions that sound urgent, cancelled long work; two sets by two
+authors who never saw the rules: ``tune`` (100, whose misses the rules were widened on) and ``held``
+(60, never used to change them)): precision and recall of "fire" for the rules alone at the default
+threshold, per half and language, and the tune half's misses. Precision matters more: a false alarm is
+spam, a missed one is a message the person reads later anyway.
 
 Cost: one decision by the rules, next to the floor of one compiled regular expression search over the
 same text (what the cheapest rule costs), paired and interleaved.
@@ -64,17 +65,18 @@ def decider(home: Path) -> None:
     if DATA.exists():
         pairs = judged(load())
         print(f"\ndecider: {len(pairs)} labelled signals (precision, recall of fire) at {THRESHOLD}")
-        for group in ("all", "zh", "en"):
-            chosen = [p for p in pairs if group == "all" or p[0]["lang"] == group]
-            precision, recall, accuracy, n = scores(chosen)
-            shown = f"precision {precision:.2f}  recall {recall:.2f}  accuracy {accuracy:.2f}"
-            print(f"  rules, {group:<3} ({n:>3}): {shown}")
-        for item, fired in pairs:
-            if fired != item["fire"]:
+        for split in ("tune", "held"):
+            for group in ("all", "zh", "en"):
+                chosen = [p for p in pairs if p[0]["split"] == split and group in ("all", p[0]["lang"])]
+                precision, recall, accuracy, n = scores(chosen)
+                shown = f"precision {precision:.2f}  recall {recall:.2f}  accuracy {accuracy:.2f}"
+                print(f"  rules, {split} {group:<3} ({n:>3}): {shown}")
+        for item, fired in pairs:  # the tune half's misses only: the held half is never looked into
+            if item["split"] == "tune" and fired != item["fire"]:
                 said = "fired" if fired else "silent"
                 labelled = "fire" if item["fire"] else "silent"
                 what = item.get("text") or json.dumps(item.get("data", {}), ensure_ascii=False)
-                print(f"    {said:<6} but labelled {labelled}: [{item['kind']}] {what[:90]}")
+                print(f"    tune: {said:<6} but labelled {labelled}: [{item['kind']}] {what[:90]}")
     else:
         print("\ndecider: the labelled set bench/data/signals.json is missing: quality not measured")
     text = "the nightly backup failed: disk full on /data (evidence: 0 bytes free)"
