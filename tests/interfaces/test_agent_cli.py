@@ -188,3 +188,21 @@ def test_memory_is_listed_searched_forgotten_and_a_private_thread_is_not_remembe
     assert all(h["thread_id"] != "m-2" for h in found)
     code, out, _ = tether_cli("memory", "--agent", "nobody", "--json", home=home)
     assert code == 2 and "agents: assistant" in json.loads(out)["error"]["message"]
+
+
+def test_the_second_of_two_confirmed_calls_ends_with_both_results_not_a_refusal(home: Path) -> None:
+    """ "A, then B": yes to A, yes to B — the reply said "I can't do 'yes'" and listed every tool."""
+    tether_cli("run", "启动游戏", home=home)
+    code, _, _ = tether_cli("run", "分解四星遗器，然后分解三星遗器", "--new-thread", "c2", home=home)
+    assert code == 3
+    code, _, _ = tether_cli("run", "--thread", "c2", "是", home=home)
+    assert code == 3  # the second call waits for its own yes
+    code, out, _ = tether_cli("run", "--thread", "c2", "是", "--json", home=home)
+    final = json.loads(out)["final"]
+    assert code == 0 and "salvaged 2 4-star" in final and "salvaged 5 3-star" in final, final
+    assert "做不到" not in final and "没有对应的工具" not in final
+    tether_cli("run", "salvage 4-star relics, then salvage 3-star relics", "--new-thread", "e2", home=home)
+    tether_cli("run", "--thread", "e2", "yes", home=home)
+    code, out, _ = tether_cli("run", "--thread", "e2", "no", "--json", home=home)
+    assert json.loads(out)["final"].startswith("OK, cancelled"), out  # in the request's language
+    tether_cli("task", "run", "demo.exit_game", home=home)

@@ -5,7 +5,7 @@ recorded as one step (calls.py), the model's steps and the budget review (decisi
 reads (context.py) with stale reads folded (stale.py), tether's own words in a turn (texts.py), the
 bookkeeping of one turn (turn.py), how steps run, directly or durably (steps.py), the recovery of a turn
 whose process died (recovery.py), dialogue memory and compression (memory.py), the files a person ticks
-(outputs.py), reading a person's yes or no (replies.py) and the system prompts (prompts/).
+(outputs.py), and the system prompts (prompts/); a person's yes or no is read by models/replies.py.
 May import models, execution, tasks, store, config, runtime, events, resilience and errors; never
 interfaces (tests/test_public_api.py checks the picture).
 """

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from tether.agent.replies import is_no, is_yes
+from tether.models.replies import is_no, is_yes
 
 PREFERENCE = re.compile(
     r"(喜欢|偏好|以后|总是|每次|不要|别|优先|记住"

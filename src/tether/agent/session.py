@@ -46,7 +46,6 @@ from tether.agent.delegation import Delegations
 from tether.agent.recall import keep_vector, semantic_for, worth_keeping
 from tether.agent.recall import recall as recall_of
 from tether.agent.recovery import recover_interrupted
-from tether.agent.replies import is_no, is_yes
 from tether.agent.skillruns import SKILL_RUN, SkillRuns, skill_run_tool, skills_with_flows
 from tether.agent.steps import DIRECT, OPEN, Steps, TurnHalted, perform
 from tether.agent.surface import GET_STATUS, STOP_TASK, ToolSurface
@@ -58,6 +57,7 @@ from tether.events import ConfirmationAnswered, EventBus, ModelDecided
 from tether.execution import process
 from tether.execution.executor import Executor
 from tether.models.base import Message, Model, ModelResponse, RecalledMemory, ToolCall, TurnContext
+from tether.models.replies import is_no, is_yes
 from tether.store.agents import DEFAULT_AGENT
 from tether.store.memories import MemoryStore
 from tether.store.threads import MemoryThreadStore, ThreadState, ThreadStore

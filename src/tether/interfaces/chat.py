@@ -17,8 +17,8 @@ from typing import Any
 
 from rich.markup import escape
 
-from tether.agent.replies import is_no, is_yes
 from tether.interfaces.render import err, out, progress_text
+from tether.models.replies import is_no, is_yes
 from tether.models.understand import has_cjk
 
 HISTORY_FILE = "chat_history"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.models.base import Message, OpenJob, TurnContext
+from tether.models.replies import is_no, is_yes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,12 +33,20 @@ def request_of(messages: Sequence[Message], context: TurnContext) -> Request:
     anchor = users[-1] if users else -1
     request = _content(messages, anchor) if anchor >= 0 else ""
     if context.answer is False:
-        # Said in the language of the request that led to the question, not of "no".
-        asked = _content(messages, users[-2]) if len(users) >= 2 else request
+        # Said in the language of the request that led to the question, not of "no" (nor of a yes
+        # given to an earlier call of it).
+        position = len(users) - 2
+        while position > 0 and _answered(messages, users, position):
+            position -= 1
+        asked = _content(messages, users[position]) if len(users) >= 2 else request
         return Request(text=asked, anchor=anchor, declined=True)
     if context.answer is True and len(users) >= 2:
-        # The person confirmed a call: carry on with the request that led to it.
-        return Request(text=_content(messages, users[-2]), anchor=users[-2])
+        # The person confirmed a call: carry on with the request that led to it — past the yes that
+        # confirmed an earlier call of the same request ("A, then B": yes to A, then yes to B).
+        position = len(users) - 2
+        while position > 0 and _answered(messages, users, position):
+            position -= 1
+        return Request(text=_content(messages, users[position]), anchor=users[position])
     if context.stray_answer:
         return Request(text=request, anchor=anchor, stray=True)
     return Request(text=_with_clarifications(messages, users, request), anchor=anchor)
@@ -58,6 +67,18 @@ def results_since(messages: Sequence[Message], anchor: int) -> list[tuple[str, d
             if result.get("status") != "needs_confirmation":
                 calls.append((name, result))
     return calls
+
+
+def _answered(messages: Sequence[Message], users: list[int], position: int) -> bool:
+    """Whether the user message ``users[position]`` was a yes or no to a call waiting for it."""
+    text = _content(messages, users[position])
+    if not (is_yes(text) or is_no(text)):
+        return False
+    before = messages[users[position - 1] + 1 : users[position]]
+    return any(
+        m.get("role") == "tool" and _result(m.get("content")).get("status") == "needs_confirmation"
+        for m in before
+    )
 
 
 def _content(messages: Sequence[Message], index: int) -> str:
