@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 from typing import Annotated, Any
 
 import typer
@@ -84,7 +83,7 @@ def signal_command(
         with _runtime() as runtime:
             if runtime.agents.get(agent) is None:
                 raise ConfigError(f"no agent {agent!r}: `tether agents list` shows the team")
-            model = decider_model(SimpleNamespace(runtime=runtime, model_for=models_for(runtime)), agent)
+            model = decider_model(runtime, models_for(runtime), agent)
             record = asyncio.run(consider(runtime, signal, model=model))
         d = record.to_dict()
         lines = [_decision_line(d)] + ([f"  {agent}: {record.message}"] if record.message else [])

@@ -279,7 +279,9 @@ async def schedule_act(workflow_id: str, at: str, context: dict[str, Any]) -> di
         source=f"schedule {context.get('name', '')}".strip(), key=workflow_id,
         data={"action": context.get("action", ""), "schedule": context.get("name", ""), "at": at},
     )  # fmt: skip
-    record = await consider(h.runtime, signal, model=await io(decider_model, h, signal.agent))
+    record = await consider(
+        h.runtime, signal, model=await io(decider_model, h.runtime, h.model_for, signal.agent)
+    )
     return {"decision": record.decision_id, "fired": record.fired, "thread_id": record.thread_id}
 
 

@@ -55,14 +55,14 @@ def _took(seconds: Any) -> str:
     return f"{s / 60:.0f} min" if s >= 120 else f"{s:.0f} s"
 
 
-def decider_model(h: Any, agent: str) -> Any:
-    """The model that weighs ``agent``'s signals and leads its reports: its own, unless that is the
-    offline one (whose rules the decider's rules already are) or there is none."""
-    if h.model_for is None:
+def decider_model(runtime: Runtime, model_for: Any, agent: str) -> Any:
+    """The model that weighs ``agent``'s signals and leads its reports: its own (``model_for`` by
+    name), unless that is the offline one (whose rules the decider's rules already are) or none."""
+    if model_for is None:
         return None
-    record = h.runtime.agents.get(agent)
+    record = runtime.agents.get(agent)
     try:
-        model = h.model_for(record.model if record is not None else None)
+        model = model_for(record.model if record is not None else None)
     except Exception:  # a model that cannot be made: the rules decide alone
         log.warning("no model for %s's signals", agent, exc_info=True)
         return None

@@ -48,6 +48,7 @@ ATTEMPTS = 6
 BACKOFF_S = (2.0, 10.0, 30.0, 120.0, 600.0)
 LEASE_S = 120.0  # a claimed notification not settled in this long is claimed again (its sender died)
 POLL_S = 1.0
+TELEGRAM_API = "https://api.telegram.org"
 BATCH = 200
 ENDED_RUN = ("completed", "failed", "cancelled")
 ENDED_JOB = ("completed", "failed", "stopped", "not_found")
@@ -184,11 +185,11 @@ def quiet_until(quiet_hours: str, now: datetime) -> float | None:
 def deliver(url: str, title: str, body: str, settings: InitiativeSettings) -> str | None:
     """Send one notification through Apprise; None when sent, else what went wrong."""
     import apprise
+    from apprise.plugins.telegram import NotifyTelegram
 
-    if settings.telegram_api:
-        from apprise.plugins.telegram import NotifyTelegram
-
-        NotifyTelegram.notify_url = settings.telegram_api.rstrip("/") + "/bot"
+    # Apprise's Telegram plugin reads its API's address from the class: set it (or put the public one
+    # back) on every send, so one home's setting never outlives a change of it in this process.
+    NotifyTelegram.notify_url = (settings.telegram_api or TELEGRAM_API).rstrip("/") + "/bot"
     sender = apprise.Apprise()
     if not sender.add(url):
         return "Apprise does not understand this channel's address: `tether notify add` it again"
@@ -247,8 +248,7 @@ async def step(runtime: Runtime, settings: InitiativeSettings, model_for: Any = 
         await asyncio.to_thread(route, runtime, event, settings)
         signal = await asyncio.to_thread(ended_signal, runtime, event) if settings.enabled else None
         if signal is not None:
-            holder = type("H", (), {"runtime": runtime, "model_for": model_for})()
-            model = await asyncio.to_thread(decider_model, holder, signal.agent)
+            model = await asyncio.to_thread(decider_model, runtime, model_for, signal.agent)
             await consider(runtime, signal, model=model, settings=settings)
         await asyncio.to_thread(runtime.notifications.advance, CURSOR, event.id)
     await asyncio.to_thread(runtime.notifications.advance, CURSOR, covered)

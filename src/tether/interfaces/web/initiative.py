@@ -104,7 +104,6 @@ def router(ctx: WebContext) -> APIRouter:
     @router.post("/api/signals", response_model=DecisionDoc)
     async def send_signal(body: SignalIn) -> DecisionDoc:
         """Tell an agent something happened; it decides (and says why) whether to tell the person."""
-        from types import SimpleNamespace
 
         from tether.agent.decider import Signal
         from tether.models.factory import models_for
@@ -116,8 +115,8 @@ def router(ctx: WebContext) -> APIRouter:
             kind=body.kind, text=body.text, source=body.source, agent=body.agent, key=body.key,
             data={"priority": body.priority} if body.priority != "normal" else {},
         )  # fmt: skip
-        holder = SimpleNamespace(runtime=runtime, model_for=None if ctx.offline else models_for(runtime))
-        model = await asyncio.to_thread(decider_model, holder, body.agent)
+        model_for = None if ctx.offline else models_for(runtime)
+        model = await asyncio.to_thread(decider_model, runtime, model_for, body.agent)
         record = await consider(runtime, signal, model=model)
         return DecisionDoc(**record.to_dict())
 
