@@ -160,10 +160,10 @@ def test_the_team_block_runs_as_written_in_a_fresh_home(tmp_path: Path) -> None:
     assert any(t["agent"] == "research" and t["parent"] for t in threads)
 
 
-def test_the_memory_block_runs_as_written_in_a_fresh_home(tmp_path: Path) -> None:
-    """ "Memory": every command of its block, in a fresh home with the offline model; the question about
-    the earlier thread is answered from it."""
-    start = README.index("## Memory: what the agents remember")
+def run_block(heading: str, tmp_path: Path) -> list[str]:
+    """Every command of the first ```bash block after ``heading``, in a fresh home (each must exit 0
+    with no traceback): what each printed."""
+    start = README.index(heading)
     block = re.search(r"```bash\n(.*?)```", README[start:], re.S)
     assert block is not None
     home = tmp_path / "home"
@@ -177,6 +177,13 @@ def test_the_memory_block_runs_as_written_in_a_fresh_home(tmp_path: Path) -> Non
         assert done.returncode == 0, (line, done.stdout[-800:], done.stderr[-800:])
         assert "Traceback" not in done.stderr
         outputs.append(done.stdout)
+    return outputs
+
+
+def test_the_memory_block_runs_as_written_in_a_fresh_home(tmp_path: Path) -> None:
+    """ "Memory": every command of its block, in a fresh home with the offline model; the question about
+    the earlier thread is answered from it."""
+    outputs = run_block("## Memory: what the agents remember", tmp_path)
     assert "线程 farm" in outputs[1] and "藏珍之蕾" in outputs[1], outputs[1]
     assert "记下了：周报用 PDF 发给王芳" in outputs[3]
     assert "周报用 PDF 发给王芳" in outputs[4] and "周报用 PDF 发给王芳" in outputs[5]
@@ -185,20 +192,7 @@ def test_the_memory_block_runs_as_written_in_a_fresh_home(tmp_path: Path) -> Non
 def test_the_initiative_block_runs_as_written_in_a_fresh_home(tmp_path: Path) -> None:
     """ "Initiative": every command of its block, in a fresh home; what it says fires fires, what it
     says stays silent stays silent, and the rating and schedules do what the comments say."""
-    start = README.index("## Initiative: agents that speak first")
-    block = re.search(r"```bash\n(.*?)```", README[start:], re.S)
-    assert block is not None
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0"}
-    outputs = []
-    for line in filter(None, (line.split("  #")[0].strip() for line in block.group(1).splitlines())):
-        argv = shlex.split(line)
-        assert argv[0] == "tether"
-        done = subprocess.run([TETHER, *argv[1:]], env=env, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, (line, done.stdout[-800:], done.stderr[-800:])
-        assert "Traceback" not in done.stderr
-        outputs.append(" ".join(done.stdout.split()))
+    outputs = [" ".join(out.split()) for out in run_block("## Initiative: agents that speak first", tmp_path)]
     assert "fired alert" in outputs[0] and "silent" in outputs[1] and "fired alert" in outputs[2]
     assert "threshold is now 0.55" in outputs[4]
     assert "daily" in outputs[7] and "plants" in outputs[7] and "浇花" in outputs[7]
