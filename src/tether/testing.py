@@ -41,8 +41,9 @@ def calls(*items: ToolCall, text: str = "") -> ModelResponse:
     return ModelResponse(text=text, tool_calls=tuple(items), model="scripted")
 
 
-def say(text: str) -> ModelResponse:
-    return ModelResponse(text=text, model="scripted")
+def say(text: str, *, finish_reason: str | None = None) -> ModelResponse:
+    """An answer in words; ``finish_reason=tether.models.base.UNABLE`` says the request cannot be done."""
+    return ModelResponse(text=text, model="scripted", finish_reason=finish_reason)
 
 
 class ScriptedModel:

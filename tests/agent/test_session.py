@@ -171,6 +171,19 @@ def test_a_confirmation_covers_one_call_and_every_other_call_asks_again(
     assert game.load_state(home)["salvaged_total"] == 2  # only the one that was confirmed
 
 
+def test_an_answer_that_says_the_request_cannot_be_done_ends_the_turn_failed(executor: Executor) -> None:
+    """A refusal is not the work done: the turn says failed (`tether run` exits 1), not completed."""
+    from tether.models.base import UNABLE
+
+    model = ScriptedModel([say("I cannot search the web here: no search is set up.", finish_reason=UNABLE)])
+    refused = ConversationSession(executor, model).send_sync("t", "search the web for solar power")
+    assert refused.status == "failed" and "cannot search" in refused.final
+    answered = ConversationSession(executor, ScriptedModel([say("I can farm and train.")])).send_sync(
+        "t", "what can you do?"
+    )
+    assert answered.status == "completed"
+
+
 def test_a_yes_without_a_question_confirms_nothing(running_game: Executor, home: Path) -> None:
     model = ScriptedModel([calls(call("demo__salvage_relics", {"rarity": 4})), say("I need your consent.")])
     s = ConversationSession(running_game, model)

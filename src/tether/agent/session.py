@@ -56,7 +56,7 @@ from tether.errors import ConfigError, ModelError
 from tether.events import ConfirmationAnswered, EventBus, ModelDecided
 from tether.execution import process
 from tether.execution.executor import Executor
-from tether.models.base import Message, Model, ModelResponse, RecalledMemory, ToolCall, TurnContext
+from tether.models.base import UNABLE, Message, Model, ModelResponse, RecalledMemory, ToolCall, TurnContext
 from tether.models.replies import is_no, is_yes
 from tether.store.agents import DEFAULT_AGENT
 from tether.store.memories import MemoryStore
@@ -461,8 +461,10 @@ class ConversationSession:
             response = await self._decide(turn, answer)
             used += 1
             if not response.tool_calls:
-                # After a business call that did not complete, the model's words are not the work done.
-                status = TurnStatus.FAILED if blocked is not None else TurnStatus.COMPLETED
+                # After a business call that did not complete, the model's words are not the work done;
+                # nor when they say it cannot be done here.
+                unable = blocked is not None or response.finish_reason == UNABLE
+                status = TurnStatus.FAILED if unable else TurnStatus.COMPLETED
                 return await turn.done(status, response.text)
             cut = False
             violated = False

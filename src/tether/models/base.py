@@ -51,6 +51,11 @@ class Usage:
         )
 
 
+# The finish reason of an answer that says the request cannot be done here (no tool does it, or the
+# tool it needs is not set up): the turn ends ``failed``, so a script sees the work was not done.
+UNABLE = "unable"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelResponse:
     text: str = ""

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tether.models.base import Message, ModelResponse, ToolCall, ToolDef, TurnContext
+from tether.models.base import UNABLE, Message, ModelResponse, ToolCall, ToolDef, TurnContext
 
 SEARCH, READ_URL, SUMMARIZE = "web__search", "web__read_url", "web__summarize_text"
 LIST, READ_FILE, GENERATE = "workspace__list", "workspace__read", "documents__generate"
@@ -216,8 +216,8 @@ class DocsPlan:
         if isinstance(step, str):
             return self._say(step)
         name, args = step
-        if name not in self.tools:
-            return self._say(self._missing(name))
+        if name not in self.tools:  # the tool it needs is not set up here: the work is not done
+            return ModelResponse(text=self._missing(name), model="offline", finish_reason=UNABLE)
         return ModelResponse(
             tool_calls=(ToolCall(id=f"offline_{number}", name=name, arguments=args),), model="offline"
         )
