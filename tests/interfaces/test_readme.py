@@ -1,4 +1,5 @@
-"""The README's "Register your own tasks" runs exactly as written: its files, its script, its commands."""
+"""The README runs exactly as written: "Register your own tasks" (its files, its script, its commands in both
+forms), the tour, the flow file and the blocks of the team, memory and initiative sections."""
 
 import json
 import os
@@ -14,6 +15,7 @@ from tests.support.helpers import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 SECTION = README[README.index("## Register your own tasks") : README.index("### The spec's policy fields")]
+ONE_FUNCTION, LARGER = SECTION.split("### Larger packages", 1)
 TETHER = str(Path(sys.executable).parent / "tether")
 
 
@@ -23,16 +25,19 @@ def files() -> dict[str, str]:
 
 
 def commands() -> list[list[str]]:
-    block = re.search(r"```sh\n(.*?)```", SECTION, re.S)
-    assert block is not None
-    lines = [line.split("  #")[0].strip() for line in block.group(1).splitlines()]
+    """The shell lines of both forms: the one-function tool's, then the larger package's."""
+    lines = []
+    for part in (ONE_FUNCTION, LARGER):
+        block = re.search(r"```sh\n(.*?)```", part, re.S)
+        assert block is not None
+        lines += [line.split("  #")[0].strip() for line in block.group(1).splitlines()]
     return [shlex.split(line) for line in lines if line]
 
 
 @pytest.mark.parametrize("served", [False, True], ids=["own process", "cli server"])
 def test_register_your_own_tasks_runs_as_written(tmp_path: Path, served: bool) -> None:
     shown = files()
-    assert {"myapp/tasks.py", "myapp/checks.py", "myapp/handlers.py", "run.py"} <= set(shown)
+    assert {"myapp/tools.py", "myapp/tasks.py", "myapp/checks.py", "myapp/handlers.py", "run.py"} <= set(shown)
     (tmp_path / "myapp").mkdir()
     (tmp_path / "myapp" / "__init__.py").write_text("")  # "with an empty myapp/__init__.py"
     for name, text in shown.items():

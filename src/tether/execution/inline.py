@@ -12,6 +12,7 @@ last; if the record already ended otherwise (a stop settled it first), the recor
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import time
@@ -28,6 +29,7 @@ from tether.execution.protocol import TIMEOUT, ExecutionPaths, bounded
 from tether.execution.records import off_loop
 from tether.execution.worker import WorkerContext, outcome
 from tether.store.jobs import JobRecord, JobStore
+from tether.tasks.function import invoke, is_function_task
 from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import TaskSpec, load_object
 
@@ -121,6 +123,8 @@ class InlineRun:
         spec = self.spec
         try:
             handler = load_object(spec.handler)
+            if is_function_task(handler):  # ``@registry.task``: its parameters by name
+                handler = functools.partial(invoke, handler)
             if inspect.iscoroutinefunction(handler):
                 value = await asyncio.wait_for(handler(ctx), spec.timeout_s)
             else:

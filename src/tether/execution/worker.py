@@ -50,6 +50,7 @@ from tether.execution.protocol import (
     stopped_status,
 )
 from tether.tasks.confirm import call_digest
+from tether.tasks.function import invoke, is_function_task
 from tether.tasks.grants import Grants
 from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import Danger, Registry, TaskSpec, load_object
@@ -152,8 +153,9 @@ def outcome(value: object) -> tuple[str, dict[str, Any]]:
 
 
 def call_handler(handler: Any, ctx: WorkerContext) -> object:
-    """Call a sync or async handler in a worker (which has no event loop of its own yet)."""
-    value = handler(ctx)
+    """Call a sync or async handler in a worker (which has no event loop of its own yet); a function
+    made a task with ``@registry.task`` gets its parameters by name."""
+    value = invoke(handler, ctx) if is_function_task(handler) else handler(ctx)
     if inspect.isawaitable(value):
         import asyncio
 

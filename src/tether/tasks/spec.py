@@ -227,6 +227,38 @@ class Registry:
         self._specs[spec.task_id] = spec
         return spec
 
+    def task(
+        self,
+        task_id: str | None = None,
+        *,
+        description: str | None = None,
+        catalogs: Mapping[str, Any] | None = None,
+        labels: Mapping[str, Mapping[str, str]] | None = None,
+        exposed_to: AbstractSet[str] = frozenset({AGENT, CLI}),
+        **policy: Any,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """``@registry.task(...)``: the decorated function becomes a task (``tasks/function.py``); its
+        signature is the parameter model, its docstring the description. ``policy`` takes the other
+        ``TaskSpec`` fields (``danger``, ``resources``, ``aliases``, ``background``, …); it is exposed
+        to the agent and the CLI unless ``exposed_to`` says otherwise. Returns the function unchanged."""
+        from tether.tasks.function import task_spec_kwargs
+
+        def register(function: Callable[..., Any]) -> Callable[..., Any]:
+            own = task_spec_kwargs(
+                function, task_id=task_id, description=description, catalogs=catalogs or {},
+                labels=labels or {},
+            )  # fmt: skip
+            try:
+                spec = TaskSpec(**own, exposed_to=exposed_to, **policy)
+            except TypeError as exc:  # a misspelt policy field
+                known = ", ".join(f for f in TaskSpec.__dataclass_fields__ if f not in own)
+                where = f"@task on {own['handler']}"
+                raise RegistryError(f"{where}: {exc}; the policy fields are {known}") from exc
+            self.add(spec)
+            return function
+
+        return register
+
     def precondition(self, name: str, check: str, description: str = "") -> Precondition:
         if name in self._preconditions:
             raise RegistryError(f"precondition {name!r} is registered twice")
