@@ -471,6 +471,12 @@ SECTIONS: dict[str, type[_Section]] = {
 }
 
 
+def setting_variables() -> tuple[str, ...]:
+    """Every ``TETHER_<NAME>`` a setting is read from: a worker inherits them (none is a secret), so a
+    task sees the settings its starter sees (``TETHER_ROOTS=… tether run …`` reaches the workspace)."""
+    return tuple(f"TETHER_{name.upper()}" for cls in SECTIONS.values() for name in cls.model_fields)
+
+
 def read_settings_file(home: Path) -> dict[str, Any]:
     """The parsed settings.toml of ``home`` ({} when there is none); unknown sections are refused."""
     path = home / SETTINGS_FILE

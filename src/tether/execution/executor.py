@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from tether.config import Settings
+from tether.config import Settings, setting_variables
 from tether.errors import ConfigError, ToolNotFound
 from tether.execution import process
 from tether.execution.admission import (
@@ -104,7 +104,7 @@ class Executor:
         if self._spawner is None:
             if self.registry.ref is None:
                 raise ConfigError("a registry without a ref cannot start workers")
-            env = worker_env((*self.registry.env, *self.settings.worker_env))
+            env = worker_env((*self.registry.env, *self.settings.worker_env, *setting_variables()))
             self._spawner = default_spawner(
                 self.registry.ref, self.home, forkserver=self.settings.forkserver, env=env
             )

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tether.config import Settings
+from tether.config import Settings, setting_variables
 from tether.errors import ConfigError, JobError, StoreError
 from tether.execution import faults, process
 from tether.execution.admission import Admitted, Where
@@ -159,7 +159,7 @@ class Launch:
             confirmation=None
             if consent is None
             else RequestConfirmation(digest=consent.digest, source=consent.source, nonce=consent.nonce),
-            env=worker_env((*self.registry.env, *settings.worker_env)),
+            env=worker_env((*self.registry.env, *settings.worker_env, *setting_variables())),
             import_path=self.import_path,
             home=str(self.home),
             background=self.spec.background,

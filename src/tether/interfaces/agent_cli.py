@@ -13,6 +13,7 @@ A thread id, like an execution id, may be given by a unique prefix.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -133,6 +134,34 @@ AgentOption = Annotated[
     typer.Option("--agent", "-a", help="Who answers (tether agents); a thread keeps the agent it began with"),
 ]
 
+WorkspaceOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--workspace",
+        "-w",
+        help="Work on the files of this folder (-w . for the one you are in) instead of [workspace] roots",
+    ),
+]
+
+
+def _use_workspace(folder: Path | None) -> None:
+    """``--workspace``: the folder becomes this command's workspace root (``TETHER_ROOTS``, which its
+    workers inherit), checked now as every root is: an existing folder that is not the tether home."""
+    if folder is None:
+        return
+    path = folder.expanduser().absolute()
+    if "," in str(path):
+        raise ConfigError(f"--workspace {folder}: a folder whose path holds a comma cannot be a root here")
+    os.environ["TETHER_ROOTS"] = str(path)
+    try:
+        from tether.config import resolve_home
+        from tether.toolkits.workspace.paths import Roots
+
+        Roots.load(resolve_home(state.home))
+    except ConfigError as exc:
+        del os.environ["TETHER_ROOTS"]
+        raise ConfigError(f"--workspace {folder}: {exc}".replace("[workspace] roots: ", "")) from exc
+
 
 @app.command("run")
 def run_command(
@@ -161,6 +190,7 @@ def run_command(
         ),
     ] = None,
     agent: AgentOption = None,
+    workspace: WorkspaceOption = None,
     image: Annotated[
         list[Path] | None,
         typer.Option("--image", help="Send an image with the request (PNG, JPEG, GIF, WebP; repeat)"),
@@ -184,7 +214,8 @@ def run_command(
             raise ConfigError('say what you want done: tether run "..."')
         ticked = _formats(formats, confirm)
         pictures = _read_images(image or [], confirm)
-        if not here:
+        _use_workspace(workspace)  # then the turn runs here: a running executor has its own roots
+        if not here and workspace is None:
             handed = _hand_over(
                 state.home, state.registry_ref, goal, thread, new_thread,
                 confirm=confirm, as_json=as_json, formats=ticked, agent=agent, pictures=pictures,
@@ -219,6 +250,7 @@ def chat_command(
     thread: ThreadOption = None,
     new_thread: NewThreadOption = None,
     agent: AgentOption = None,
+    workspace: WorkspaceOption = None,
 ) -> None:
     """A conversation. ↑/↓ recall what you typed; Ctrl-C cancels the turn in progress (the
     conversation goes on); 'exit' or Ctrl-D leaves, asking first what to do with background jobs."""
@@ -226,6 +258,7 @@ def chat_command(
     def body() -> int:
         from tether.interfaces.chat import Chat
 
+        _use_workspace(workspace)
         session = _session(state.home, state.registry_ref, detach=True, agent=agent, thread=thread)
         try:
             thread_id = _start_thread(session, thread, new_thread)
