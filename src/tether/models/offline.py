@@ -20,11 +20,12 @@ from typing import Any
 
 from tether.models import offline_choosing, offline_docs, offline_memory, offline_team
 from tether.models.base import BudgetReview, Message, ModelResponse, OpenJob, ToolCall, ToolDef, TurnContext
+from tether.models.offline_answers import facts
 from tether.models.offline_choosing import Step
 from tether.models.offline_conversation import request_of, results_since
-from tether.models.offline_reading import MAX_REQUEST_CHARS
+from tether.models.offline_reading import MAX_REQUEST_CHARS, state_question
 from tether.models.offline_texts import Texts
-from tether.models.understand import has_cjk
+from tether.models.understand import fold, has_cjk, reorder
 from tether.models.understand import numbers_in as numbers_in
 from tether.models.understand import zh_number as zh_number
 
@@ -98,7 +99,29 @@ class OfflineModel:
                 return self._final(calls, texts, extra=[step.unresolved], kinds=kinds)
             call = ToolCall(id=f"offline_{done}", name=step.tool, arguments=step.args)
             return ModelResponse(tool_calls=(call,), model=self.name)
+        answer = self._answer(request, calls, tools, texts)
+        if answer is not None:  # a question: its answer from the result, not the result restated
+            return ModelResponse(text=answer, model=self.name)
         return self._final(calls, texts, extra=[] if calls else [texts.nothing()], kinds=kinds)
+
+    def _answer(
+        self, request: str, calls: list[tuple[str, dict[str, Any]]], tools: Sequence[ToolDef], texts: Texts
+    ) -> str | None:
+        """What a status result says about the question asked ("刷了几次了" → the counter), when the
+        request was a question answered by one business call that completed with data."""
+        if len(calls) != 1 or state_question(reorder(fold(request))) is None:
+            return None
+        name, result = calls[0]
+        data = result.get("data")
+        kinds = {tool.name: tool.kind for tool in tools}
+        if kinds.get(name) != "business" or result.get("status") != "completed" or not data:
+            return None
+        found = facts(request, data, tools, texts.zh)
+        if not found:
+            return None
+        said = texts.facts(found)
+        message = str(result.get("message") or "")
+        return said if texts.zh or not message else f"{message[:1].upper()}{message[1:]}. {said}"
 
     def _zh(self, request: str) -> bool:
         if self.language is not None:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.models import offline_answers as answers
 from tether.models.base import Message, OpenJob, ToolDef
 from tether.models.offline_conversation import latest_job
 from tether.models.offline_reading import (
@@ -33,7 +34,25 @@ from tether.models.offline_reading import (
     understood,
 )
 from tether.models.offline_texts import Texts, param_label
-from tether.models.understand import fold, reorder
+from tether.models.understand import FILLER_ZH, NEGATIONS, fold, reorder
+
+# Words of a question that say nothing about what it asks ("如何", "how").
+QUESTION_WORDS = (
+    "如何",
+    "怎样",
+    "怎么",
+    "什么",
+    "多少",
+    "吗",
+    "呢",
+    "么",
+    "how",
+    "what",
+    "is",
+    "are",
+    "does",
+)
+JOB_WORDS = ("后台", "任务", "进度", "进展", "挂机", "job", "jobs", "background", "progress", "loop")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +81,11 @@ def plan(
         return [Step(say=texts.nothing())]
     if ABILITY.search(text):
         return [Step(say=texts.abilities(tools))]
+    asked = answers.asked_values(text, tools)
+    if asked is not None:  # "有哪些副本可以刷？": the values, in plain words
+        tool, name = asked
+        allowed = answers.allowed_values(tool, name, texts.zh)
+        return [Step(say=texts.values(tool, param_label(tool, name, texts.zh), allowed))]
     if HYPOTHETICAL.search(text):
         return [Step(say=texts.hypothetical(tools))]
     question = state_question(text)
@@ -88,7 +112,7 @@ def plan(
     for step in steps:  # only now: a later part may have given what an earlier one lacked
         tool = by_name.get(step.tool or "")
         if tool is not None and tool.kind == "business":
-            question = _missing(tool, step.args, texts)
+            question = _missing(tool, step.args, texts) or _outside(tool, step.args, texts)
             if question is not None:
                 return [question]
     return steps
@@ -140,12 +164,18 @@ def _steps(
         if guess is not None:
             return [Step(say=texts.did_you_mean(guess))]
         if tool is None:
-            return [Step(say=texts.cannot(part.text, tools))]
+            return [_near(part, tools, texts)]
+        partial = answers.partial_values(residue, tool)
+        if partial is not None:  # "farm calyx": a value named in part, the ones it may be offered
+            return [Step(say=texts.which(param_label(tool, partial[0], texts.zh), partial[1]))]
+        needed = _needed(tool, {**part.values, **{s[0]: s[2] for s in part.scoped}}, texts.zh)
+        if needed is not None and not NEGATIONS & set(residue) and len(needed[1]) > 1:
+            return [Step(say=texts.unknown_value(residue, *needed))]  # "打扫阁楼": the rooms there are
         return [Step(say=texts.unsure(residue, part.text))]
     if tool is None:
         if not (part.has_values or part.background):
             return []  # only small words: nothing asked here
-        return [Step(say=texts.cannot(part.text, tools))]
+        return [_near(part, tools, texts)]
     if part.tool is None and inherited and part.numbers and not (part.values or part.scoped):
         assert previous is not None
         if not _count_missing(previous, tool):
@@ -159,6 +189,20 @@ def _steps(
     if tool.kind == "control":
         return [_control(tool, part, messages, open_jobs, texts)]
     return _arguments(tool, part, inherited, texts)
+
+
+def _near(part: Part, tools: Sequence[ToolDef], texts: Texts) -> Step:
+    """A part that names no tool: the tools its words come close to, each with the value it still
+    needs and a sentence to say ("遗器太多了" → salvaging, which rarity); a plain "I can't" when none
+    is close. Nothing runs either way: the person never named the action."""
+    near = answers.near_tools(part.text, tools)
+    if not near:
+        return Step(say=texts.cannot(part.text, tools))
+    offers = []
+    for tool in near:
+        label, allowed = _needed(tool, {}, texts.zh) or ("", [])
+        offers.append((tool, label, allowed))
+    return Step(say=texts.near(part.text, offers))
 
 
 def _control(
@@ -279,21 +323,38 @@ def _choices(args: dict[str, Any], variants: list[tuple[str, list[Any]]]) -> lis
 
 def _missing(tool: ToolDef, args: dict[str, Any], texts: Texts) -> Step | None:
     """The question for the first required argument ``args`` lacks, with the values allowed."""
+    needed = _needed(tool, args, texts.zh)
+    return Step(say=texts.which(*needed)) if needed is not None else None
+
+
+def _outside(tool: ToolDef, args: dict[str, Any], texts: Texts) -> Step | None:
+    """The question for an argument outside the values its parameter allows ("五星遗器": 2, 3 or 4),
+    asked before any call is made (the executor would refuse it anyway, after a confirmation)."""
+    props: dict[str, Any] = dict(tool.parameters.get("properties", {}))
+    for name, value in args.items():
+        allowed = props.get(name, {}).get("enum") or _enum_of(props.get(name, {}))
+        if allowed and value not in allowed:
+            return Step(say=texts.which(param_label(tool, name, texts.zh), [str(v) for v in allowed]))
+    return None
+
+
+def _needed(tool: ToolDef, args: dict[str, Any], zh: bool) -> tuple[str, list[str]] | None:
+    """(label, allowed values) of the first required argument ``args`` lacks."""
     props: dict[str, Any] = dict(tool.parameters.get("properties", {}))
     required = set(tool.parameters.get("required", []))
     for name in props:
         if name in args or name not in required:
             continue
-        label = param_label(tool, name, texts.zh)
+        label = param_label(tool, name, zh)
         if name in tool.depends_on:
             parent = tool.depends_on[name]
             if parent in args:
-                return Step(say=texts.which(label, list(tool.scoped_words[name][args[parent]])))
-            return Step(say=texts.which(param_label(tool, parent, texts.zh), list(tool.scoped_words[name])))
+                return label, list(tool.scoped_words[name][args[parent]])
+            return param_label(tool, parent, zh), list(tool.scoped_words[name])
         allowed = props[name].get("enum") or _enum_of(props[name])
         if allowed:
-            return Step(say=texts.which(label, [str(v) for v in allowed]))
-        return Step(say=texts.which(label, [props[name].get("description", name)]))
+            return label, [str(v) for v in allowed]
+        return label, [props[name].get("description", name)]
     return None
 
 
@@ -305,17 +366,39 @@ def _answer_question(
     texts: Texts,
 ) -> list[Step]:
     """A question about state: the job status tool when a job is open and the question is about it
-    (or there is no status task), else the status task."""
+    (or there is no status task), else the status task; that no job runs when it asks about jobs and
+    none does; a plain "I can't" when the question is about nothing the tools know (the weather)."""
     job = latest_job(messages, open_jobs)
     status_tool = _status_tool(tools)
     about_job = any(fold(w) in text for w in PROGRESS_WORDS) or EXECUTION_ID.search(text)
+    if _unrelated(text, tools) and (not about_job or job is None):
+        return [Step(say=texts.cannot_answer(text))]
     control = next((t for t in tools if t.kind == "control" and t.name.endswith("status")), None)
     if control is not None and (job is not None and (about_job or status_tool is None)):
         explicit = EXECUTION_ID.search(text)
         return [Step(tool=control.name, args={"execution_id": explicit.group(0) if explicit else job})]
+    if job is None and _about_jobs(text, tools):
+        return [Step(say=texts.no_jobs())]
     if status_tool is not None:
         return [Step(tool=status_tool.name, args={})]
     return [Step(say=texts.no_job())]
+
+
+def _unrelated(text: str, tools: Sequence[ToolDef]) -> bool:
+    """Whether a question has words of its own and none of them is about anything the tools know."""
+    rest = text
+    for word in sorted((*PROGRESS_WORDS, *QUESTION_WORDS), key=len, reverse=True):
+        rest = rest.replace(fold(word), " ")
+    rest = "".join(" " if ch in FILLER_ZH else ch for ch in rest)
+    return bool(answers.grams(rest)) and not answers.relevant(text, tools)
+
+
+def _about_jobs(text: str, tools: Sequence[ToolDef]) -> bool:
+    """A question about background jobs ("后台任务进度", "my background jobs") that names no task."""
+    if not any(fold(w) in text for w in JOB_WORDS):
+        return False
+    named = (fold(a) for t in tools if t.kind == "business" for a in t.aliases if len(a) > 1)
+    return not any(alias in text for alias in named)
 
 
 def _status_tool(tools: Sequence[ToolDef]) -> ToolDef | None:

@@ -13,12 +13,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from tether.models import offline_answers as answers
 from tether.models.base import ToolDef
 from tether.models.offline_reading import MAX_PARTS, MAX_REQUEST_CHARS
 from tether.models.understand import has_cjk
 
 QUOTE_CHARS = 60  # of the person's own words quoted back: enough to recognise them, never a page
 QUOTE_WORDS = 6
+SHORT_LIST = 4  # example sentences after "I can't": a taste, the rest is one question away
 ZH_STATUS = {
     "completed": "已完成",
     "running": "正在运行",
@@ -57,9 +59,69 @@ class Texts:
 
     def cannot(self, part: str, tools: Sequence[ToolDef]) -> str:
         part = _quote(part)
+        said = self._examples(tools, SHORT_LIST)
         if self.zh:
-            return f"我做不到“{part}”：没有对应的工具，所以什么都没有执行。{self.abilities(tools)}"
-        return f"I can't do “{part}”: none of my tools does that, so I ran nothing. {self.abilities(tools)}"
+            return (
+                f"我做不到“{part}”：没有对应的工具，所以什么都没有执行。我能做的有：{said}等；"
+                "问我“你能做什么”可以看全部。"
+            )
+        return (
+            f"I can't do “{part}”: none of my tools does that, so I ran nothing. I can: {said} and more; "
+            "ask “what can you do?” for the rest."
+        )
+
+    def cannot_answer(self, question: str) -> str:
+        """A question none of the tools knows anything about (the weather): nothing is run."""
+        question = _quote(question)
+        if self.zh:
+            return f"我没法回答“{question}”：我的工具里没有能查这个的，所以什么都没有执行。"
+        return f"I can't answer “{question}”: none of my tools knows that, so I ran nothing."
+
+    def near(self, part: str, offers: Sequence[tuple[ToolDef, str, Sequence[str]]]) -> str:
+        """A request that names no tool but comes close to some: each with what it needs and a sentence
+        to say. ``offers``: (tool, the label of a value it still needs or "", the values allowed)."""
+        part = _quote(part)
+        items = []
+        for tool, label, allowed in offers:
+            say = answers.example(tool, self.zh)
+            if label and self.zh:
+                items.append(f"“{say}”（要说{label}：{'、'.join(allowed)}）")
+            elif label:
+                items.append(f"“{say}” (say which {label}: {', '.join(allowed)})")
+            else:
+                items.append(f"“{say}”")
+        if self.zh:
+            return f"“{part}”我没法直接照做。相关的我能做：{'；'.join(items)}。我还什么都没有执行。"
+        closest = "; ".join(items)
+        return f"I can't do “{part}” as it stands. Closest I can do: {closest}. I have not run anything yet."
+
+    def values(self, tool: ToolDef, label: str, allowed: Sequence[str]) -> str:
+        """The values a parameter allows, asked for as a question ("有哪些副本可以刷？")."""
+        say = answers.example(tool, self.zh)
+        lines = "\n".join(f"- {value}" for value in allowed)
+        if self.zh:
+            return f"{label}可以选这些：\n{lines}\n比如说“{say}”。"
+        return f"The {label} can be one of:\n{lines}\nFor example, say “{say}”."
+
+    def facts(self, lines: Sequence[str]) -> str:
+        return ("；".join(lines) + "。") if self.zh else ("; ".join(lines) + ".")
+
+    def no_jobs(self) -> str:
+        return "现在没有正在运行的后台任务。" if self.zh else "No background job is running right now."
+
+    def unknown_value(self, words: Sequence[str], label: str, allowed: Sequence[str]) -> str:
+        """A value the tool does not know ("打扫阁楼"): the ones it does."""
+        shown = "”“".join(_quote(word) for word in words[:QUOTE_WORDS])
+        if self.zh:
+            return f"我不认识“{shown}”。{self.which(label, allowed)}"
+        return f"I don't know “{shown}”. {self.which(label, allowed)}"
+
+    def _examples(self, tools: Sequence[ToolDef], limit: int | None = None) -> str:
+        business = [t for t in tools if t.kind == "business"]
+        # Safe, quick work first: an example is something to try, not something to regret.
+        business.sort(key=lambda t: (t.danger != "safe", t.background))
+        quoted = [f"“{answers.example(t, self.zh)}”" for t in business[:limit]]
+        return ("、" if self.zh else ", ").join(quoted)
 
     def unsure(self, words: Sequence[str], part: str) -> str:
         part = _quote(part)
@@ -80,20 +142,32 @@ class Texts:
         return f"Did you mean “{guess}”? I have not run anything yet."
 
     def abilities(self, tools: Sequence[ToolDef]) -> str:
-        items = []
+        """What it can do, in plain words: a sentence to say for each tool."""
+        lines = []
         for tool in tools:
             if tool.kind != "business":
                 continue
-            words = [a for a in tool.aliases if has_cjk(a) == self.zh] or [tool.name.replace("__", ".")]
             note = ""
             if tool.danger == "destructive":
                 note = "（需要你确认）" if self.zh else " (asks you first)"
             elif tool.background:
-                note = "（后台运行）" if self.zh else " (in the background)"
-            items.append(words[0] + note)
+                note = (
+                    "（在后台运行，说“停下”就停）"
+                    if self.zh
+                    else " (runs in the background until you say stop)"
+                )
+            say = f"“{answers.example(tool, self.zh)}”"
+            if self.zh:
+                lines.append(f"- {say}{note}")
+            else:
+                lines.append(f"- {_summary(tool.description)}: {say}{note}")
+        shown = "\n".join(lines)
         if self.zh:
-            return f"我能做的有：{'、'.join(items)}；也能查询或停止后台任务。"
-        return f"I can: {', '.join(items)}; and check on or stop background jobs."
+            return f"我能帮你做这些事，直接这样说就行：\n{shown}\n后台任务可以问“进度怎么样”，或者说“停下”。"
+        return (
+            f"Here is what I can do; just say it, for example:\n{shown}\n"
+            "For a background job, ask “how is it going?” or say “stop”."
+        )
 
     def hypothetical(self, tools: Sequence[ToolDef]) -> str:
         example = next(
@@ -106,7 +180,7 @@ class Texts:
         )
 
     def no_job(self) -> str:
-        return "现在没有正在运行的任务。" if self.zh else "There is no running job to do that to."
+        return "现在没有正在运行的后台任务。" if self.zh else "There is no running job to do that to."
 
     def nothing_pending(self) -> str:
         if self.zh:
@@ -203,6 +277,13 @@ class Texts:
             f"This message is {size} characters long and the offline planner reads at most "
             f"{MAX_REQUEST_CHARS}, so I ran nothing. Please say what to do in fewer words."
         )
+
+
+def _summary(description: str) -> str:
+    """A tool's description cut to its first clause ("Start the game (does nothing if …)." → "Start
+    the game")."""
+    plain = re.sub(r"\s*\([^)]*\)", "", description.strip())
+    return re.split(r"(?<=[a-z])\.\s|:\s|;\s", plain, maxsplit=1)[0].rstrip(".")
 
 
 def _without_status(message: str, status: str) -> str:
