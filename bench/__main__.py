@@ -303,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         "skills": skill_prompt_sizes,
         "memory": memory,
         "decider": decider,
+        "offline": lambda home: __import__("bench.offline", fromlist=["run"]).run(home),  # issue 23
     }
     chosen = sys.argv[1:] if argv is None else argv
     if "--small" in chosen:  # smaller flows, to prove the rows work; the figures are the full run's
