@@ -37,7 +37,9 @@ def commands() -> list[list[str]]:
 @pytest.mark.parametrize("served", [False, True], ids=["own process", "cli server"])
 def test_register_your_own_tasks_runs_as_written(tmp_path: Path, served: bool) -> None:
     shown = files()
-    assert {"myapp/tools.py", "myapp/tasks.py", "myapp/checks.py", "myapp/handlers.py", "run.py"} <= set(shown)
+    assert {"myapp/tools.py", "myapp/tasks.py", "myapp/checks.py", "myapp/handlers.py", "run.py"} <= set(
+        shown
+    )
     (tmp_path / "myapp").mkdir()
     (tmp_path / "myapp" / "__init__.py").write_text("")  # "with an empty myapp/__init__.py"
     for name, text in shown.items():
@@ -94,16 +96,31 @@ def test_the_tour_runs_as_the_readme_says(tmp_path: Path) -> None:
     expected_exit = {"exits 3": 3}
     ran = 0
     for argv, comment in tour_lines():
-        if argv[1] in ("chat", "serve") or any("<" in a for a in argv) or "&&" in argv:
-            continue  # interactive or long-lived (tests/interfaces/web runs serve), or a placeholder
-        run = subprocess.run([TETHER, *argv[1:]], env=env, capture_output=True, text=True, timeout=120)
+        if argv[1] == "serve":
+            continue  # long-lived: test_readme_blocks runs `tether serve --open` and stops it with Ctrl-C
+        if "&&" in argv:  # `tether threads && tether trace <thread_id>`: the newest thread's id
+            listed = subprocess.run([TETHER, "threads", "--json"], env=env, capture_output=True, text=True)
+            newest = json.loads(listed.stdout)[0]["thread_id"]
+            argv = [newest if a == "<thread_id>" else a for a in argv]
+            line = shlex.join(argv).replace("'&&'", "&&")
+            path = {**env, "PATH": f"{Path(TETHER).parent}:{env['PATH']}"}
+            run = subprocess.run(["bash", "-c", line], env=path, capture_output=True, text=True, timeout=120)
+            assert run.returncode == 0 and newest in run.stdout and "1:0" in run.stdout, (
+                run.stdout + run.stderr
+            )
+            ran += 1
+            continue
+        stdin = "what can you do?\nexit\n" if argv[1] == "chat" else None  # a conversation, then leaving
+        run = subprocess.run(
+            [TETHER, *argv[1:]], env=env, capture_output=True, text=True, timeout=120, input=stdin
+        )
         want = next((code for words, code in expected_exit.items() if words in comment), 0)
         assert run.returncode == want, f"{argv}: {run.stdout}{run.stderr}"
         assert "Traceback" not in run.stderr
         if "get_task_status" in comment:
             assert "get_task_status" in run.stderr and "demo.loop_farm" in run.stdout
         ran += 1
-    assert ran >= 7
+    assert ran >= 10
     jobs = subprocess.run(
         [TETHER, "job", "list", "--active", "--json"], env=env, capture_output=True, text=True
     )

@@ -28,11 +28,29 @@ def demo_command(
     core: Annotated[
         bool, typer.Option("--core", help="Tour the execution core instead of the agent")
     ] = False,
+    files: Annotated[
+        bool,
+        typer.Option(
+            "--files", help="Instead: put a few notes and a report.pdf in the workspace to try the tools on"
+        ),
+    ] = False,
 ) -> None:
     """A guided tour on the demo game with the offline model (no key, no network)."""
     from tether.interfaces.tour import run_tour
 
-    guarded(False, lambda: run_tour(registry(), state.home, core=core))
+    if files:
+        guarded(False, _demo_files)
+    else:
+        guarded(False, lambda: run_tour(registry(), state.home, core=core))
+
+
+def _demo_files() -> int:
+    from tether.execution.executor import Executor
+    from tether.interfaces.demo_files import make_demo_files
+    from tether.toolkits.standard import registry as standard
+
+    with Executor(standard, home=state.home) as executor:
+        return make_demo_files(executor)
 
 
 @app.command("doctor")
