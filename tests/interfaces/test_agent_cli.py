@@ -29,6 +29,8 @@ def test_run_waits_for_confirmation_and_executes_nothing(home: Path) -> None:
     assert code == 3 and document["status"] == "needs_confirmation"  # a distinct exit code
     code, out, err = tether_cli("run", "分解四星遗器", "--new-thread", "s0", home=home)
     assert code == 3 and "tether run --thread s0 --confirm" in err and 'tether run --thread s0 "是"' in err
+    code, out, err = tether_cli("run", "salvage the 4-star relics", "--new-thread", "e0", home=home)
+    assert code == 3 and 'tether run --thread e0 "yes"' in err and "是" not in err  # the thread's language
     code, out, _ = tether_cli("task", "run", "demo.status", "--json", home=home)
     assert json.loads(out)["data"]["salvaged_total"] == 0
     # --confirm answers the one call the thread waits on; it is not a blanket for a new turn.

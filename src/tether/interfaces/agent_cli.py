@@ -463,13 +463,16 @@ def _print_turn(result: Any, *, as_json: bool, detach: bool, model: str) -> None
     status = str(getattr(result.status, "value", result.status)).replace("_", " ")
     out.print(f"[dim]thread {escape(result.thread_id)} · {escape(status)} · model {escape(model)}[/]")
     if result.status == "needs_confirmation":
+        from tether.models.understand import has_cjk
+
         t = result.thread_id
+        yes, no = ("是", "不要") if has_cjk(result.final) else ("yes", "no")  # in the thread's language
         err.print("waiting for your confirmation. To run exactly that call:", soft_wrap=True)
         err.print(
-            f'  [bold]tether run --thread {t} --confirm[/]   (or: tether run --thread {t} "是")',
+            f'  [bold]tether run --thread {t} --confirm[/]   (or: tether run --thread {t} "{yes}")',
             soft_wrap=True,
         )
-        err.print(f'To decline: [bold]tether run --thread {t} "no"[/]', soft_wrap=True)
+        err.print(f'To decline: [bold]tether run --thread {t} "{no}"[/]', soft_wrap=True)
     started = [
         s
         for s in result.steps
