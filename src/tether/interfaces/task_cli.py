@@ -120,23 +120,43 @@ def parse_params(pairs: list[str], raw_json: str | None) -> dict[str, Any]:
         if not isinstance(loaded, dict):
             raise TetherError("--params must be a JSON object, e.g. '{\"attempts\": 3}'")
         params.update(loaded)
+    given: dict[str, list[Any]] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise TetherError(f"-p expects key=value, got {pair[:80]!r}")
         try:
-            params[key.strip()] = json.loads(value)
+            read: Any = json.loads(value)
         except ValueError:
-            params[key.strip()] = value
+            read = value
         except RecursionError:
             raise TetherError(f"-p {key.strip()[:40]}: the value is nested too deeply") from None
+        given.setdefault(key.strip(), []).append(read)
+    for key, values in given.items():  # -p formats=pptx -p formats=pdf: a list
+        params[key] = values[0] if len(values) == 1 else values
     return params
+
+
+def as_lists(spec: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """A list parameter given one plain word or ``a,b`` (``-p formats=pdf``, ``-p formats=pptx,pdf``)
+    is that list, as a person means it; everything else is left to validation."""
+    if spec is None or spec.params is None:
+        return params
+    fields = spec.params.model_json_schema().get("properties", {})
+    return {
+        key: [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, str) and fields.get(key, {}).get("type") == "array"
+        else value
+        for key, value in params.items()
+    }
 
 
 @task_app.command("run")
 def task_run(
     task_id: Annotated[str, typer.Argument(help="The task to run, e.g. demo.farm_instance")],
-    param: Annotated[list[str] | None, typer.Option("-p", "--param", help="key=value (repeatable)")] = None,
+    param: Annotated[
+        list[str] | None, typer.Option("-p", "--param", help="key=value (repeatable; a list: key=a,b)")
+    ] = None,
     params_json: Annotated[str | None, typer.Option("--params", help="All params as one JSON object")] = None,
     confirm: Annotated[
         bool, typer.Option("--confirm", help="You confirm a destructive task yourself")
@@ -154,6 +174,7 @@ def task_run(
     def body() -> int:
         params = parse_params(param or [], params_json)
         with open_executor() as executor:
+            params = as_lists(executor.registry.get(task_id, CLI), params)
             consent = None
             if confirm:
                 try:
