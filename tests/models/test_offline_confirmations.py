@@ -88,3 +88,28 @@ def test_an_edited_answer_replaces_the_waiting_call(running_game: Executor) -> N
     result = session.send_sync("t", "确认")
     assert salvaged(result) == [3]
     clean(result.final)
+
+
+@pytest.mark.parametrize("yes", ["好的，执行吧", "嗯", "没问题", "yes please", "ok, go ahead", "sure, do it"])
+def test_a_yes_in_more_words_confirms(running_game: Executor, yes: str) -> None:
+    session = chat(running_game)
+    assert session.send_sync("t", "分解四星遗器").status == "needs_confirmation"
+    result = session.send_sync("t", yes)
+    assert salvaged(result) == [4], result.final
+    clean(result.final)
+
+
+@pytest.mark.parametrize("no", ["不用了", "算了吧", "不是", "no thanks", "nope, cancel"])
+def test_a_no_in_more_words_declines(running_game: Executor, no: str) -> None:
+    session = chat(running_game)
+    assert session.send_sync("t", "分解四星遗器").status == "needs_confirmation"
+    result = session.send_sync("t", no)
+    assert salvaged(result) == [] and ("取消" in result.final or "cancelled" in result.final), result.final
+
+
+@pytest.mark.parametrize("text", ["确认分解三星遗器", "yes and no", "不好说", "yesterday"])
+def test_an_answer_with_other_words_confirms_nothing(running_game: Executor, text: str) -> None:
+    session = chat(running_game)
+    assert session.send_sync("t", "分解四星遗器").status == "needs_confirmation"
+    result = session.send_sync("t", text)
+    assert 4 not in salvaged(result), result.final
