@@ -131,3 +131,14 @@ def test_annotated_constraints_and_defaults_validate_as_written() -> None:
 
 def _sized(name: Annotated[str, Field(min_length=2)], count: int = 3) -> None:
     return None
+
+
+def test_tether_tasks_shows_what_the_docstring_says_of_each_parameter(home: Path) -> None:
+    from tests.support.helpers import tether_cli
+
+    code, out, err = tether_cli("--registry", "tests.support.function_tools:registry", "tasks", home=home)
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "robot.clean safe · process · robot Vacuum one room." in text
+    assert "room (required): kitchen, garage — the room to clean" in text
+    assert "passes (default 1): integer 1–5 — how many times to go over it, once by default" in text

@@ -103,7 +103,8 @@ def _param_lines(spec: TaskSpec) -> list[str]:
             span = f" {low}–{high}" if low is not None and high is not None else ""
             allowed = f"{kind}{span}"
         need = "required" if name in required else f"default {info.get_default()!r}"
-        lines.append(f"{name} ({need}): {allowed}")
+        what = f" — {info.description}" if info.description else ""
+        lines.append(f"{name} ({need}): {allowed}{what}")
     return lines
 
 
