@@ -187,10 +187,13 @@ class SqlRunStore(ResourceQueue):
             raise StoreError(f"no run {run_id!r}")
         return json.loads(row[0]), int(row[1])
 
-    def list(self, *, limit: int = 50, status: str | None = None) -> list[RunRecord]:
+    def list(self, *, limit: int = 50, status: str | None = None, mine: bool = False) -> list[RunRecord]:
+        """The newest runs (only this installation's with ``mine``), newest first."""
         query = select(R).order_by(R.c.created_at.desc(), R.c.run_id.desc()).limit(limit)
         if status is not None:
             query = query.where(R.c.status == status)
+        if mine:
+            query = query.where(R.c.installation == self.db.installation.id)
         with self.db.read() as conn:
             return [RunRecord.from_row(row) for row in conn.execute(query)]
 

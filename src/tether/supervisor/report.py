@@ -23,13 +23,14 @@ def _since(hours: float) -> str:
 def gather(runtime: Runtime, *, hours: float = 24.0) -> dict[str, list[dict[str, Any]]]:
     """The records of the last ``hours``: runs and background jobs that ended, and what waits."""
     since = _since(hours)
-    runs = [r for r in runtime.runs.list(limit=500) if (r.ended_at or r.updated_at) >= since]
+    # This home's records only: homes sharing a database each report their own.
+    runs = [r for r in runtime.runs.list(limit=500, mine=True) if (r.ended_at or r.updated_at) >= since]
     jobs = [
         j for j in runtime.jobs.list(limit=500, mine=True)
         if j.background and j.ended_at is not None and j.ended_at >= since
     ]  # fmt: skip
-    waiting_runs = runtime.runs.list(limit=200, status="waiting_for_human")
-    waiting_calls = [t for t in runtime.threads.threads(limit=200) if t.pending]
+    waiting_runs = runtime.runs.list(limit=200, status="waiting_for_human", mine=True)
+    waiting_calls = [t for t in runtime.threads.threads(limit=200) if t.pending and _asked_here(runtime, t)]
     return {
         "succeeded": [{"what": r.goal, "id": r.run_id} for r in runs if r.status == "completed"]
         + [{"what": j.task_id, "id": j.execution_id} for j in jobs if j.status.value == "completed"],
@@ -42,6 +43,12 @@ def gather(runtime: Runtime, *, hours: float = 24.0) -> dict[str, list[dict[str,
         "waiting": [{"what": r.goal, "id": r.run_id} for r in waiting_runs]
         + [{"what": str((t.pending or {}).get("tool", "a call")), "id": t.thread_id} for t in waiting_calls],
     }
+
+
+def _asked_here(runtime: Runtime, thread: Any) -> bool:
+    """Whether the turn that waits on the person ran in this home."""
+    turn = runtime.threads.turn(thread.thread_id, thread.turns)
+    return turn is None or turn.installation in (None, runtime.installation.id)
 
 
 _WORDS = {
