@@ -26,7 +26,7 @@ def test_two_homes_on_one_database_each_report_only_their_own_runs_and_waiting_c
             runtime.runs.set_status(f"run-{name}-2", "waiting_for_human")
             thread = f"t-{name}"
             runtime.threads.save(ThreadState(thread_id=thread))
-            assert runtime.threads.begin_turn(thread, "salvage", (1, 1.0), lambda owner: True) == 1
+            assert runtime.threads.begin_turn(thread, "salvage", (1, 1.0), lambda pid, started: True) == 1
             state = runtime.threads.load(thread)
             assert state is not None
             state.pending = {"tool": f"{name}.salvage"}
