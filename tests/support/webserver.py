@@ -148,6 +148,8 @@ def sse_events(
                 current["id"] = line[4:]
             elif line.startswith("data: "):
                 current["data"] = line[6:]
+            elif line == "" and "data" in current and "id" not in current:
+                current = {}  # the heartbeat (event: ping): no id, not an event of the log
             elif line == "" and "data" in current:
                 event = json.loads(current["data"])
                 assert event["id"] == int(current["id"])

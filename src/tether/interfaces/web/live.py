@@ -51,7 +51,7 @@ def router(ctx: WebContext, hub: EventHub) -> APIRouter:
 
         async def body() -> AsyncIterator[bytes]:
             try:
-                yield b"retry: 1000\n\n"
+                yield b"retry: 1000\n\n" + hub.encode(None)  # a ping at once: how often the next ones come
                 async for event in hub.events(subscriber, after, topic):
                     yield hub.encode(event)
             finally:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
@@ -31,7 +32,7 @@ log = logging.getLogger("tether.web")
 POLL_S = 0.03
 QUEUE_BATCHES = 256
 PAGE = 500
-HEARTBEAT_S = 15.0
+HEARTBEAT_S = 5.0  # a ping event at least this often: a page that hears nothing for long knows it is cut off
 ENCODED_KEPT = 4096  # recent events' messages, shared by every page that sends them
 PROBE_BYTES = 64 * 1024
 PROBE_EVERY_S = 2.0
@@ -50,8 +51,17 @@ class _Subscriber:
 
 
 class EventHub:
-    def __init__(self, log: EventLog, *, max_subscribers: int = 64, poll_s: float = POLL_S) -> None:
+    def __init__(
+        self,
+        log: EventLog,
+        *,
+        max_subscribers: int = 64,
+        poll_s: float = POLL_S,
+        heartbeat_s: float | None = None,
+    ) -> None:
         self.log = log
+        # TETHER_WEB_HEARTBEAT_S: tests shorten it to see a stalled stream noticed within seconds.
+        self.heartbeat_s = heartbeat_s or float(os.environ.get("TETHER_WEB_HEARTBEAT_S", HEARTBEAT_S))
         self.max_subscribers = max_subscribers
         self.poll_s = poll_s
         self._subscribers: set[_Subscriber] = set()
@@ -69,7 +79,9 @@ class EventHub:
         events: at 50 pages, encoding per page was most of what an open page cost a turn)."""
         if isinstance(event, bytes):
             return event
-        if event is None or not event.id:
+        if event is None:
+            return ping(self.heartbeat_s)
+        if not event.id:
             return sse(event)
         cached = self._encoded.get(event.id)
         if cached is None:
@@ -155,7 +167,7 @@ class EventHub:
                         break
                 catch_up = False
             try:
-                batch = await asyncio.wait_for(subscriber.queue.get(), HEARTBEAT_S)
+                batch = await asyncio.wait_for(subscriber.queue.get(), self.heartbeat_s)
             except TimeoutError:
                 yield None
                 continue
@@ -171,6 +183,12 @@ class EventHub:
 def _drain(queue: asyncio.Queue[list[Event]]) -> None:
     while not queue.empty():
         queue.get_nowait()
+
+
+def ping(every_s: float) -> bytes:
+    """The heartbeat: a named event (EventSource never shows a comment to the page) that says how often it
+    comes, so the page can tell a quiet log from a stream that stalled or a server that is gone."""
+    return f"event: ping\ndata: {json.dumps({'every_s': every_s})}\n\n".encode()
 
 
 def sse(event: Event | None) -> bytes:
