@@ -280,6 +280,18 @@ class RunTask(_Doc):
     steps: list[Attempt]
 
 
+class Review(_Doc):
+    """A goal run's task waiting at its review point for a person's answer."""
+
+    run_id: str
+    goal: str
+    task: RunTask
+
+
+class Reviews(_Doc):
+    items: list[Review]
+
+
 class Run(_Doc):
     run_id: str
     status: str

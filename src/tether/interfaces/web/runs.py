@@ -17,6 +17,8 @@ from tether.interfaces.web.documents import (
     Edit,
     NewRun,
     Resumed,
+    Review,
+    Reviews,
     Run,
     Runs,
     RunSummary,
@@ -98,6 +100,24 @@ def router(ctx: WebContext) -> APIRouter:
         found = runs.list(limit=limit)
         counts = runs.task_counts([r.run_id for r in found])
         return Runs(items=[_summary(r, counts.get(r.run_id, (0, 0))) for r in found])
+
+    @router.get("/api/reviews", response_model=Reviews)
+    def list_reviews() -> Reviews:
+        """Every task of a run that waits at its review point (``waiting_for_human``), oldest run first:
+        what the page's Approvals list shows next to the conversations' questions."""
+        found = [*runs.list(limit=200, status="waiting_for_human"), *runs.list(limit=200, status="running")]
+        items: list[Review] = []
+        for listed in sorted(found, key=lambda r: r.created_at):
+            record = runs.get(listed.run_id)  # (a listed run carries no tasks)
+            if record is None or not any(task.status == "waiting_for_human" for task in record.tasks):
+                continue
+            run = _run(record)
+            items += [
+                Review(run_id=run.run_id, goal=run.goal, task=task)
+                for task in run.tasks
+                if task.status == "waiting_for_human"
+            ]
+        return Reviews(items=items)
 
     @router.post("/api/runs", response_model=Run, status_code=201)
     async def start_run(body: NewRun) -> Run:
