@@ -177,7 +177,9 @@ class ConversationSession:
         if not self.steps.durable and self.pending(thread_id) is None:
             # (a durable turn asks in its opening step instead: a replay must not read it again)
             raise ConfigError(f"thread {thread_id!r} is not waiting for a confirmation")
-        word = "yes" if approve else "no"
+        state = self.threads.load(thread_id)  # the request answered sets the answer's language
+        asked = self.threads.turn(thread_id, state.turns) if state is not None else None
+        word = texts.answer_word(approve, zh=texts.zh(asked.message if asked else "", self.settings.language))
         return await self._turn(thread_id, word, approve, source, require_pending=True, pending_id=pending_id)
 
     # -- one turn -------------------------------------------------------------------------------

@@ -19,6 +19,14 @@ def zh(message: str, language: str) -> bool:
     return language == "zh"
 
 
+def answer_word(approve: bool, *, zh: bool) -> str:
+    """A button's answer, recorded as the person's message in the language of the request it answers (a
+    Chinese conversation showed an English "yes", and a "no" there was declined in English)."""
+    if zh:
+        return "是" if approve else "否"
+    return "yes" if approve else "no"
+
+
 def budget_text(used: int, *, zh: bool) -> str:
     if zh:
         return f"已用完本轮的 {used} 步预算，我先停在这里。"
