@@ -66,7 +66,11 @@ def _options(
         str | None, typer.Option(help="The tether home (default: $TETHER_HOME or ~/.tether).")
     ] = None,
     registry: Annotated[
-        str | None, typer.Option(help=f"Registry as module:attribute (default: ${REGISTRY_ENV} or the demo).")
+        str | None,
+        typer.Option(
+            help=f"The task registry, as module:attribute (default: ${REGISTRY_ENV}, else {DEFAULT_REGISTRY}:"
+            " every toolkit tether ships)."
+        ),
     ] = None,
 ) -> None:
     from tether.config import HOME_ENV

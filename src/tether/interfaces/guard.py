@@ -197,9 +197,11 @@ def command_of(app: Any) -> Any:
     served command's CPU. The CLI server builds it while it warms, and every command it forks reuses it."""
     from typer.main import get_command
 
+    from tether.interfaces.helptext import polish
+
     global builds
     builds += 1
-    return get_command(app)
+    return polish(get_command(app))
 
 
 def run(app: Any, argv: list[str]) -> int:
