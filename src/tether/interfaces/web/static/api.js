@@ -123,6 +123,8 @@ export const api = {
   stopJob: (executionId) => post(path`/api/jobs/${executionId}/stop`),
   jobLog: (executionId, lines = 50) => get(withQuery(path`/api/jobs/${executionId}/log`, { lines })),
 
+  /** Goal-run tasks waiting at their review point (shown with the questions in Approvals). */
+  reviews: () => get('/api/reviews'),
   runs: ({ limit = 50 } = {}) => get(withQuery('/api/runs', { limit })),
   startRun: (goal) => post('/api/runs', { goal }),
   run: (runId) => get(path`/api/runs/${runId}`),

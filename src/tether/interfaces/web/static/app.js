@@ -55,7 +55,8 @@ const state = {
   execOfThread: new Map(),
   // side panel
   confirmations: [],
-  answered: new Set(),
+  reviews: [], // goal-run tasks waiting at a review point
+  answered: new Set(), // question ids and `review:<run>:<task>` keys answered from this page
   jobs: [],
   jobsFilter: 'active',
   jobLogs: new Map(),
@@ -386,10 +387,11 @@ function showView(view) {
 }
 
 function renderBadges() {
-  const approvals = visibleConfirmations().length;
+  const approvals = visibleConfirmations().length + visibleReviews().length;
   const jobs = activeJobCount();
   setBadge('approvals', approvals, t('badge.approvals', { n: approvals }));
   setBadge('jobs', jobs, t('badge.jobs', { n: jobs }));
+  renderSkipLinks();
 }
 
 function setBadge(name, count, label) {
@@ -515,6 +517,7 @@ function threadItem(thread) {
         'data-thread': id,
         'data-focus-key': `thread:${id}`,
         'aria-current': id === state.currentId ? 'true' : null,
+        tabindex: id === threadTabStop() ? '0' : '-1',
         onclick: () => openThread(id),
       },
       h('span', { class: 'thread-title' }, titleOf(thread)),
@@ -524,12 +527,31 @@ function threadItem(thread) {
   );
 }
 
+/** The one thread of the list that Tab stops at (the open one, else the first): the arrow keys move
+ * within the list, so a long list costs one Tab, not one per thread. */
+function threadTabStop() {
+  const open = state.threads.some((thread) => thread.thread_id === state.currentId);
+  return open ? state.currentId : state.threads.length ? state.threads[0].thread_id : null;
+}
+
+function moveInThreadList(event) {
+  const items = [...$('thread-list').querySelectorAll('.thread-item')];
+  const i = items.indexOf(document.activeElement);
+  const moves = { ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: items.length - 1 };
+  if (i < 0 || !(event.key in moves)) return;
+  event.preventDefault();
+  const target = items[Math.max(0, Math.min(items.length - 1, moves[event.key]))];
+  for (const item of items) item.tabIndex = item === target ? 0 : -1;
+  target.focus();
+}
+
 function renderThreads() {
+  const stop = threadTabStop();
   keyedRender($('thread-list'), state.threads, {
     key: (thread) => thread.thread_id,
     sig: (thread) =>
       [thread.title, thread.turns, thread.updated_at, isRunning(thread), Boolean(thread.pending),
-        state.unread.has(thread.thread_id), thread.thread_id === state.currentId].join('|'),
+        state.unread.has(thread.thread_id), thread.thread_id === state.currentId, thread.thread_id === stop].join('|'),
     build: threadItem,
   });
   $('threads-empty').hidden = !state.threadsLoaded || state.threads.length > 0;
@@ -639,7 +661,8 @@ async function saveRename() {
 }
 
 async function deleteThread() {
-  const thread = state.current;
+  // A thread opened from a link may not be loaded yet: the click still counts.
+  const thread = state.current || (state.currentId ? await api.thread(state.currentId) : null);
   if (!thread) return;
   if (!(await confirmDialog(t('threads.deleteConfirm', { title: titleOf(thread) })))) return;
   const out = await api.deleteThread(thread.thread_id);
@@ -693,6 +716,10 @@ const reloadCurrentSoon = debounce(() => loadCurrentThread(), 250);
 
 function tickedFormats() {
   return [...document.querySelectorAll('#formats input[name=format]:checked')].map((box) => box.value);
+}
+
+function clearFormats() {
+  for (const box of document.querySelectorAll('#formats input[name=format]')) box.checked = false;
 }
 
 async function loadFiles(id) {
@@ -978,6 +1005,7 @@ async function sendMessage() {
     const images = await attachedImages();
     await api.sendMessage(id, text, tickedFormats(), images);
     clearAttached();
+    clearFormats(); // the files asked for go with this message only, like its images
     markWorkingAfterPost(id, base);
     renderWorking();
     renderThreads();
@@ -1043,7 +1071,28 @@ function confirmationCard(c, { inline = false } = {}) {
   );
 }
 
+/** Where the focus goes once `card` (an answered question) leaves: the next card's first button in the
+ * same list, else `fallback` — never the page's top (a disabled, removed button drops the focus). */
+function focusAfterAnswer(card, fallback) {
+  const list = card && card.parentElement;
+  const cards = list ? [...list.querySelectorAll(':scope > .approval')] : [];
+  const i = cards.indexOf(card);
+  const next = cards.slice(i + 1).concat(cards.slice(0, Math.max(i, 0))).find((other) => other.isConnected && other !== card);
+  const key = next && next.querySelector('[data-focus-key]') ? next.querySelector('[data-focus-key]').dataset.focusKey : null;
+  return () => {
+    const target = (key && document.querySelector(`[data-focus-key="${CSS.escape(key)}"]`)) || fallback();
+    if (target && !target.disabled) target.focus();
+  };
+}
+
+function answeredFallback(card) {
+  return () => (card && card.classList.contains('inline') ? $('composer') : $('panel-approvals'));
+}
+
 async function answerConfirmation(c, approve, buttons) {
+  const card = buttons[0].closest('.approval');
+  const refocus = focusAfterAnswer(card, answeredFallback(card));
+  const hadFocus = card && card.contains(document.activeElement);
   setBusy(buttons, true);
   const base = knownTurns(c.thread_id);
   try {
@@ -1065,17 +1114,19 @@ async function answerConfirmation(c, approve, buttons) {
   }
   state.answered.add(c.pending_id);
   markWorkingAfterPost(c.thread_id, base);
-  showNotice(t('confirm.sent'));
+  showNotice(t(approve ? 'confirm.sentApproved' : 'confirm.sentDenied'));
   renderApprovals();
   renderChat();
   renderThreads();
   renderBadges();
+  if (hadFocus || document.activeElement === document.body) refocus();
   refreshConfirmationsSoon();
 }
 
 async function loadConfirmations() {
-  const data = await api.confirmations();
+  const [data, reviews] = await Promise.all([api.confirmations(), api.reviews()]);
   state.confirmations = data.items || [];
+  state.reviews = reviews.items || [];
   // `state.answered` keeps every id answered from this page: question ids are never reused, and the
   // thread's record may still name an answered question until it is reloaded (a stale card came back).
   renderApprovals();
@@ -1085,13 +1136,97 @@ async function loadConfirmations() {
 
 const refreshConfirmationsSoon = debounce(() => attempt(loadConfirmations), 200);
 
+const reviewKey = (r) => `review:${r.run_id}:${r.task.task_id}`;
+
+function visibleReviews() {
+  // A key answered here leaves the list until the server no longer lists it (a task may wait again).
+  return state.reviews.filter((r) => !state.answered.has(`${reviewKey(r)}:${r.task.attempts}`));
+}
+
+/** A goal run's review point, answered where the questions are answered. */
+function reviewCard(r) {
+  const task = r.task;
+  const key = reviewKey(r);
+  const approve = h('button', { type: 'button', class: 'primary', 'data-testid': 'review-approve', 'data-focus-key': `approve:${key}` }, t('task.approve'));
+  const reject = h('button', { type: 'button', class: 'danger', 'data-testid': 'review-reject', 'data-focus-key': `reject:${key}` }, t('task.reject'));
+  approve.addEventListener('click', () => answerReview(r, 'approve', [approve, reject]));
+  reject.addEventListener('click', () => answerReview(r, 'reject', [approve, reject]));
+  const kind = task.review && task.review.kind ? t(`review.${task.review.kind}`) : t('task.waiting');
+  const shown = task.call ? (task.review && task.review.args) || task.call.args : null;
+  return h(
+    'article',
+    { class: 'approval review', 'data-testid': 'review', 'data-run': r.run_id, 'data-task': task.task_id },
+    h('header', { class: 'approval-head' }, h('h3', {}, t('review.heading')), chip(task.status)),
+    h(
+      'p',
+      { class: 'approval-thread' },
+      h('span', { class: 'muted' }, `${t('review.run')}: `),
+      h('button', { type: 'button', class: 'link', 'data-testid': 'review-open', onclick: () => openReview(r) }, r.goal || r.run_id),
+    ),
+    h('p', { class: 'approval-question' }, task.title || task.task_id),
+    h('p', { class: 'muted small' }, kind),
+    shown ? h('pre', { class: 'json', 'data-testid': 'review-args' }, `${task.call.task} ${prettyJson(shown)}`) : null,
+    task.message && !(task.review && task.review.kind) ? h('p', { class: 'muted small prewrap' }, task.message) : null,
+    h('div', { class: 'row' }, approve, reject),
+  );
+}
+
+function openReview(r) {
+  showSideTab('runs');
+  selectRun(r.run_id);
+  state.taskId = r.task.task_id;
+  renderRunDetail();
+}
+
+async function answerReview(r, verb, buttons) {
+  const card = buttons[0].closest('.approval');
+  const refocus = focusAfterAnswer(card, answeredFallback(card));
+  setBusy(buttons, true);
+  const run = await attempt(() => api.answerTask(r.run_id, r.task.task_id, verb, {}));
+  if (!run) {
+    setBusy(buttons, false);
+    attempt(loadConfirmations);
+    return;
+  }
+  state.answered.add(`${reviewKey(r)}:${r.task.attempts}`);
+  if (run.run_id === state.runId) setRun(run);
+  showNotice(t(verb === 'approve' ? 'confirm.sentApproved' : 'confirm.sentDenied'));
+  renderApprovals();
+  renderBadges();
+  refocus();
+  refreshConfirmationsSoon();
+  refreshRunsSoon();
+}
+
 function renderApprovals() {
-  const items = visibleConfirmations();
+  const items = [...visibleConfirmations(), ...visibleReviews().map((review) => ({ review }))];
   keyedRender($('approval-list'), items.length ? items : [{ empty: true }], {
-    key: (c) => (c.empty ? 'empty' : c.pending_id),
-    sig: (c) => (c.empty ? 'empty' : `${compactJson(c)}|${threadTitle(c.thread_id)}`),
-    build: (c) => (c.empty ? h('p', { class: 'empty' }, t('approvals.empty')) : confirmationCard(c)),
+    key: (c) => (c.empty ? 'empty' : c.review ? reviewKey(c.review) : c.pending_id),
+    sig: (c) => (c.empty ? 'empty' : c.review ? compactJson(c.review) : `${compactJson(c)}|${threadTitle(c.thread_id)}`),
+    build: (c) => (c.empty ? h('p', { class: 'empty' }, t('approvals.empty')) : c.review ? reviewCard(c.review) : confirmationCard(c)),
   });
+}
+
+/** The skip link to what waits for an answer: there only while something waits. */
+function renderSkipLinks() {
+  const link = $('skip-waiting');
+  const waiting = visibleConfirmations().length + visibleReviews().length;
+  link.hidden = waiting === 0;
+  link.textContent = t('app.skipWaiting', { n: waiting });
+}
+
+function goToWaiting(event) {
+  event.preventDefault();
+  const inline = $('conversation').querySelector('[data-testid=inline-approval] [data-testid=approve]');
+  if (inline && !inline.disabled) {
+    showView('chat');
+    inline.focus();
+    return;
+  }
+  showSideTab('approvals');
+  if (state.view === 'chat' || state.view === 'threads') showView('approvals');
+  const first = $('approval-list').querySelector('.approval button:not([disabled]):not(.link)');
+  (first || $('panel-approvals')).focus();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1400,9 +1535,26 @@ function seedProgress(job) {
   if (!known || (progress.ts || 0) >= (known.ts || 0)) state.progress.set(job.execution_id, progress);
 }
 
+/** An execution refused only because the person had not confirmed it yet: the agent asked, nothing was
+ * turned down. */
+function isConsentAsk(job) {
+  return job.status === 'rejected' && Boolean(job.data && job.data.needs_confirmation);
+}
+
+/** The list without the asks that were answered by a run of the same call (the approved job is the
+ * record of it; listing its ask as "rejected" beside it read as a refusal). */
+function foldConsentAsks(jobs) {
+  const ranAfter = (ask) => jobs.some(
+    (job) => job !== ask && !isConsentAsk(job) && job.task_id === ask.task_id
+      && (job.data && job.data.origin) === (ask.data && ask.data.origin)
+      && String((job.data && job.data.created_at) || '') >= String((ask.data && ask.data.created_at) || ''),
+  );
+  return jobs.filter((job) => !isConsentAsk(job) || !ranAfter(job));
+}
+
 async function loadJobs() {
   const data = await api.jobs({ active: state.jobsFilter === 'active' });
-  state.jobs = data.items || [];
+  state.jobs = foldConsentAsks(data.items || []);
   for (const job of state.jobs) seedProgress(job);
   renderJobs();
   renderBadges();
@@ -1410,9 +1562,13 @@ async function loadJobs() {
 
 const refreshJobsSoon = debounce(() => attempt(loadJobs), 150);
 
-function fillProgress(box, progress) {
+/** The bar of a job: moving (indeterminate) only while the job is active; an ended job's bar stands still
+ * at its last known fraction, or is left out when it never reported one. */
+function fillProgress(box, progress, active) {
   const bar = box.querySelector('progress');
   const fraction = progress && typeof progress.fraction === 'number' ? Math.max(0, Math.min(1, progress.fraction)) : null;
+  box.dataset.state = active ? 'active' : 'ended';
+  bar.hidden = fraction === null && !active;
   if (fraction === null) bar.removeAttribute('value');
   else bar.value = fraction;
   bar.setAttribute('aria-valuetext', fraction === null ? (progress && progress.message) || '' : `${Math.round(fraction * 100)}%`);
@@ -1422,7 +1578,8 @@ function fillProgress(box, progress) {
 
 function progressBlock(job) {
   const progress = state.progress.get(job.execution_id);
-  if (!progress && !ACTIVE_JOB.has(job.status)) return null;
+  const active = ACTIVE_JOB.has(job.status);
+  if (!progress && !active) return null;
   const box = h(
     'div',
     { class: 'progress', 'data-testid': 'job-progress' },
@@ -1430,7 +1587,7 @@ function progressBlock(job) {
     h('span', { class: 'progress-pct' }),
     h('span', { class: 'progress-msg', 'data-testid': 'job-progress-text' }),
   );
-  fillProgress(box, progress);
+  fillProgress(box, progress, active);
   return box;
 }
 
@@ -1443,17 +1600,18 @@ function jobRow(job) {
   const elsewhere = job.data && job.data.elsewhere;
   return h(
     'li',
-    { class: 'job-row', 'data-testid': 'job-row', 'data-job': id, 'data-status': job.status, 'data-elsewhere': elsewhere ? 'true' : null },
+    { class: 'job-row', 'data-testid': 'job-row', 'data-job': id, 'data-status': isConsentAsk(job) ? 'asked' : job.status, 'data-elsewhere': elsewhere ? 'true' : null },
     h(
       'div',
       { class: 'job-head' },
       h('code', { class: 'job-task' }, job.task_id),
-      chip(job.status),
+      chip(isConsentAsk(job) ? 'asked' : job.status),
       job.duration_seconds && !ACTIVE_JOB.has(job.status)
         ? h('span', { class: 'muted small' }, formatSeconds(job.duration_seconds))
         : null,
     ),
-    job.message ? h('p', { class: 'job-msg prewrap' }, job.message) : null,
+    job.message && !isConsentAsk(job) ? h('p', { class: 'job-msg prewrap' }, job.message) : null,
+    isConsentAsk(job) ? h('p', { class: 'job-msg' }, t('jobs.asked')) : null,
     h('p', { class: 'muted small job-id' }, id, origin ? ` · ${t('jobs.origin', { origin })}` : ''),
     elsewhere ? h('p', { class: 'muted small', 'data-testid': 'job-elsewhere' }, t('jobs.elsewhere', { host: elsewhere.host || '?' })) : null,
     progressBlock(job),
@@ -1488,15 +1646,16 @@ function renderJobs() {
 /** A live progress report: update the bar in place (no re-render of the list). */
 function showProgress(executionId) {
   const row = document.querySelector(`[data-testid="job-row"][data-job="${CSS.escape(executionId)}"]`);
-  if (!row) return;
+  const job = state.jobs.find((item) => item.execution_id === executionId);
+  if (!row || !job) return;
+  const active = ACTIVE_JOB.has(job.status);
   let box = row.querySelector('.progress');
   if (!box) {
-    const job = state.jobs.find((item) => item.execution_id === executionId);
-    if (!job) return;
-    box = progressBlock({ ...job, status: 'running' });
+    box = progressBlock(job);
+    if (!box) return;
     row.querySelector('.row').before(box);
   }
-  fillProgress(box, state.progress.get(executionId));
+  fillProgress(box, state.progress.get(executionId), active);
 }
 
 async function stopJob(job, button) {
@@ -1866,6 +2025,7 @@ function onTurnFinished(e) {
 
 function onRunEvent(e) {
   refreshRunsSoon();
+  refreshConfirmationsSoon(); // a review point reached or answered: the Approvals list and badge
   if (e.run_id === state.runId) refreshRunSoon();
 }
 
@@ -1908,8 +2068,39 @@ let source = null;
 let streamBroken = false;
 let retryDelay = 1000;
 let retryTimer = null;
+// The server pings every `every_s` seconds (it says so in each ping). An open stream that brings
+// nothing for several pings is cut off (a server that is gone, frozen or unreachable sends no error):
+// the indicator stops saying "live" and the stream is opened again.
+const STALL_PINGS = 3;
+let heardAt = 0;
+let pingEvery = 15;
+let stallTimer = null;
+
+function heard() {
+  heardAt = Date.now();
+}
+
+function onPing(message) {
+  heard();
+  try {
+    const every = Number(JSON.parse(message.data).every_s);
+    if (every > 0) pingEvery = every;
+  } catch {
+    // an older server's ping: keep the interval known
+  }
+  if (source && source.readyState === EventSource.OPEN && $('live').dataset.state !== 'live') setLive('live');
+}
+
+function checkStalled() {
+  if (!source || source.readyState !== EventSource.OPEN) return;
+  if (Date.now() - heardAt <= STALL_PINGS * pingEvery * 1000) return;
+  streamBroken = true;
+  setLive('stalled');
+  connectEvents(); // a new request: it opens (and says "live") only when the server answers again
+}
 
 function dispatch(kind, message) {
+  heard();
   const id = Number(message.lastEventId);
   if (Number.isFinite(id) && id > 0) {
     if (id <= state.lastEventId) return; // seen already
@@ -1934,9 +2125,13 @@ let refusalShown = false; // the banner holds why the stream was refused: it goe
 function connectEvents() {
   if (source) source.close();
   clearTimeout(retryTimer);
-  if (!REFUSED.has($('live').dataset.state)) setLive(streamBroken ? 'reconnecting' : 'connecting');
+  const shown = $('live').dataset.state;
+  if (!REFUSED.has(shown) && shown !== 'stalled') setLive(streamBroken ? 'reconnecting' : 'connecting');
   source = new EventSource(`/api/events?after=${encodeURIComponent(state.lastEventId)}`);
+  if (!stallTimer) stallTimer = setInterval(checkStalled, 1000);
+  source.addEventListener('ping', onPing);
   source.addEventListener('open', () => {
+    heard();
     if (refusalShown) hideError();
     refusalShown = false;
     setLive('live');
@@ -2020,6 +2215,7 @@ function bindTopBar() {
   $('lang-switch').addEventListener('click', toggleLang);
   $('error-dismiss').addEventListener('click', hideError);
   $('notice-dismiss').addEventListener('click', hideNotice);
+  $('skip-waiting').addEventListener('click', goToWaiting);
   for (const id of ['error', 'notice']) {
     $(id).addEventListener('keydown', (event) => {
       if (event.key === 'Escape') $(id).hidden = true;
@@ -2031,6 +2227,7 @@ function bindTopBar() {
 function bindThreads() {
   $('new-thread').addEventListener('click', () => attempt(newThread));
   $('image-input').addEventListener('change', renderAttached);
+  $('thread-list').addEventListener('keydown', moveInThreadList);
   $('threads-more').addEventListener('click', () => attempt(() => loadThreads({ more: true })));
   $('rename-thread').addEventListener('click', startRename);
   $('private-thread').addEventListener('click', () => attempt(togglePrivate));

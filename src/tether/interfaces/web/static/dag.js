@@ -49,7 +49,7 @@ export function svg(tag, attrs, ...children) {
 const TONES = {
   ok: ['completed', 'finished', 'approved'],
   bad: ['failed', 'rejected', 'timeout', 'not_found', 'denied'],
-  warn: ['waiting_for_human', 'needs_confirmation', 'budget_exhausted', 'interrupted', 'unknown'],
+  warn: ['waiting_for_human', 'needs_confirmation', 'asked', 'budget_exhausted', 'interrupted', 'unknown'],
   info: ['running', 'starting', 'started'],
 };
 
