@@ -7,7 +7,7 @@ from __future__ import annotations
 from bench.offline import figures, outcomes
 
 # Handled rows of the tune half when this was last raised (a floor, not a goal: raise it as it rises).
-TUNE_FLOOR = {"zh": 26, "en": 24}
+TUNE_FLOOR = {"zh": 32, "en": 29}
 
 
 def test_the_tune_half_stays_at_its_level() -> None:

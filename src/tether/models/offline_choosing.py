@@ -10,11 +10,13 @@ the whole plan into one step that says so, so nothing runs on a reading it is un
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tether.models import offline_answers as answers
+from tether.models import offline_free as free
 from tether.models.base import Message, OpenJob, ToolDef
 from tether.models.offline_conversation import latest_job
 from tether.models.offline_reading import (
@@ -34,7 +36,7 @@ from tether.models.offline_reading import (
     understood,
 )
 from tether.models.offline_texts import Texts, param_label
-from tether.models.understand import FILLER_ZH, NEGATIONS, fold, reorder
+from tether.models.understand import FILLER_ZH, NEGATIONS, fold, has_cjk, reorder
 
 # Words of a question that say nothing about what it asks ("如何", "how").
 QUESTION_WORDS = (
@@ -108,6 +110,11 @@ def plan(
             made = made[1:]
         steps.extend(made)
         previous = steps[-1] if steps else None
+    written = free.originals(request)  # paths as the person wrote them: "README.md", not "readme.md"
+    for step in steps:
+        for key, value in list(step.args.items()):
+            if isinstance(value, str):
+                step.args[key] = written.get(value) or _as_written(value, request)
     by_name = {tool.name: tool for tool in tools}
     for step in steps:  # only now: a later part may have given what an earlier one lacked
         tool = by_name.get(step.tool or "")
@@ -159,6 +166,16 @@ def _steps(
     elif tool is None:
         tool = _tool_by_values(part, tools)
     residue = understood(part, tool)
+    if residue and tool is not None and _as_text(tool, part, residue):
+        residue = []  # "grep the files for TODO": the words left are the text to look for
+    stop = next((t for t in tools if t.kind == "control" and t.name.endswith("stop_task")), None)
+    if (
+        residue
+        and stop is not None
+        and set(residue) <= NEGATIONS
+        and (part.background or (tool and tool.background))
+    ):
+        return [_control(stop, part, messages, open_jobs, texts)]  # "别挂机了": stop the background work
     if residue:
         guess = likely_meaning(part, tools)
         if guess is not None:
@@ -169,8 +186,8 @@ def _steps(
         if partial is not None:  # "farm calyx": a value named in part, the ones it may be offered
             return [Step(say=texts.which(param_label(tool, partial[0], texts.zh), partial[1]))]
         needed = _needed(tool, {**part.values, **{s[0]: s[2] for s in part.scoped}}, texts.zh)
-        if needed is not None and not NEGATIONS & set(residue) and len(needed[1]) > 1:
-            return [Step(say=texts.unknown_value(residue, *needed))]  # "打扫阁楼": the rooms there are
+        if needed is not None and needed[2] == "catalog" and not NEGATIONS & set(residue):
+            return [Step(say=texts.unknown_value(residue, needed[0], needed[1]))]  # "打扫阁楼": the rooms
         return [Step(say=texts.unsure(residue, part.text))]
     if tool is None:
         if not (part.has_values or part.background):
@@ -191,6 +208,27 @@ def _steps(
     return _arguments(tool, part, inherited, texts)
 
 
+def _as_written(value: str, request: str) -> str:
+    """``value`` in the case the request wrote it ("todo" → "TODO"), when the request holds it."""
+    if not value.isascii():
+        return value
+    found = re.search(re.escape(value), request, re.IGNORECASE)
+    return found.group(0) if found else value
+
+
+def _as_text(tool: ToolDef, part: Part, residue: list[str]) -> bool:
+    """Takes the words not understood as the free text a tool needs ("search the files for TODO"),
+    when it needs exactly one and it is not destructive: the words then name what to look for,
+    never what to change."""
+    required = set(tool.parameters.get("required", []))
+    slots = [p for p in free.params_for(tool, "text") if p in required]
+    if tool.danger == "destructive" or len(slots) != 1 or part.free or NEGATIONS & set(residue):
+        return False
+    joined = "".join(residue) if all(has_cjk(w) for w in residue) else " ".join(residue)
+    part.free = [free.Free("text", joined, 0, 0)]
+    return True
+
+
 def _near(part: Part, tools: Sequence[ToolDef], texts: Texts) -> Step:
     """A part that names no tool: the tools its words come close to, each with the value it still
     needs and a sentence to say ("遗器太多了" → salvaging, which rarity); a plain "I can't" when none
@@ -200,8 +238,8 @@ def _near(part: Part, tools: Sequence[ToolDef], texts: Texts) -> Step:
         return Step(say=texts.cannot(part.text, tools))
     offers = []
     for tool in near:
-        label, allowed = _needed(tool, {}, texts.zh) or ("", [])
-        offers.append((tool, label, allowed))
+        label, allowed, kind = _needed(tool, {}, texts.zh) or ("", [], "")
+        offers.append((tool, label, [] if kind == "free" else allowed))
     return Step(say=texts.near(part.text, offers))
 
 
@@ -235,6 +273,11 @@ def _arguments(tool: ToolDef, part: Part, inherited: dict[str, Any], texts: Text
     question = _scoped_values(tool, part, props, inherited, base, variants, texts)
     if question is not None:
         return [question]
+    if part.free:
+        placed = free.place(tool, part.free, base)
+        if placed is None:  # a path or a text with nowhere to go
+            return [Step(say=texts.unsure([f.value for f in part.free], part.text))]
+        base.update(placed)
     int_params = [n for n, p in props.items() if _is_int(p) and n not in base]
     enum_ints = [n for n in int_params if props[n].get("enum") or _enum_of(props[n])]
     counts_of = [n for n in int_params if n not in enum_ints]  # how many times: attempts, rounds
@@ -322,9 +365,13 @@ def _choices(args: dict[str, Any], variants: list[tuple[str, list[Any]]]) -> lis
 
 
 def _missing(tool: ToolDef, args: dict[str, Any], texts: Texts) -> Step | None:
-    """The question for the first required argument ``args`` lacks, with the values allowed."""
+    """The question for the first required argument ``args`` lacks, with the values allowed (or, for
+    free text such as a path, what it is)."""
     needed = _needed(tool, args, texts.zh)
-    return Step(say=texts.which(*needed)) if needed is not None else None
+    if needed is None:
+        return None
+    label, allowed, kind = needed
+    return Step(say=texts.what(label, allowed[0]) if kind == "free" else texts.which(label, allowed))
 
 
 def _outside(tool: ToolDef, args: dict[str, Any], texts: Texts) -> Step | None:
@@ -338,8 +385,9 @@ def _outside(tool: ToolDef, args: dict[str, Any], texts: Texts) -> Step | None:
     return None
 
 
-def _needed(tool: ToolDef, args: dict[str, Any], zh: bool) -> tuple[str, list[str]] | None:
-    """(label, allowed values) of the first required argument ``args`` lacks."""
+def _needed(tool: ToolDef, args: dict[str, Any], zh: bool) -> tuple[str, list[str], str] | None:
+    """(label, allowed values, kind) of the first required argument ``args`` lacks; kind is "catalog",
+    "enum" or "free" (then the one value is the parameter's description)."""
     props: dict[str, Any] = dict(tool.parameters.get("properties", {}))
     required = set(tool.parameters.get("required", []))
     for name in props:
@@ -349,12 +397,14 @@ def _needed(tool: ToolDef, args: dict[str, Any], zh: bool) -> tuple[str, list[st
         if name in tool.depends_on:
             parent = tool.depends_on[name]
             if parent in args:
-                return label, list(tool.scoped_words[name][args[parent]])
-            return param_label(tool, parent, zh), list(tool.scoped_words[name])
+                return label, list(tool.scoped_words[name][args[parent]]), "catalog"
+            return param_label(tool, parent, zh), list(tool.scoped_words[name]), "catalog"
+        if name in tool.value_words:
+            return label, list(tool.value_words[name]), "catalog"
         allowed = props[name].get("enum") or _enum_of(props[name])
         if allowed:
-            return label, [str(v) for v in allowed]
-        return label, [props[name].get("description", name)]
+            return label, [str(v) for v in allowed], "enum"
+        return label, [props[name].get("description", name)], "free"
     return None
 
 

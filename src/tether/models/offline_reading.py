@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tether.models.base import ToolDef
+from tether.models.offline_free import Free, free_values, params_for, tool_by_verb
 from tether.models.understand import (
     BACKGROUND_WORDS,
     FILLER_EN,
@@ -92,6 +93,7 @@ class Part:
     residue: list[str] = field(default_factory=list)  # words not understood
     reading: Reading | None = None
     candidates: list[ToolDef] = field(default_factory=list)
+    free: list[Free] = field(default_factory=list)  # paths, patterns, quoted text
 
     @property
     def has_values(self) -> bool:
@@ -191,6 +193,9 @@ def read_part(text: str, tools: Sequence[ToolDef]) -> Part | None:
     if explicit:
         part.execution_id = explicit.group(0)
         reading.take_chars(explicit.start(), explicit.end())
+    part.free = free_values(text)
+    for free in part.free:
+        reading.take_chars(free.start, free.end)
     best: tuple[int, int, ToolDef, str] | None = None
     for tool in tools:
         for word in tool_words(tool):
@@ -204,6 +209,13 @@ def read_part(text: str, tools: Sequence[ToolDef]) -> Part | None:
             part.background = True
             if best is None or not _contains_word(best[3], word):
                 reading.take(word)
+    if part.free and (best is None or not all(params_for(best[2], f.kind) for f in part.free)):
+        by_verb = tool_by_verb(text, part.free, tools)  # "read report.md": the tool by its verb
+        if by_verb is not None:
+            best = None
+            part.tool = by_verb[0]
+            for word in by_verb[1]:
+                reading.take(word)
     if best is not None:
         part.tool = best[2]
         reading.take(best[3])
@@ -212,6 +224,8 @@ def read_part(text: str, tools: Sequence[ToolDef]) -> Part | None:
     for tool in candidates:
         _values(reading, tool, part)
     for count in counts(text):
+        if any(f.start <= count.start < f.end for f in part.free):
+            continue  # "v2.txt", "report-3.md": part of a name, not a count
         reading.take_chars(count.start, count.end)
         part.numbers.append(count.value)
         part.kinds.append(count.kind)
@@ -352,6 +366,7 @@ def combine(first: Part, second: Part) -> Part:
         execution_id=second.execution_id or first.execution_id,
         reading=reading,
         candidates=second.candidates,
+        free=[*first.free, *second.free],
     )
 
 

@@ -57,6 +57,12 @@ class Texts:
             return f"请问{label}选哪一个？可选：{'、'.join(allowed)}。我还什么都没有执行。"
         return f"Which {label}? Allowed: {', '.join(allowed)}. I have not run anything yet."
 
+    def what(self, label: str, hint: str) -> str:
+        """The question for a free value (a path, a text): what it is, with the tool's own hint."""
+        if self.zh:
+            return f"请告诉我{label}（{hint}）。我还什么都没有执行。"
+        return f"Which {label}? ({hint}) I have not run anything yet."
+
     def cannot(self, part: str, tools: Sequence[ToolDef]) -> str:
         part = _quote(part)
         said = self._examples(tools, SHORT_LIST)
@@ -84,10 +90,12 @@ class Texts:
         items = []
         for tool, label, allowed in offers:
             say = answers.example(tool, self.zh)
-            if label and self.zh:
+            if label and allowed and self.zh:
                 items.append(f"“{say}”（要说{label}：{'、'.join(allowed)}）")
-            elif label:
+            elif label and allowed:
                 items.append(f"“{say}” (say which {label}: {', '.join(allowed)})")
+            elif label:
+                items.append(f"“{say}”（要说{label}）" if self.zh else f"“{say}” (say the {label})")
             else:
                 items.append(f"“{say}”")
         if self.zh:

@@ -49,12 +49,22 @@ BA = re.compile(
 PARTICLE = re.compile(
     r"(开|关|启动|打开|关闭|退出|刷|分解|打扫|扫|停)(?:一下|下|掉|了|上|完)(?=[\u3400-\u9fff])"
 )
+# "游戏可以关了", "二星遗器全分解了": the object said first, the verb last; the verb goes first. Only
+# verbs that cannot be a question's "刷了" or a state's "开了吗" (the sentence must end at the verb), and
+# only when what comes before is one object (no other verb, no connective: "开游戏然后退出" stays).
+TRAILING_VERB = re.compile(
+    r"^([^把不别没开启刷做打退关分删卖然再后和跟，,、。；;\s]{1,12}?)(?:可以|都|全部?|也)?(关掉|关上|关闭|关|退出|分解|卖掉|删掉|删除)(?:了|掉|吧|一下)*$"
+)
+# "start up the game", "boot up the game": the particle says nothing the verb does not.
+PHRASAL = re.compile(r"\b(start|boot|fire|spin|open) up\b")
 # "开游戏 刷金币": a space between two Chinese phrases separates two requests.
 CJK_SPACE = re.compile(r"(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])")
 
 
 def reorder(text: str) -> str:
     text = BA.sub(lambda m: m.group(2) + m.group(1), text)
+    text = TRAILING_VERB.sub(lambda m: m.group(2) + m.group(1), text)
+    text = PHRASAL.sub(lambda m: m.group(1), text)
     text = PARTICLE.sub(lambda m: m.group(1), text)
     return CJK_SPACE.sub("，", text)
 
@@ -192,7 +202,7 @@ def numbers_in(text: str) -> list[int]:
 
 # -- words that carry no request of their own ----------------------------------------------------
 
-FILLER_ZH = frozenset("帮给请把了的啊呀呢哦嘛吧吗哈我你咱们要想去先就都也还能来着在让一下点儿个些那这好")
+FILLER_ZH = frozenset("帮给请把了的啊呀呢哦嘛吧吗哈我你咱们要想去先就都也还能来着在让一下点儿个些那这好全")
 FILLER_ZH_WORDS = (
     "麻烦", "一下", "一点", "可以", "能不能", "可不可以", "能否", "现在", "马上", "立刻", "赶紧", "谢谢",
     "进行", "执行", "查看", "看看", "显示", "告诉我", "帮忙", "顺便", "然后", "接着", "所有", "全部",
