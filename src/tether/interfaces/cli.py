@@ -24,6 +24,7 @@ from tether.interfaces import (
     home_cli,
     initiative_cli,
     job_cli,
+    mcp_cli,
     memory_cli,
     notify_cli,
     task_cli,
@@ -46,6 +47,7 @@ app.add_typer(notify_cli.notify_app, name="notify")
 app.add_typer(home_cli.auth_app, name="auth")
 app.add_typer(flow_cli.flow_app, name="flow")
 app.add_typer(artifacts_cli.artifacts_app, name="artifacts")
+app.add_typer(mcp_cli.mcp_app, name="mcp")
 
 __all__ = ["app", "main", "web_cli"]
 
