@@ -127,3 +127,13 @@ def test_capabilities_are_sentences_to_say_in_the_persons_language(request_text:
     assert made == [] and "“" in final and "demo__" not in final and "farm_instance" not in final
     zh = request_text.startswith("你")
     assert ("这样说" in final) if zh else ("for example" in final and "启动游戏" not in final)
+
+
+def test_an_english_answer_to_which_one_completes_the_request_with_its_count() -> None:
+    """The English question ends with "I have not run anything yet." — its answer was read alone,
+    and the count of the request that led to it was lost."""
+    from tests.models.test_offline import _converse, farm
+
+    first, second, third = _converse(OfflineModel(), ["farm 3 times", "golden calyx", "exp"])
+    assert not first.tool_calls and not second.tool_calls and "Which instance?" in second.text
+    assert [(c.name, c.arguments) for c in third.tool_calls] == [farm("回忆之蕾", 3)]

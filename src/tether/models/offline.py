@@ -116,12 +116,17 @@ class OfflineModel:
         kinds = {tool.name: tool.kind for tool in tools}
         if kinds.get(name) != "business" or result.get("status") != "completed" or not data:
             return None
-        found = facts(request, data, tools, texts.zh)
-        if not found:
-            return None
-        said = texts.facts(found)
         message = str(result.get("message") or "")
-        return said if texts.zh or not message else f"{message[:1].upper()}{message[1:]}. {said}"
+        # (a yes/no field the task's own message already says is not said twice: "running: yes")
+        found = [
+            f for f in facts(request, data, tools, texts.zh) if texts.zh or f.split(":")[0] not in message
+        ]
+        if not found and not message:
+            return None
+        said = texts.facts(found) if found else ""
+        if texts.zh or not message:
+            return said
+        return f"{message[:1].upper()}{message[1:]}. {said}".strip()
 
     def _zh(self, request: str) -> bool:
         if self.language is not None:

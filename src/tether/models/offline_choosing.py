@@ -11,7 +11,7 @@ the whole plan into one step that says so, so nothing runs on a reading it is un
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -397,15 +397,20 @@ def _needed(tool: ToolDef, args: dict[str, Any], zh: bool) -> tuple[str, list[st
         if name in tool.depends_on:
             parent = tool.depends_on[name]
             if parent in args:
-                return label, list(tool.scoped_words[name][args[parent]]), "catalog"
-            return param_label(tool, parent, zh), list(tool.scoped_words[name]), "catalog"
+                return label, _shown(tool.scoped_words[name][args[parent]], zh), "catalog"
+            return param_label(tool, parent, zh), _shown(tool.value_words.get(parent, {}), zh), "catalog"
         if name in tool.value_words:
-            return label, list(tool.value_words[name]), "catalog"
+            return label, _shown(tool.value_words[name], zh), "catalog"
         allowed = props[name].get("enum") or _enum_of(props[name])
         if allowed:
             return label, [str(v) for v in allowed], "enum"
         return label, [props[name].get("description", name)], "free"
     return None
+
+
+def _shown(words: Mapping[str, Sequence[str]], zh: bool) -> list[str]:
+    """Catalog values to offer: their canonical names, with an English word beside each in English."""
+    return [answers.shown_value(canonical, aliases, zh) for canonical, aliases in words.items()]
 
 
 def _answer_question(

@@ -95,7 +95,7 @@ def _with_clarifications(messages: Sequence[Message], users: list[int], request:
         if any(m.get("role") == "tool" for m in between) or not between:
             break
         reply = str(between[-1].get("content") or "").strip()
-        if between[-1].get("role") != "assistant" or not reply.endswith(("？", "?", "。")):
+        if between[-1].get("role") != "assistant" or not reply.endswith(("？", "?", "。", ".")):
             break
         # Only an answer to "which one?" (``Texts.which``) completes the request that led to it.
         if not any(mark in reply for mark in ("选哪一个", "Which ", "Allowed:", "可选")):

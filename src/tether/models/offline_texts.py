@@ -59,8 +59,10 @@ class Texts:
 
     def what(self, label: str, hint: str) -> str:
         """The question for a free value (a path, a text): what it is, with the tool's own hint."""
-        if self.zh:
-            return f"请告诉我{label}（{hint}）。我还什么都没有执行。"
+        if self.zh:  # the hint is the tool's English description: only its example is shown
+            example = re.search(r"e\.g\.\s*([^)\s]+)", hint)
+            shown = f"（比如 {example.group(1)}）" if example else ""
+            return f"请告诉我{label}{shown}。我还什么都没有执行。"
         return f"Which {label}? ({hint}) I have not run anything yet."
 
     def cannot(self, part: str, tools: Sequence[ToolDef]) -> str:
