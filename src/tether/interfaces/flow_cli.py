@@ -249,18 +249,23 @@ def list_command(
         if not runs:
             out.print('no runs yet: tether goal "…" or tether flow run FILE', markup=False)
             return 0
-        from rich.table import Table
+        from tether.interfaces.tables import Column, print_table
 
-        table = Table(box=None, pad_edge=False)
-        for name in ("run", "status", "done", "started", "goal"):
-            table.add_column(name, overflow="fold" if name == "goal" else "ellipsis", no_wrap=name != "goal")
+        columns = [
+            Column(header="run"),  # whole at any width: people copy it
+            Column(header="status"),
+            Column(header="done", kind="number", drop=2),
+            Column(header="started", drop=3),
+            Column(header="goal", kind="wrap", drop=1),
+        ]
+        rows = []
         for r in runs:
             total, done = counts.get(r.run_id, (0, 0))
-            table.add_row(
+            rows.append([
                 r.run_id, r.status, f"{done}/{total}", r.created_at[5:16].replace("T", " "),
                 r.goal or "(flow file)",
-            )  # fmt: skip
-        out.print(table)
+            ])  # fmt: skip
+        print_table(columns, rows)
         return 0
 
     guarded(as_json, body)

@@ -43,9 +43,7 @@ def job_list(
 ) -> None:
     """List jobs, newest first (a page at a time: --before the last id shown). Jobs of other homes on
     the same database are listed too, read-only, with the host they run on."""
-    from rich import box
-    from rich.table import Table
-
+    from tether.interfaces.tables import Column, print_table
     from tether.tasks.result import TaskStatus
     from tether.tasks.spec import CLI
 
@@ -56,27 +54,25 @@ def job_list(
             print(json.dumps([r.model_dump(mode="json") for r in results], ensure_ascii=False))
             return 0
         others = any(r.data.get("elsewhere") for r in results)
-        table = Table(title="jobs", box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
-        table.add_column("execution", no_wrap=True, min_width=19)  # never cut: people copy it
-        table.add_column("task", overflow="fold", max_width=22)
-        table.add_column("status", no_wrap=True)
-        table.add_column("started", no_wrap=True)
-        if others:
-            table.add_column("host", overflow="fold", max_width=24)  # blank: this home's
-        table.add_column("message", overflow="fold", ratio=1)
+        columns = [
+            Column(header="execution"),
+            Column(header="task"),
+            Column(header="status", color=lambda value: STATUS_STYLE.get(value, "")),
+            Column(header="started", drop=3),
+            *([Column(header="host", kind="wrap", drop=1)] if others else []),  # blank: this home's
+            Column(header="message", kind="wrap", drop=2),
+        ]
+        rows = []
         for r in results:
-            style = STATUS_STYLE.get(r.status, "white")
             said = progress_text(r.data.get("progress")) if r.status is TaskStatus.RUNNING else r.message
-            where = [escape(str((r.data.get("elsewhere") or {}).get("host") or ""))] if others else []
-            table.add_row(
-                r.execution_id,
-                escape(r.task_id),
-                f"[{style}]{r.status.value}[/]",
-                human_time(r.data.get("created_at", "")),
-                *where,
-                escape(said[:120]),
-            )
-        out.print(table)
+            said = said.removeprefix(f"{r.task_id}: ")  # the task column names it already
+            where = [str((r.data.get("elsewhere") or {}).get("host") or "")] if others else []
+            started = human_time(r.data.get("created_at", ""))
+            rows.append([r.execution_id, r.task_id, r.status.value, started, *where, said[:120]])
+        if not rows:
+            out.print("no jobs" + (" running" if active else " yet"), markup=False)
+            return 0
+        print_table(columns, rows)
         return 0
 
     guarded(as_json, body)

@@ -25,7 +25,11 @@ def threads_command(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         return
 
     def body() -> int:
-        store = _thread_store(state.home)
+        from tether.runtime import Runtime
+
+        with Runtime.open(state.home) as runtime:
+            threads = runtime.threads.threads()
+            zh = runtime.agent_settings.language == "zh"
         rows = [
             {
                 "thread_id": t.thread_id,
@@ -35,21 +39,15 @@ def threads_command(ctx: typer.Context, as_json: JsonFlag = False) -> None:
                 "agent": t.agent or "assistant",
                 "parent": t.parent,
             }
-            for t in store.threads()
+            for t in threads
         ]
         if as_json:
             print(json.dumps(rows, ensure_ascii=False))
             return 0
-        from tether.interfaces.render import human_time
-
-        for row in rows:
-            out.print(
-                f"{row['thread_id']}  {row['turns']:>3} turns  {human_time(row['updated_at']):>11}  "
-                f"{row['agent']:<10}  {row['title']}",
-                markup=False,
-                overflow="ellipsis",
-                no_wrap=True,
-            )
+        if not rows:
+            out.print("还没有对话：tether chat" if zh else "no threads yet: tether chat", markup=False)
+            return 0
+        _print_threads(rows, zh)
         return 0
 
     guarded(as_json, body)
@@ -199,6 +197,35 @@ def private_command(
         return 0
 
     guarded(as_json, body)
+
+
+# The headers of `tether threads`, in the home's language ([agent].language).
+THREAD_HEADERS = {
+    "en": ("thread", "turns", "updated", "agent", "title"),
+    "zh": ("对话", "轮数", "更新于", "智能体", "标题"),
+}
+
+
+def _print_threads(rows: list[dict[str, Any]], zh: bool) -> None:
+    """One thread a line: the id whole, the number of turns right-aligned under its header (no
+    "1 turns"), the title last, ending in "…" where the terminal ends; columns aligned by display
+    width, so a Chinese title or agent name lines up like an English one."""
+    from tether.interfaces.render import human_time
+    from tether.interfaces.tables import Column, print_table
+
+    thread, turns, updated, agent, title = THREAD_HEADERS["zh" if zh else "en"]
+    columns = [
+        Column(header=thread),
+        Column(header=turns, kind="number", drop=2),
+        Column(header=updated, drop=3),
+        Column(header=agent, drop=4),
+        Column(header=title, kind="clip", drop=1),
+    ]
+    cells = [
+        [r["thread_id"], str(r["turns"]), human_time(r["updated_at"]), r["agent"], r["title"] or ""]
+        for r in rows
+    ]
+    print_table(columns, cells)
 
 
 def _thread_store(home: str | None) -> Any:
