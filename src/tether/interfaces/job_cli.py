@@ -25,6 +25,8 @@ from tether.interfaces.render import (
 )
 
 if TYPE_CHECKING:
+    from tether.execution.executor import Executor
+    from tether.execution.jobs import Pruned
     from tether.tasks.result import TaskResult
 
 job_app = typer.Typer(
@@ -82,20 +84,31 @@ def job_list(
 def job_prune(
     older_than_days: Annotated[
         float | None,
-        typer.Option(min=0, help="Remove ended jobs older than this (default: [store].keep_days)"),
+        typer.Option(
+            min=0,
+            help="Remove ended jobs that ended more than this many days ago (0: every ended job). Without"
+            " it: [store].keep_days, where 0 means no age limit",
+        ),
     ] = None,
     keep: Annotated[
         int | None,
-        typer.Option(min=0, help="Keep at most this many ended jobs (default: [store].keep_executions)"),
+        typer.Option(
+            min=0,
+            help="Keep only the newest N ended jobs (0: keep none). Without it: [store].keep_executions,"
+            " where 0 means no count limit",
+        ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would go")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Remove ended executions (their folders and records) and old events; live jobs are never touched."""
+    """Remove ended executions (their folders and records) and old events; live jobs are never touched.
+
+    A flag means what it says: --keep 0 removes every ended job, --older-than-days 0 every job that
+    has ended. Only the settings' own limits read 0 as "keep forever"."""
 
     def body() -> int:
         with open_executor() as executor:
-            pruned = executor.prune(older_than_days=older_than_days, keep=keep, dry_run=dry_run)
+            pruned = _prune(executor, older_than_days, keep, dry_run)
         document = {
             "dry_run": dry_run,
             "executions": len(pruned.executions),
@@ -113,6 +126,27 @@ def job_prune(
         return 0
 
     guarded(as_json, body)
+
+
+def _prune(executor: Executor, older_than_days: float | None, keep: int | None, dry_run: bool) -> Pruned:
+    """The executor's retention, with a limit given on the command line taken literally (the executor
+    reads 0 as "no limit", as its settings do): what is not given comes from ``[store]``."""
+    import dataclasses
+    import time
+
+    if older_than_days is None and keep is None:
+        return executor.prune(dry_run=dry_run)
+    store = executor.runtime.store_settings
+    days = older_than_days if older_than_days is not None else (store.keep_days or None)
+    count = keep if keep is not None else (store.keep_executions or None)
+    pruned = executor.jobs.prune(
+        older_than_s=None if days is None else days * 86_400, keep=count, dry_run=dry_run
+    )
+    events = 0
+    if not dry_run and store.keep_events:
+        before = time.time() - days * 86_400 if days is not None else float("inf")
+        events = executor.runtime.events.prune(before_ts=before, keep=store.keep_events)
+    return dataclasses.replace(pruned, events=events)
 
 
 @job_app.command("status")
