@@ -137,3 +137,33 @@ def test_an_english_answer_to_which_one_completes_the_request_with_its_count() -
     first, second, third = _converse(OfflineModel(), ["farm 3 times", "golden calyx", "exp"])
     assert not first.tool_calls and not second.tool_calls and "Which instance?" in second.text
     assert [(c.name, c.arguments) for c in third.tool_calls] == [farm("回忆之蕾", 3)]
+
+
+@pytest.mark.parametrize(
+    "request_text", ["凝滞虚影有哪些", "金币不够了", "经验书刷了吗不够", "刷凝滞虚影阁楼"]
+)
+def test_a_value_with_words_not_understood_is_answered_never_an_exception(request_text: str) -> None:
+    made, final = run_plan(request_text, ())
+    assert final and not any(name == "demo__salvage_relics" for name, _ in made)
+
+
+@pytest.mark.parametrize(
+    ("question", "present", "absent"),
+    [
+        ("凝滞虚影有哪些", "空海之形", "回忆之蕾"),  # the values under the one named
+        ("分解遗器有哪些星级可以选", "- 4", "副本"),  # the label's words, not all of them in a row
+    ],
+)
+def test_which_values_under_a_value_or_by_part_of_a_label(question: str, present: str, absent: str) -> None:
+    made, final = run_plan(question, ())
+    assert made == [] and present in final and absent not in final.split("比如")[0], final
+
+
+@pytest.mark.parametrize("text", ["是", "yes", "好的，执行吧"])
+def test_a_yes_reaching_the_model_with_nothing_waiting_is_not_a_request_it_cannot_do(text: str) -> None:
+    made, final = run_plan(text, ())
+    assert (
+        made == []
+        and not any(phrase in final for phrase in NO_TOOL)
+        and ("确认" in final or "confirm" in final)
+    )

@@ -25,6 +25,7 @@ from tether.models.offline_choosing import Step
 from tether.models.offline_conversation import request_of, results_since
 from tether.models.offline_reading import MAX_REQUEST_CHARS, state_question
 from tether.models.offline_texts import Texts
+from tether.models.replies import is_yes
 from tether.models.understand import fold, has_cjk, reorder
 from tether.models.understand import numbers_in as numbers_in
 from tether.models.understand import zh_number as zh_number
@@ -63,7 +64,8 @@ class OfflineModel:
         texts = Texts(self._zh(request))
         if asked.declined:
             return ModelResponse(text=texts.cancelled(), model=self.name)
-        if asked.stray:
+        if asked.stray or (context.answer is None and is_yes(request)):
+            # a yes with no question waiting confirms nothing (and is not a request it cannot do)
             return ModelResponse(text=texts.nothing_pending(), model=self.name)
         if len(request) > MAX_REQUEST_CHARS:  # what it reads is bounded, so its time is too
             return ModelResponse(text=texts.too_long(len(request)), model=self.name)

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tether.models.base import ToolDef
-from tether.models.understand import FILLER_EN, fold, has_cjk, stem
+from tether.models.understand import FILLER_EN, FILLER_ZH, fold, has_cjk, stem
 
 # Placeholders for free-text parameters in an example sentence, by the parameter's name.
 PLACEHOLDERS = {
@@ -51,6 +51,7 @@ def grams(text: str) -> set[str]:
     for run in re.findall(r"[\u3400-\u9fff]+", folded):
         out.update(run)
         out.update(run[i : i + 2] for i in range(len(run) - 1))
+    out = {g for g in out if not has_cjk(g) or not set(g) <= FILLER_ZH}  # "一下" names nothing
     for word in re.findall(r"[a-z][a-z'-]+", folded):
         if len(word) >= 3 and word not in FILLER_EN:
             out.add(stem(word))
@@ -220,14 +221,15 @@ def allowed_values(tool: ToolDef, name: str, zh: bool) -> list[str]:
     return [str(v) for v in enum]
 
 
-def asked_values(text: str, tools: Sequence[ToolDef]) -> tuple[ToolDef, str] | None:
-    """(tool, parameter) when ``text`` asks which values a parameter takes ("有哪些副本可以刷？",
-    "which instances can I farm?"): a which-word and what the parameter is called."""
+def asked_values(text: str, tools: Sequence[ToolDef]) -> tuple[ToolDef, str, str | None] | None:
+    """(tool, parameter, parent value or None) when ``text`` asks which values a parameter takes
+    ("有哪些副本可以刷？", "which instances can I farm?", "凝滞虚影有哪些？"): a which-word and what the
+    parameter is called (most of its words), or a value whose own values are asked for."""
     folded = fold(text)
     if not WHICH.search(folded):
         return None
     mine = grams(text)
-    best: tuple[int, ToolDef, str] | None = None
+    best: tuple[int, ToolDef, str, str | None] | None = None
     for tool in tools:
         if tool.kind != "business":
             continue
@@ -236,11 +238,18 @@ def asked_values(text: str, tools: Sequence[ToolDef]) -> tuple[ToolDef, str] | N
                 continue
             for label in (*labels.values(), name.replace("_", " ")):
                 label_grams = {g for g in grams(label) if len(g) > 1 or not has_cjk(g)}
-                if label_grams and label_grams <= mine:
-                    score = len(label_grams) + len(mine & _vocabulary(tool))
+                shared = len(label_grams & mine)
+                if label_grams and 2 * shared >= len(label_grams):
+                    score = shared + len(mine & _vocabulary(tool))
                     if best is None or score > best[0]:
-                        best = (score, tool, name)
-    return (best[1], best[2]) if best else None
+                        best = (score, tool, name, None)
+        for child, parent in tool.depends_on.items():
+            for value, aliases in tool.value_words.get(parent, {}).items():
+                if any(len(w) > 1 and fold(w) in folded for w in (value, *aliases)):
+                    score = 100  # a value named outright says more than a label's words
+                    if best is None or score > best[0]:
+                        best = (score, tool, child, value)
+    return (best[1], best[2], best[3]) if best else None
 
 
 def facts(question: str, data: Mapping[str, Any], tools: Sequence[ToolDef], zh: bool) -> list[str]:

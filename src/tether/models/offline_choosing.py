@@ -85,8 +85,10 @@ def plan(
         return [Step(say=texts.abilities(tools))]
     asked = answers.asked_values(text, tools)
     if asked is not None:  # "有哪些副本可以刷？": the values, in plain words
-        tool, name = asked
+        tool, name, under = asked
         allowed = answers.allowed_values(tool, name, texts.zh)
+        if under is not None:  # "凝滞虚影有哪些": the values under the one named
+            allowed = [line for line in allowed if line.startswith(under)] or allowed
         return [Step(say=texts.values(tool, param_label(tool, name, texts.zh), allowed))]
     if HYPOTHETICAL.search(text):
         return [Step(say=texts.hypothetical(tools))]
@@ -185,7 +187,11 @@ def _steps(
         partial = answers.partial_values(residue, tool)
         if partial is not None:  # "farm calyx": a value named in part, the ones it may be offered
             return [Step(say=texts.which(param_label(tool, partial[0], texts.zh), partial[1]))]
-        needed = _needed(tool, {**part.values, **{s[0]: s[2] for s in part.scoped}}, texts.zh)
+        named = {k: v[0] for k, v in part.values.items() if v}
+        for param, parent_value, canonical, _ in part.scoped:
+            named.setdefault(tool.depends_on.get(param, param), parent_value)
+            named.setdefault(param, canonical)
+        needed = _needed(tool, named, texts.zh)
         if needed is not None and needed[2] == "catalog" and not NEGATIONS & set(residue):
             return [Step(say=texts.unknown_value(residue, needed[0], needed[1]))]  # "打扫阁楼": the rooms
         return [Step(say=texts.unsure(residue, part.text))]
