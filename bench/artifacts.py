@@ -17,7 +17,7 @@ from pathlib import Path
 from bench.paired import paired, row
 from tether.artifacts import Document, from_markdown
 from tether.artifacts.pdf import write_pdf
-from tether.artifacts.pptx import write_pptx
+from tether.artifacts.pptxdraw import write_pptx
 
 SECTIONS = 29  # and the title slide: 30 slides
 PPTX_ROUNDS = 10

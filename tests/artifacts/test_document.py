@@ -14,7 +14,9 @@ from tether.artifacts.document import (
     MAX_MARKDOWN_CHARS,
     MAX_SECTIONS,
     MAX_TITLE_CHARS,
+    Table,
     detect_language,
+    plain,
 )
 from tether.artifacts.markdown import to_markdown
 
@@ -73,9 +75,13 @@ def test_script_links_never_become_sources() -> None:
         make_document(title="T", sources=[{"title": "x", "url": "javascript:alert(1)"}])
 
 
-def test_tables_become_bullets() -> None:
-    doc = from_markdown("# T\n\n## 数据\n\n| 城市 | 人口 |\n|---|---|\n| 上海 | 2487 万 |\n")
-    assert doc.sections[0].bullets == ["城市 · 人口", "上海 · 2487 万"]
+def test_tables_stay_tables_with_their_rows_columns_and_alignment() -> None:
+    doc = from_markdown("# T\n\n## 数据\n\n| 城市 | 人口 |\n|---|--:|\n| 上海 | **2487** 万 |\n| 北京 |\n")
+    (table,) = doc.sections[0].blocks
+    assert isinstance(table, Table)
+    assert [plain(cell) for cell in table.header] == ["城市", "人口"]
+    assert [[plain(cell) for cell in row] for row in table.rows] == [["上海", "2487 万"], ["北京", ""]]
+    assert table.align == ["", "right"] and table.rows[0][1][0].bold
 
 
 @pytest.mark.parametrize(
@@ -84,13 +90,14 @@ def test_tables_become_bullets() -> None:
         ({"title": ""}, "title: must be 1 to 200 characters (this one has 0)"),
         ({"title": "x" * (MAX_TITLE_CHARS + 1)}, f"1 to {MAX_TITLE_CHARS} characters"),
         ({"title": "T", "sections": [{"heading": "h", "bullets": ["b"] * (MAX_BULLETS + 1)}]},
-         f"sections.0.bullets: List should have at most {MAX_BULLETS} items"),
-        ({"title": "T", "sections": [{"bullets": [" \t "]}]}, "sections.0.bullets.0: must be 1 to"),
+         f"sections.0.blocks.0.list.items: List should have at most {MAX_BULLETS} items"),
+        ({"title": "T", "sections": [{"bullets": [" \t "]}]},
+         "sections.0.blocks.0.list.items.0.blocks.0.paragraph.spans: Value should have at least 1 item"),
         ({"title": "T", "sections": [{"paragraphs": ["p" * (MAX_ITEM_CHARS + 1)]}]},
          f"1 to {MAX_ITEM_CHARS} characters (this one has {MAX_ITEM_CHARS + 1})"),
         ({"title": "T", "sections": [{"heading": "h"}] * (MAX_SECTIONS + 1)},
          f"at most {MAX_SECTIONS} items"),
-        ({"title": "T", "sections": [{}]}, "a section needs a heading, a paragraph or a bullet"),
+        ({"title": "T", "sections": [{}]}, "a section needs a heading or some content"),
         ({"title": "T", "language": "fr"}, "language: Input should be 'zh' or 'en'"),
         ({"title": "T", "colour": "red"}, "colour: Extra inputs are not permitted"),
     ],
@@ -102,7 +109,7 @@ def test_bad_documents_are_refused_with_what_is_allowed(fields: dict[str, object
 
 
 def test_markdown_that_is_too_long_or_empty_is_refused() -> None:
-    with pytest.raises(DocumentError, match=f"at most {MAX_MARKDOWN_CHARS}"):
+    with pytest.raises(DocumentError, match=f"the limit is {MAX_MARKDOWN_CHARS}"):
         from_markdown("x" * (MAX_MARKDOWN_CHARS + 1), title="T")
     with pytest.raises(DocumentError, match="no title"):
         from_markdown("just text")
@@ -154,14 +161,18 @@ def test_the_model_is_frozen_and_language_always_set() -> None:
 
 def test_long_paragraphs_raw_html_and_too_many_headings_are_kept_not_refused() -> None:
     """What a model writes in the wild: a 5,000-character Chinese paragraph, an HTML block, 100 headings."""
-    from tether.artifacts.document import MAX_ITEM_CHARS, MAX_SECTIONS, from_markdown
+    from tether.artifacts.document import MAX_ITEM_CHARS, MAX_SECTIONS
 
     sentence = "太阳能电池利用光伏效应把阳光直接转换成电能。"
-    doc = from_markdown("# T\n\n## A\n\n" + sentence * 230)
+    times = MAX_ITEM_CHARS * 2 // len(sentence) + 10
+    doc = from_markdown("# T\n\n## A\n\n" + sentence * times)
     pieces = doc.sections[0].paragraphs
     assert len(pieces) >= 3 and all(len(p) <= MAX_ITEM_CHARS and p.endswith("。") for p in pieces)
-    assert "".join(pieces) == sentence * 230  # nothing lost
+    assert "".join(pieces) == sentence * times  # nothing lost
     doc = from_markdown("## A\n<div>\nWhole <b>block</b> &amp; more\n</div>\n\nafter", title="x")
     assert doc.sections[0].paragraphs == ["Whole block & more", "after"]
-    doc = from_markdown("# T\n" + "".join(f"## H{i}\n\n- b{i}\n\n" for i in range(100)))
-    assert len(doc.sections) == MAX_SECTIONS and "H99" in doc.sections[-1].paragraphs
+    doc = from_markdown("# T\n" + "".join(f"## H{i}\n\n- b{i}\n\n" for i in range(MAX_SECTIONS + 20)))
+    last = doc.sections[-1].blocks
+    assert len(doc.sections) == MAX_SECTIONS and f"H{MAX_SECTIONS + 19}" in [
+        b.text for b in last if b.kind == "heading"
+    ]

@@ -13,7 +13,8 @@ from tests.artifacts.deckcheck import body_text, overflows, read_frames
 from tests.artifacts.samples import EN, ZH
 from tether.artifacts import from_markdown, make_document
 from tether.artifacts.document import MAX_HEADING_CHARS, MAX_ITEM_CHARS, MAX_SUBTITLE_CHARS, MAX_TITLE_CHARS
-from tether.artifacts.pptx import plan_deck, render, write_pptx
+from tether.artifacts.pptx import plan_deck
+from tether.artifacts.pptxdraw import render, write_pptx
 
 SAMPLES = {"zh": ZH, "en": EN}
 

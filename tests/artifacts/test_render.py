@@ -21,7 +21,7 @@ import pytest
 from tests.artifacts.deckcheck import FrameInfo, read_frames
 from tests.artifacts.samples import EN, ZH
 from tether.artifacts import from_markdown
-from tether.artifacts.pptx import write_pptx
+from tether.artifacts.pptxdraw import write_pptx
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / ".screenshots" / "artifacts"

@@ -11,6 +11,7 @@ import pytest
 
 from tests.artifacts.samples import EN, ZH
 from tether.artifacts import FORMATS
+from tether.artifacts.document import MAX_BLOCKS, MAX_SECTIONS
 from tether.execution.executor import Executor
 from tether.tasks.result import TaskStatus
 from tether.toolkits.documents.handlers import safe_stem
@@ -80,12 +81,12 @@ def test_bad_arguments_are_rejected_naming_what_is_allowed(
 
 
 def test_a_document_too_big_for_the_model_fails_with_the_reason(documents: Executor) -> None:
-    content = "# T\n\n" + "\n\n".join(f"## 第{i}节\n内容" for i in range(300))
+    content = "# T\n\n" + "\n\n".join(f"## 第{i}节\n内容" for i in range(MAX_SECTIONS + MAX_BLOCKS))
     result = documents.execute_sync(
         "documents.generate", {"title": "T", "content": content, "formats": ["md"]}, caller="agent"
     )
     assert result.status is TaskStatus.FAILED, result
-    assert "too long for one document: more than 80 sections" in result.message
+    assert f"too long for one document: more than {MAX_SECTIONS} sections" in result.message
 
 
 def test_the_spec_never_waits_for_the_automation_lock_and_speaks_both_languages() -> None:

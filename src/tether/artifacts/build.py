@@ -69,7 +69,7 @@ def _writer(fmt: Format) -> Callable[[Document, Path], int | None]:
 
         return _write_text(to_html)
     if fmt == "pptx":
-        from tether.artifacts.pptx import write_pptx
+        from tether.artifacts.pptxdraw import write_pptx
 
         return write_pptx
     from tether.artifacts.pdf import write_pdf

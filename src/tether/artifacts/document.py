@@ -8,9 +8,9 @@ bounded by a named constant, and URLs are limited to ``http``/``https`` so a lin
 
 from __future__ import annotations
 
-import html
 import re
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -25,21 +25,21 @@ from pydantic import (
 
 from tether.errors import TetherError
 
-if TYPE_CHECKING:
-    from markdown_it.token import Token
-
 MAX_TITLE_CHARS = 200
 MAX_SUBTITLE_CHARS = 300
 MAX_HEADING_CHARS = 150
-MAX_SECTIONS = 80
-MAX_PARAGRAPHS = 40  # per section
-MAX_BULLETS = 80  # per section
-MAX_ITEM_CHARS = 2_000  # one paragraph or bullet
+MAX_SECTIONS = 200
+MAX_BLOCKS = 200  # paragraphs, lists, tables… in one section (or one list item, one quote)
+MAX_BULLETS = 200  # items of one list
+MAX_ITEM_CHARS = 4_000  # one paragraph, list item or table cell
+MAX_CODE_CHARS = 20_000  # one code block
+MAX_TABLE_ROWS = 500
+MAX_TABLE_COLUMNS = 20
 MAX_NOTES_CHARS = 4_000
 MAX_SOURCES = 100
 MAX_SOURCE_TITLE_CHARS = 300
 MAX_URL_CHARS = 2_000
-MAX_DOCUMENT_CHARS = 150_000  # all the text of one document together
+MAX_DOCUMENT_CHARS = 300_000  # all the text of one document together
 MAX_MARKDOWN_CHARS = 200_000  # the Markdown handed to from_markdown
 
 Language = Literal["zh", "en"]
@@ -120,23 +120,236 @@ class Source(BaseModel):
     url: Url
 
 
+# -- blocks -----------------------------------------------------------------------------------------
+
+
+def clean_span_text(value: Any) -> Any:
+    """Inline text: characters XML cannot carry dropped, whitespace runs made one space, but the space at
+    either end kept (``a **b** c`` is three spans whose spaces matter)."""
+    if not isinstance(value, str):
+        return value
+    return re.sub(r"\s+", " ", "".join(ch for ch in value if _xml_safe(ch)))
+
+
+def clean_code(value: Any) -> Any:
+    """Code keeps every line and its indentation: tabs become four spaces, trailing blanks go."""
+    if not isinstance(value, str):
+        return value
+    lines = ["".join(ch for ch in line if _xml_safe(ch) and ch != "\r").expandtabs(4).rstrip()
+             for line in value.splitlines()]  # fmt: skip
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines)
+
+
+class Span(BaseModel):
+    """A run of inline text and its emphasis; ``link`` an http(s) URL it points to."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: Annotated[str, BeforeValidator(clean_span_text), _length(1, MAX_ITEM_CHARS)]
+    bold: bool = False
+    italic: bool = False
+    code: bool = False
+    strike: bool = False
+    link: Url | None = None
+
+    def style(self) -> tuple[bool, bool, bool, bool, str | None]:
+        return (self.bold, self.italic, self.code, self.strike, self.link)
+
+
+def tidy_spans(value: Any) -> Any:
+    """Spans as given, or a plain string as one span; neighbours of one style merged, the text trimmed
+    at both ends, empty spans dropped — so one text has one span list, however it was written."""
+    if isinstance(value, str):
+        value = [{"text": value}]
+    if not isinstance(value, list | tuple):
+        return value
+    spans: list[dict[str, Any]] = []
+    for raw in value:
+        item = dict(raw.model_dump() if isinstance(raw, Span) else raw) if not isinstance(raw, str) else {
+            "text": raw}  # fmt: skip
+        item["text"] = clean_span_text(item.get("text", ""))
+        if not item["text"]:
+            continue
+        last = spans[-1] if spans else None
+        if last is not None and {k: v for k, v in last.items() if k != "text"} == {
+            k: v for k, v in item.items() if k != "text"}:  # fmt: skip
+            last["text"] += item["text"]
+        else:
+            spans.append(item)
+    if spans:
+        spans[0]["text"] = spans[0]["text"].lstrip()
+        spans[-1]["text"] = spans[-1]["text"].rstrip()
+    return [span for span in spans if span["text"]]
+
+
+Spans = Annotated[tuple[Span, ...], BeforeValidator(tidy_spans)]
+
+
+def plain(spans: Sequence[Span]) -> str:
+    return "".join(span.text for span in spans)
+
+
+class Paragraph(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["paragraph"] = "paragraph"
+    spans: Annotated[Spans, Field(min_length=1)]
+
+    @property
+    def text(self) -> str:
+        return plain(self.spans)
+
+
+class Subheading(BaseModel):
+    """A heading inside a section (``###`` and deeper)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["heading"] = "heading"
+    level: Annotated[int, Field(ge=3, le=6)] = 3
+    spans: Annotated[Spans, Field(min_length=1)]
+
+    @property
+    def text(self) -> str:
+        return plain(self.spans)
+
+
+class Code(BaseModel):
+    """A code block: drawn in a monospace font, every line and its indentation kept."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["code"] = "code"
+    text: Annotated[str, BeforeValidator(clean_code), _length(1, MAX_CODE_CHARS)]
+    language: Annotated[str, _Clean, _length(0, 40)] = ""
+
+
+Cell = Spans
+Align = Literal["left", "center", "right", ""]
+
+
+class Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["table"] = "table"
+    header: Annotated[list[Cell], Field(min_length=1, max_length=MAX_TABLE_COLUMNS)]
+    rows: Annotated[list[list[Cell]], Field(max_length=MAX_TABLE_ROWS)] = []
+    align: list[Align] = []
+
+    @model_validator(mode="after")
+    def _rectangular(self) -> Table:
+        width = len(self.header)
+        rows = [list(row[:width]) + [()] * (width - len(row)) for row in self.rows]  # GFM pads and cuts
+        object.__setattr__(self, "rows", rows)
+        object.__setattr__(self, "align", (list(self.align) + [""] * width)[:width])
+        return self
+
+
+class Image(BaseModel):
+    """A picture: ``src`` as written; ``path`` the checked local file to draw (set only by a resolver
+    that confined it, see ``reader.from_markdown``); without one the alt text stands in."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["image"] = "image"
+    src: Annotated[str, _Clean, _length(0, MAX_URL_CHARS)]
+    alt: Annotated[str, _Clean, _length(0, MAX_ITEM_CHARS)] = ""
+    path: str | None = None
+
+
+class ListItem(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    blocks: Annotated[list[Block], Field(max_length=MAX_BLOCKS)] = []
+    checked: bool | None = None
+
+
+class ListBlock(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["list"] = "list"
+    ordered: bool = False
+    start: Annotated[int, Field(ge=0, le=999_999_999)] = 1
+    items: Annotated[list[ListItem], Field(min_length=1, max_length=MAX_BULLETS)]
+
+
+class Quote(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["quote"] = "quote"
+    blocks: Annotated[list[Block], Field(min_length=1, max_length=MAX_BLOCKS)]
+
+
+Block = Annotated[
+    Paragraph | Subheading | Code | Table | Image | ListBlock | Quote, Field(discriminator="kind")
+]
+ListItem.model_rebuild()
+Quote.model_rebuild()
+
+
+def block_text(block: Paragraph | Subheading | Code | Table | Image | ListBlock | Quote) -> list[str]:
+    """Every piece of text a block shows, in reading order."""
+    if isinstance(block, Paragraph | Subheading | Code):
+        return [block.text]
+    if isinstance(block, Table):
+        return [plain(cell) for row in (block.header, *block.rows) for cell in row if cell]
+    if isinstance(block, Image):
+        return [block.alt] if block.alt else []
+    inner = [b for item in block.items for b in item.blocks] if isinstance(block, ListBlock) else block.blocks
+    return [text for b in inner for text in block_text(b)]
+
+
+def _legacy_blocks(data: Any) -> Any:
+    """``paragraphs`` and ``bullets`` (the older flat shape, still handy for callers) as blocks."""
+    if not isinstance(data, dict) or not ({"paragraphs", "bullets"} & data.keys()):
+        return data
+    data = dict(data)
+    blocks = list(data.get("blocks", []))
+    blocks += [{"kind": "paragraph", "spans": text} for text in data.pop("paragraphs", [])]
+    bullets = data.pop("bullets", [])
+    if bullets:
+        items = [{"blocks": [{"kind": "paragraph", "spans": text}]} for text in bullets]
+        blocks.append({"kind": "list", "items": items})
+    data["blocks"] = blocks
+    return data
+
+
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     heading: Heading = ""
-    paragraphs: Annotated[list[Item], Field(max_length=MAX_PARAGRAPHS)] = []
-    bullets: Annotated[list[Item], Field(max_length=MAX_BULLETS)] = []
+    blocks: Annotated[list[Block], Field(max_length=MAX_BLOCKS)] = []
     notes: Notes = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_flat(cls, data: Any) -> Any:
+        return _legacy_blocks(data)
 
     @model_validator(mode="after")
     def _not_empty(self) -> Section:
-        if not (self.heading or self.paragraphs or self.bullets):
-            raise ValueError("a section needs a heading, a paragraph or a bullet")
+        if not (self.heading or self.blocks):
+            raise ValueError("a section needs a heading or some content")
         return self
 
+    @property
+    def paragraphs(self) -> list[str]:
+        """The text of the section's top-level paragraphs."""
+        return [block.text for block in self.blocks if isinstance(block, Paragraph)]
+
+    @property
+    def bullets(self) -> list[str]:
+        """The text of the items of the section's top-level lists, each item as one line."""
+        return [" ".join(text for b in item.blocks for text in block_text(b))
+                for block in self.blocks if isinstance(block, ListBlock) for item in block.items]  # fmt: skip
+
+    def texts(self) -> list[str]:
+        return [text for block in self.blocks for text in block_text(block)]
+
     def text_chars(self) -> int:
-        body = sum(map(len, self.paragraphs)) + sum(map(len, self.bullets))
-        return len(self.heading) + body + len(self.notes)
+        return len(self.heading) + sum(map(len, self.texts())) + len(self.notes)
 
 
 class Document(BaseModel):
@@ -166,7 +379,7 @@ class Document(BaseModel):
     def all_text(self) -> str:
         parts = [self.title, self.subtitle]
         for section in self.sections:
-            parts += [section.heading, *section.paragraphs, *section.bullets]
+            parts += [section.heading, *section.texts()]
         return "\n".join(parts)
 
 
@@ -194,232 +407,3 @@ def make_document(**fields: Any) -> Document:
         return Document.model_validate(fields)
     except ValidationError as exc:
         raise DocumentError(f"the document is not valid: {explain(exc)}") from exc
-
-
-# -- Markdown ---------------------------------------------------------------------------------------
-
-
-_SENTENCE_END = re.compile(r"(?<=[。！？；!?;])|(?<=[.!?])\s+")
-
-
-def split_long(text: str, limit: int = MAX_ITEM_CHARS) -> list[str]:
-    """``text`` in pieces of at most ``limit`` characters, cut after a sentence's end where there is one
-    (a long Chinese paragraph has no line breaks), else at the limit."""
-    if len(text) <= limit:
-        return [text]
-    pieces: list[str] = []
-    current = ""
-    for sentence in (s for s in _SENTENCE_END.split(text) if s):
-        while len(sentence) > limit:  # one sentence longer than the limit: cut it
-            if current:
-                pieces.append(current.strip())
-                current = ""
-            pieces.append(sentence[:limit])
-            sentence = sentence[limit:]
-        if len(current) + len(sentence) + 1 > limit:
-            pieces.append(current.strip())
-            current = ""
-        current = f"{current} {sentence}" if current and not _CJK_END.search(current) else current + sentence
-    if current.strip():
-        pieces.append(current.strip())
-    return [piece for piece in pieces if piece]
-
-
-_CJK_END = re.compile(r"[。！？；]$")
-
-
-class _Reader:
-    """Walks markdown-it's token stream and collects sections, bullets and sources."""
-
-    def __init__(self, title: str | None) -> None:
-        self.title = title
-        self.subtitle = ""
-        self.sections: list[dict[str, Any]] = []
-        self.sources: list[dict[str, str]] = []
-        self.links: list[dict[str, str]] = []
-        self.in_sources = False
-        self.seen_content = False
-        self.in_notes = False  # inside a quote that began "Notes:": its later paragraphs are notes too
-
-    def current(self, kind: str = "") -> dict[str, Any]:
-        """The section text goes to; a full one (``kind`` at its limit) continues in a new section under
-        the same heading, while there is room for sections."""
-        if not self.sections:
-            self.sections.append({"heading": "", "paragraphs": [], "bullets": [], "notes": ""})
-        section = self.sections[-1]
-        limit = {"paragraphs": MAX_PARAGRAPHS, "bullets": MAX_BULLETS}.get(kind)
-        if limit is not None and len(section[kind]) >= limit:
-            if len(self.sections) >= MAX_SECTIONS:
-                raise DocumentError(
-                    f"too long for one document: more than {MAX_SECTIONS} sections of at most "
-                    f"{MAX_PARAGRAPHS} paragraphs and {MAX_BULLETS} bullets; split it into several documents"
-                )
-            section = {"heading": section["heading"], "paragraphs": [], "bullets": [], "notes": ""}
-            self.sections.append(section)
-        return section
-
-    def heading(self, level: int, text: str) -> None:
-        if level == 1 and not self.seen_content and not self.sections:
-            if self.title is None:
-                self.title = text
-                return
-            if text.casefold() == self.title.casefold():
-                return
-        self.seen_content = True
-        self.in_sources = text.rstrip(":：").strip().casefold() in SOURCE_HEADINGS
-        if self.in_sources:
-            return
-        if len(self.sections) >= MAX_SECTIONS:  # more headings than a document holds: kept as text
-            self.current("paragraphs")["paragraphs"].append(text[:MAX_ITEM_CHARS])
-            return
-        self.sections.append(
-            {"heading": text[:MAX_HEADING_CHARS], "paragraphs": [], "bullets": [], "notes": ""}
-        )
-
-    def paragraph(self, text: str, links: list[dict[str, str]], subtitle: bool, quoted: bool) -> None:
-        if not text:
-            return
-        if subtitle and not self.seen_content and not self.sections and self.title and not self.subtitle:
-            self.subtitle = text
-            return
-        self.seen_content = True
-        if self.in_sources:
-            self.source(text, links)
-            return
-        self.links += links
-        lowered = text.casefold()
-        prefix = next((p for p in NOTES_PREFIXES if lowered.startswith(p)), None) if quoted else None
-        if prefix is not None or (quoted and self.in_notes):
-            self.in_notes = True
-            note = text[len(prefix) :] if prefix is not None else text
-            section = self.current()
-            section["notes"] = (section["notes"] + "\n" + note.strip()).strip()[:MAX_NOTES_CHARS]
-            return
-        for piece in split_long(text):
-            self.current("paragraphs")["paragraphs"].append(piece)
-
-    def bullet(self, text: str, links: list[dict[str, str]]) -> None:
-        if not text:
-            return
-        self.seen_content = True
-        if self.in_sources:
-            self.source(text, links)
-            return
-        self.links += links
-        for piece in split_long(text):
-            self.current("bullets")["bullets"].append(piece)
-
-    def source(self, text: str, links: list[dict[str, str]]) -> None:
-        if links:
-            for link in links:
-                self.sources.append(link)
-            return
-        bare = re.search(r"https?://\S+", text)
-        if bare:
-            url = bare.group(0).rstrip(".,;)）。，")
-            title = text.replace(bare.group(0), "").strip(" -–—:：|") or url
-            self.sources.append({"title": title, "url": url})
-
-
-_TAG_RE = re.compile(r"<[^>]*>")
-
-
-def _inline(token: Token) -> tuple[str, list[dict[str, str]], bool]:
-    """Plain text of an inline token, the links in it, and whether it is one emphasised span."""
-    parts: list[str] = []
-    links: list[dict[str, str]] = []
-    href: str | None = None
-    link_text: list[str] = []
-    children = token.children or []
-    for child in children:
-        if child.type in ("text", "code_inline"):
-            parts.append(child.content)
-            if href is not None:
-                link_text.append(child.content)
-        elif child.type in ("softbreak", "hardbreak"):
-            parts.append(" ")
-        elif child.type == "image":
-            parts.append(child.content)
-        elif child.type == "link_open":
-            href = str(child.attrs.get("href", ""))
-            link_text = []
-        elif child.type == "link_close" and href is not None:
-            if _URL_RE.match(href):
-                links.append({"title": clean_line("".join(link_text)) or href, "url": href})
-            href = None
-    kinds = [child.type for child in children]
-    emphasised = len(kinds) >= 3 and kinds[0] == "em_open" and kinds[-1] == "em_close"
-    emphasised = emphasised and "em_open" not in kinds[1:]
-    return clean_line("".join(parts)), links, emphasised
-
-
-def from_markdown(text: str, title: str | None = None, language: Language | None = None) -> Document:
-    """Read a document from Markdown: the first ``#`` heading is the title (unless ``title`` is given),
-    an emphasised paragraph right under it the subtitle, other headings start sections, list items
-    become bullets, a "Sources"/"来源"/"参考" section (or links in the text) become the sources, and a
-    quote starting "Notes:"/"备注：" becomes the section's speaker notes. Text before the first
-    heading is a section without a heading. ``DocumentError`` when it is too big or holds nothing.
-    """
-    if len(text) > MAX_MARKDOWN_CHARS:
-        raise DocumentError(f"the Markdown is {len(text)} characters long; at most {MAX_MARKDOWN_CHARS}")
-    from markdown_it import MarkdownIt
-
-    tokens = MarkdownIt("commonmark").enable("table").parse(text)
-    reader = _Reader(clean_line(title) if title is not None else None)
-    list_depth = quote_depth = in_item = in_heading = in_table = heading_level = 0
-    row: list[str] = []
-    for token in tokens:
-        kind = token.type
-        if kind == "heading_open":
-            in_heading, heading_level = 1, int(token.tag[1:])
-        elif kind == "heading_close":
-            in_heading = 0
-        elif kind in ("bullet_list_open", "ordered_list_open"):
-            list_depth += 1
-        elif kind in ("bullet_list_close", "ordered_list_close"):
-            list_depth -= 1
-        elif kind == "list_item_open":
-            in_item += 1
-        elif kind == "list_item_close":
-            in_item -= 1
-        elif kind == "blockquote_open":
-            quote_depth += 1
-        elif kind == "blockquote_close":
-            quote_depth -= 1
-            reader.in_notes = False
-        elif kind == "table_open":
-            in_table += 1
-        elif kind == "table_close":
-            in_table -= 1
-        elif kind == "tr_open":
-            row = []
-        elif kind == "tr_close":
-            reader.bullet(" · ".join(cell for cell in row if cell), [])
-        elif kind in ("fence", "code_block"):
-            reader.paragraph(clean_line(token.content), [], False, False)
-        elif kind == "html_block":  # its text is kept, its markup is not
-            reader.paragraph(clean_line(_TAG_RE.sub(" ", html.unescape(token.content))), [], False, False)
-        elif kind == "inline":
-            plain, links, emphasised = _inline(token)
-            if in_heading:
-                reader.heading(heading_level, plain)
-            elif in_table:
-                row.append(plain)
-            elif list_depth and in_item:
-                reader.bullet(plain, links)
-            else:
-                reader.paragraph(plain, links, emphasised, quote_depth > 0)
-    known = {source["url"] for source in reader.sources}
-    for link in reader.links:
-        if link["url"] not in known:
-            known.add(link["url"])
-            reader.sources.append(link)
-    sections = [section for section in reader.sections if section["heading"] or section["paragraphs"]
-                or section["bullets"]]  # fmt: skip
-    doc_title = reader.title or (sections[0]["heading"] if sections and sections[0]["heading"] else None)
-    if not doc_title:
-        raise DocumentError("the document has no title: pass one, or start the Markdown with '# Title'")
-    return make_document(
-        title=doc_title, subtitle=reader.subtitle, language=language, sections=sections,
-        sources=reader.sources[:MAX_SOURCES],
-    )  # fmt: skip

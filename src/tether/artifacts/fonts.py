@@ -18,6 +18,7 @@ from typing import Literal
 from tether.artifacts.document import DocumentError
 
 FAMILY = "Noto Sans CJK SC"
+MONO_FAMILY = "Noto Sans Mono CJK SC"  # code: the same collection's monospace face, CJK included
 DEBIAN_PACKAGE = "fonts-noto-cjk"
 # Where Debian and Ubuntu put the collections; the SC face is index 2 in both.
 KNOWN_PATHS = {
@@ -31,11 +32,17 @@ KNOWN_PATHS = {
     ),
 }
 KNOWN_INDEX = 2
+KNOWN_MONO_INDEX = 7  # Noto Sans Mono CJK SC in the regular collection
+# Characters no font draws are dropped, not drawn as boxes; each distinct one outside the main font is
+# looked up once in fontconfig (a fallback such as an emoji font draws it), at most this many per process.
+MAX_FALLBACK_LOOKUPS = 256
+# Invisible joiners and variation selectors of emoji sequences: shown as boxes by some renderers.
+INVISIBLE = frozenset("\u200d\ufe0e\ufe0f\u20e3")
 FC_MATCH_TIMEOUT_S = 10.0
 # Units the advance widths are cached in: widths scale linearly with the size, so one size serves all.
 UNITS_PER_EM = 1000
 
-Weight = Literal["regular", "bold"]
+Weight = Literal["regular", "bold", "mono"]
 
 
 class FontMissing(DocumentError):
@@ -55,9 +62,10 @@ def _fc_match(weight: Weight) -> FontFile | None:
     if shutil.which("fc-match") is None:
         return None
     style = "Bold" if weight == "bold" else "Regular"
+    family = MONO_FAMILY if weight == "mono" else FAMILY
     try:
         out = subprocess.run(
-            ["fc-match", "-f", "%{file}|%{index}|%{family}", f"{FAMILY}:style={style}"],
+            ["fc-match", "-f", "%{file}|%{index}|%{family}", f"{family}:style={style}"],
             capture_output=True, text=True, timeout=FC_MATCH_TIMEOUT_S, check=False,
         ).stdout  # fmt: skip
     except (OSError, subprocess.SubprocessError):
@@ -66,6 +74,8 @@ def _fc_match(weight: Weight) -> FontFile | None:
     index, _, family = rest.partition("|")
     # fc-match always answers with *some* font; only a Noto CJK one will do.
     if "NotoSansCJK" not in path.replace(" ", "") or not Path(path).is_file():
+        return None
+    if weight == "mono" and "Mono" not in family:
         return None
     return FontFile(path=Path(path), index=int(index or 0), family=family.split(",")[0] or FAMILY)
 
@@ -76,8 +86,10 @@ def find_font(weight: Weight = "regular") -> FontFile:
     found = _fc_match(weight)
     if found is not None:
         return found
-    for candidate in KNOWN_PATHS[weight]:
+    for candidate in KNOWN_PATHS["bold" if weight == "bold" else "regular"]:
         if Path(candidate).is_file():
+            if weight == "mono":
+                return FontFile(path=Path(candidate), index=KNOWN_MONO_INDEX, family=MONO_FAMILY)
             return FontFile(path=Path(candidate), index=KNOWN_INDEX, family=FAMILY)
     raise FontMissing(
         f"the {FAMILY} font ({weight}) is not installed; documents in Chinese need it. "
@@ -139,3 +151,74 @@ class Measurer:
 def measurer(weight: Weight = "regular") -> Measurer:
     """The shared measurer of one weight (loading a .ttc face costs milliseconds; do it once)."""
     return Measurer(find_font(weight))
+
+
+class Widest(Measurer):
+    """Each character at the widest of the regular, bold and monospace faces: text with bold or code
+    runs in it is measured so that no mix of those runs can be wider than counted."""
+
+    def __init__(self) -> None:
+        super().__init__(find_font("regular"))
+        self._others = (measurer("bold"), measurer("mono"))
+
+    def char_em(self, char: str) -> float:
+        width = self._widths.get(char)
+        if width is None:
+            width = max(super().char_em(char), *(m.char_em(char) for m in self._others))
+            self._widths[char] = width
+        return width
+
+
+@functools.cache
+def widest() -> Widest:
+    return Widest()
+
+
+@functools.cache
+def _main_cmap() -> frozenset[int]:
+    from fontTools.ttLib import TTCollection
+
+    font = find_font("regular")
+    collection = TTCollection(str(font.path), lazy=True)
+    try:
+        return frozenset(collection.fonts[font.index].getBestCmap())
+    finally:
+        collection.close()
+
+
+@functools.cache
+def _fallback_draws(char: str) -> bool:
+    """Does some installed font (an emoji font, DejaVu…) have this character? Asked of fontconfig."""
+    if shutil.which("fc-list") is None:
+        return False
+    try:
+        out = subprocess.run(
+            ["fc-list", f":charset={ord(char):x}", "family"],
+            capture_output=True, text=True, timeout=FC_MATCH_TIMEOUT_S, check=False,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return bool(out.strip())
+
+
+def drawable(text: str) -> str:
+    """``text`` without the characters no installed font draws (they would show as empty boxes) and
+    without emoji joiners and variation selectors; what a fallback font draws (emoji, symbols) stays."""
+    cmap = _main_cmap()
+    if all(ord(char) in cmap or char.isspace() for char in text):
+        return text
+    kept: list[str] = []
+    dropped = False  # the space after a dropped emoji goes too when one is before it: "a 🚀 b" → "a b"
+    for char in text:
+        if char in INVISIBLE:
+            continue
+        if char == " " and dropped and (not kept or kept[-1] == " "):
+            dropped = False
+            continue
+        looked_up = _fallback_draws.cache_info().currsize < MAX_FALLBACK_LOOKUPS
+        if ord(char) in cmap or char.isspace() or ord(char) < 0x2000 or (looked_up and _fallback_draws(char)):
+            kept.append(char)
+            dropped = False
+        else:
+            dropped = True
+    return "".join(kept)

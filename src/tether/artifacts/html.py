@@ -8,9 +8,26 @@ links are only the ``http``/``https`` URLs the document model let through. The s
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Callable, Sequence
 from html import escape
+from pathlib import Path
 
-from tether.artifacts.document import Document
+from tether.artifacts.document import (
+    Code,
+    Document,
+    Image,
+    ListBlock,
+    Paragraph,
+    Quote,
+    Span,
+    Subheading,
+    Table,
+)
+
+AnyBlock = Paragraph | Subheading | Code | Table | Image | ListBlock | Quote
+IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF8", "image/gif"))
+MONO_STACK = '"Noto Sans Mono CJK SC", "DejaVu Sans Mono", "Liberation Mono", ui-monospace, monospace'
 
 FONT_STACK = (
     '"Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "PingFang SC", "Hiragino Sans GB", '
@@ -40,6 +57,23 @@ aside.notes { border-left: 3px solid #e5e7eb; color: #4b5563; font-size: 0.92rem
   padding: 0.2rem 0.8rem; white-space: pre-line; }
 .sources li { margin: 0.4rem 0; }
 .sources a { color: #1d4ed8; text-decoration: none; }
+h3, h4, h5, h6 { font-size: 1.08rem; margin: 1.2rem 0 0.4rem; break-after: avoid; }
+code, pre { font-family: MONO; font-size: 0.88em; }
+code { background: #f1f5f9; border-radius: 3px; padding: 0 0.2em; }
+pre { background: #f8fafc; border: 1px solid #e5e7eb; border-radius: 4px; padding: 0.6rem 0.8rem;
+  white-space: pre-wrap; overflow-wrap: anywhere; line-height: 1.45; }
+pre code { background: none; padding: 0; font-size: 1em; }
+table { border-collapse: collapse; margin: 0.8rem 0; width: 100%; font-size: 0.92rem; }
+th, td { border: 1px solid #d1d5db; padding: 0.3rem 0.5rem; text-align: left; vertical-align: top;
+  overflow-wrap: anywhere; }
+th { background: #f1f5f9; }
+thead { display: table-header-group; }
+tr { break-inside: avoid; }
+figure { margin: 0.8rem 0; text-align: center; break-inside: avoid; }
+figure img { max-width: 100%; max-height: 180mm; }
+figcaption { color: #6b7280; font-size: 0.85rem; }
+blockquote { border-left: 3px solid #cbd5e1; color: #4b5563; margin: 0.8rem 0; padding: 0 0.8rem; }
+li > ul, li > ol { margin: 0.1rem 0; }
 .url { color: #6b7280; display: block; font-size: 0.85rem; overflow-wrap: anywhere; }
 @media print { body { max-width: none; padding: 0; } a { color: inherit; } }
 """
@@ -48,10 +82,105 @@ aside.notes { border-left: 3px solid #e5e7eb; color: #4b5563; font-size: 0.92rem
 def _css(lang: str) -> str:
     page = LABELS[lang]["page"].replace("{page}", '" counter(page) "')
     page = page.replace("{pages}", '" counter(pages) "')
-    return CSS.replace("FONTS", FONT_STACK).replace("PAGE_LABEL", f'"{page}"').strip()
+    return (
+        CSS.replace("MONO", MONO_STACK)
+        .replace("FONTS", FONT_STACK)
+        .replace("PAGE_LABEL", f'"{page}"')
+        .strip()
+    )
 
 
-def to_html(doc: Document) -> str:
+def _spans(spans: Sequence[Span], keep: Callable[[str], str]) -> str:
+    out = []
+    for span in spans:
+        text = escape(keep(span.text))
+        if span.code:
+            text = f"<code>{text}</code>"
+        if span.strike:
+            text = f"<s>{text}</s>"
+        if span.italic:
+            text = f"<em>{text}</em>"
+        if span.bold:
+            text = f"<strong>{text}</strong>"
+        if span.link:
+            text = f'<a href="{escape(span.link)}" rel="noreferrer">{text}</a>'
+        out.append(text)
+    return "".join(out)
+
+
+def image_data_uri(path: str) -> str | None:
+    """A checked picture as a ``data:`` URI (the page stays self-contained), None when it is gone."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None
+    mime = next((m for magic, m in IMAGE_MAGIC if data.startswith(magic)), None)
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}" if mime else None
+
+
+def _block(block: AnyBlock, keep: Callable[[str], str]) -> list[str]:
+    if isinstance(block, Paragraph):
+        return [f"<p>{_spans(block.spans, keep)}</p>"]
+    if isinstance(block, Subheading):
+        return [f"<h{block.level}>{_spans(block.spans, keep)}</h{block.level}>"]
+    if isinstance(block, Code):
+        language = f' class="language-{escape(block.language)}"' if block.language else ""
+        return [f"<pre><code{language}>{escape(keep(block.text))}</code></pre>"]
+    if isinstance(block, Table):
+        return _table(block, keep)
+    if isinstance(block, Image):
+        uri = image_data_uri(block.path) if block.path else None
+        alt = escape(keep(block.alt))
+        if uri is None:
+            return [f'<p class="image-missing">[{alt or escape(block.src)}]</p>'] if alt or block.src else []
+        caption = f"<figcaption>{alt}</figcaption>" if alt else ""
+        return [f'<figure><img src="{uri}" alt="{alt}">{caption}</figure>']
+    if isinstance(block, Quote):
+        return ["<blockquote>", *_blocks(block.blocks, keep), "</blockquote>"]
+    tag = "ol" if block.ordered else "ul"
+    start = f' start="{block.start}"' if block.ordered and block.start != 1 else ""
+    out = [f"<{tag}{start}>"]
+    for item in block.items:
+        box = "" if item.checked is None else ("☑ " if item.checked else "☐ ")
+        inner = item.blocks
+        if len(inner) >= 1 and isinstance(inner[0], Paragraph):  # a tight item: its text, no <p>
+            out.append(f"<li>{box}{_spans(inner[0].spans, keep)}")
+            out += _blocks(inner[1:], keep)
+        else:
+            out += [f"<li>{box}", *_blocks(inner, keep)]
+        out.append("</li>")
+    return [*out, f"</{tag}>"]
+
+
+def _table(table: Table, keep: Callable[[str], str]) -> list[str]:
+    def cells(row: Sequence[Sequence[Span]], tag: str) -> str:
+        parts = []
+        for cell, align in zip(row, table.align, strict=False):
+            style = f' style="text-align:{align}"' if align else ""
+            parts.append(f"<{tag}{style}>{_spans(cell, keep)}</{tag}>")
+        return "<tr>" + "".join(parts) + "</tr>"
+
+    body = [cells(row, "td") for row in table.rows]
+    return [
+        "<table>",
+        f"<thead>{cells(table.header, 'th')}</thead>",
+        "<tbody>",
+        *body,
+        "</tbody>",
+        "</table>",
+    ]
+
+
+def _blocks(blocks: Sequence[AnyBlock], keep: Callable[[str], str]) -> list[str]:
+    return [line for block in blocks for line in _block(block, keep)]
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def to_html(doc: Document, keep: Callable[[str], str] = _same) -> str:
+    """The page; ``keep`` filters every text (the PDF drops characters no installed font can draw)."""
     lang = doc.lang
     labels = LABELS[lang]
     html_lang = "zh-CN" if lang == "zh" else "en"
@@ -61,31 +190,30 @@ def to_html(doc: Document) -> str:
         "<head>",
         '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{escape(doc.title)}</title>",
+        f"<title>{escape(keep(doc.title))}</title>",
         f"<style>\n{_css(lang)}\n</style>",
         "</head>",
         "<body>",
         "<header>",
-        f"<h1>{escape(doc.title)}</h1>",
+        f"<h1>{escape(keep(doc.title))}</h1>",
     ]
     if doc.subtitle:
-        out.append(f'<p class="subtitle">{escape(doc.subtitle)}</p>')
+        out.append(f'<p class="subtitle">{escape(keep(doc.subtitle))}</p>')
     out += ["</header>", "<main>"]
     for section in doc.sections:
         out.append("<section>")
         if section.heading:
-            out.append(f"<h2>{escape(section.heading)}</h2>")
-        out += [f"<p>{escape(paragraph)}</p>" for paragraph in section.paragraphs]
-        if section.bullets:
-            out += ["<ul>", *(f"<li>{escape(bullet)}</li>" for bullet in section.bullets), "</ul>"]
+            out.append(f"<h2>{escape(keep(section.heading))}</h2>")
+        out += _blocks(section.blocks, keep)
         if section.notes:
-            out.append(f'<aside class="notes" aria-label="{labels["notes"]}">{escape(section.notes)}</aside>')
+            notes = escape(keep(section.notes))
+            out.append(f'<aside class="notes" aria-label="{labels["notes"]}">{notes}</aside>')
         out.append("</section>")
     if doc.sources:
         out += ['<section class="sources">', f"<h2>{labels['sources']}</h2>", "<ol>"]
         for source in doc.sources:
             url = escape(source.url)
-            title = escape(source.title)
+            title = escape(keep(source.title))
             out.append(f'<li><a href="{url}" rel="noreferrer">{title}</a><span class="url">{url}</span></li>')
         out += ["</ol>", "</section>"]
     out += ["</main>", "</body>", "</html>", ""]

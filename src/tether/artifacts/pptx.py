@@ -2,37 +2,59 @@
 
 ``plan_deck`` decides everything — which layout each section gets, the font size of every box, where
 a section splits into continuation slides — by measuring the text with the font's real metrics
-(``textfit``); ``write_pptx`` only draws the plan with python-pptx. Layouts, chosen per section by
+(``textfit``); ``pptxdraw.write_pptx`` only draws the plan with python-pptx. Layouts, chosen per section by
 density:
 
 - ``title``: a heading and a line or two, centred (short sections, and the deck's title slide);
 - ``two-column``: many short bullets, flowing down the left column and on into the right;
 - ``bullets-details``: a few bullets on the left, longer paragraphs in a panel on the right;
-- ``bullets``: paragraphs then bullets in one column (everything else).
+- ``bullets``: paragraphs and bullets in one column, in their order (everything else);
+- ``table`` and ``picture``: a section with tables, pictures, code, nested or numbered lists keeps its
+  blocks in order (``structured``): text flows over slides, each table (split by rows when long, its
+  header repeated) and picture gets its slide, or joins a short text above it.
 
 Each box tries its sizes from the largest down; when a section does not fit one slide even at the
-smallest, it is split at a readable size over slides titled "… (cont.)" / "…（续）". A sources slide
+smallest, it is split at a readable size over slides titled "… (cont.)" / "…（续）", the text shared
+evenly between them (never a last slide of one line). A sources slide
 lists every source with its URL. Every box fixes its size, insets and line pitch, and turns autofit
 off, so PowerPoint and LibreOffice lay out what was measured.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from html import escape
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from tether.artifacts.document import Document, Language, Section
-from tether.artifacts.fonts import FAMILY, Measurer, measurer
-from tether.artifacts.textfit import Block, Box, Piece, flow, largest_fitting, line_pitch, space_before
+from tether.artifacts.document import Document, Language, ListBlock, Paragraph, Section, Table
+from tether.artifacts.fonts import Measurer, drawable, measurer, widest
+from tether.artifacts.slideparts import (
+    CAPTION_SIZE,
+    PictureFrame,
+    TableFrame,
+    fits_below,
+    is_text,
+    plan_picture,
+    plan_table,
+    to_blocks,
+)
+from tether.artifacts.textfit import (
+    HEIGHT_SLACK_PT,
+    Block,
+    Box,
+    Piece,
+    balanced,
+    block_lines,
+    flow,
+    largest_fitting,
+    line_pitch,
+    space_before,
+)
 
 if TYPE_CHECKING:
-    from pptx.presentation import Presentation
-    from pptx.util import Emu
+    pass
 
-Layout = Literal["title", "two-column", "bullets-details", "bullets", "sources"]
+Layout = Literal["title", "two-column", "bullets-details", "bullets", "sources", "table", "picture"]
 Align = Literal["left", "center"]
 Anchor = Literal["top", "middle", "bottom"]
 
@@ -104,6 +126,8 @@ class SlidePlan:
     frames: tuple[Frame, ...]
     notes: str = ""
     accent: bool = False  # a thin rule under the title (title slide)
+    tables: tuple[TableFrame, ...] = ()
+    pictures: tuple[PictureFrame, ...] = ()
 
 
 @dataclass(slots=True)
@@ -111,6 +135,9 @@ class _Planner:
     lang: Language
     m: Measurer = field(default_factory=lambda: measurer("regular"))
     bold: Measurer = field(default_factory=lambda: measurer("bold"))
+    fonts: dict[str, Measurer] = field(
+        default_factory=lambda: {"regular": measurer("regular"), "mono": measurer("mono"), "widest": widest()}
+    )
 
     def label(self, key: str) -> str:
         return LABELS[self.lang][key]
@@ -121,7 +148,7 @@ class _Planner:
         bounded titles and headings the document model allows."""
         x, y, w, h = rect
         probe = Box(width=w - 2 * INSET, height=h - 2 * INSET)
-        blocks = [Block(text=text)]
+        blocks = [Block(text=drawable(text).strip())]
         font = self.bold if bold else self.m
         size = largest_fitting(blocks, probe, sizes, font) or sizes[-1]
         pieces = tuple(piece for box in flow(blocks, probe, size, font) for piece in box)
@@ -153,9 +180,12 @@ class _Planner:
     # -- sections ----------------------------------------------------------------------------------
 
     def section(self, section: Section) -> list[SlidePlan]:
-        heading = section.heading or self.label("overview")
-        paragraphs = [Block(text=text) for text in section.paragraphs]
-        bullets = [Block(text=text, bullet=True) for text in section.bullets]
+        heading = drawable(section.heading) or self.label("overview")
+        if not is_simple(section):
+            return self.structured(heading, section)
+        blocks = to_blocks(section.blocks)
+        paragraphs = [block for block in blocks if not block.bullet]
+        bullets = [block for block in blocks if block.bullet]
         layout = choose_layout(section, self.m)
         if layout == "title":
             centred = self.centred(heading, paragraphs, section.notes)
@@ -174,9 +204,89 @@ class _Planner:
                         names=("details",), fill=PANEL_COLOR),
             ]  # fmt: skip
         else:
-            streams = [_Stream(rects=(single_rect(),), blocks=paragraphs + bullets, sizes=BODY_SIZES,
+            streams = [_Stream(rects=(single_rect(),), blocks=blocks, sizes=BODY_SIZES,
                                split=BODY_SPLIT_SIZE)]  # fmt: skip
         return self.flowing(heading, layout, streams, section.notes)
+
+    def structured(self, heading: str, section: Section) -> list[SlidePlan]:
+        """A section with tables, pictures, code, nested lists or text after a list: its blocks in
+        order — text flowed over as many slides as it needs, each table and picture on a slide of its
+        own (or under a short text), every slide after the first titled "… (cont.)"."""
+        slides: list[SlidePlan] = []
+        groups: list[list[Any]] = []
+        for block in section.blocks:
+            if is_text(block) and groups and is_text(groups[-1][0]):
+                groups[-1].append(block)
+            else:
+                groups.append([block])
+        pending: tuple[list[Frame], float] | None = None  # one short text slide a table may join
+        for group in groups:
+            title = heading if not slides and pending is None else heading + self.label("cont")
+            if is_text(group[0]):
+                if pending is not None:
+                    slides.append(SlidePlan(layout="bullets", frames=tuple(pending[0])))
+                stream = _Stream(rects=(single_rect(),), blocks=to_blocks(group), sizes=BODY_SIZES,
+                                 split=BODY_SPLIT_SIZE)  # fmt: skip
+                made = self.flowing(title, "bullets", [stream], "")
+                pending = None
+                if len(made) == 1:
+                    pending = (list(made[0].frames), self.used_height(made[0]))
+                else:
+                    slides += made
+                continue
+            below = fits_below(pending[1], single_rect()) if pending is not None else None
+            frames = pending[0] if below is not None and pending is not None else [self.title(title)]
+            if pending is not None and below is None:
+                slides.append(SlidePlan(layout="bullets", frames=tuple(pending[0])))
+                frames = [self.title(heading + self.label("cont"))]
+            pending = None
+            slides += self.special(group[0], frames, below or single_rect(), heading)
+        if pending is not None:
+            slides.append(SlidePlan(layout="bullets", frames=tuple(pending[0])))
+        if slides and section.notes:
+            slides[0] = SlidePlan(layout=slides[0].layout, frames=slides[0].frames, tables=slides[0].tables,
+                                  pictures=slides[0].pictures, notes=section.notes)  # fmt: skip
+        return slides or [SlidePlan(layout="title", frames=(self.title(heading),), notes=section.notes)]
+
+    def special(self, block: Any, frames: list[Frame], rect: Rect, heading: str) -> list[SlidePlan]:
+        """A table's or a picture's slides; the first carries ``frames`` (its title, maybe a text)."""
+        if isinstance(block, Table):
+            parts = plan_table(block, rect, self.m)
+            if len(parts) > 1 and rect != single_rect():  # a long table gets whole slides
+                rest = self.special(block, [self.title(heading + self.label("cont"))], single_rect(), heading)
+                return [SlidePlan(layout="bullets", frames=tuple(frames)), *rest]
+            out = []
+            for index, part in enumerate(parts):
+                head = frames if index == 0 else [self.title(heading + self.label("cont"))]
+                out.append(SlidePlan(layout="table", frames=tuple(head), tables=(part,)))
+            return out
+        picture = plan_picture(block, rect)
+        if picture is None:  # no picture to draw: its alt text, as a line of text
+            alt = Block(text=f"[{drawable(block.alt or block.src)}]", italic=True, color=MUTED_COLOR)
+            stream = _Stream(rects=(rect,), blocks=[alt], sizes=BODY_SIZES, split=BODY_SPLIT_SIZE)
+            made = self.flowing("", "bullets", [stream], "")
+            return [SlidePlan(layout="bullets", frames=tuple(frames) + made[0].frames[1:])]
+        extra = []
+        if picture.caption and picture.caption_rect is not None:
+            extra.append(self.frame("caption", picture.caption_rect, picture.caption, (CAPTION_SIZE, 12, 10),
+                                    color=MUTED_COLOR, align="center"))  # fmt: skip
+        return [SlidePlan(layout="picture", frames=tuple(frames + extra), pictures=(picture,))]
+
+    def used_height(self, slide: SlidePlan) -> float:
+        """How far down the body its text reaches, in points from the body's top."""
+        bodies = [frame for frame in slide.frames if frame.name != "title"]
+        if not bodies:
+            return 0.0
+        total = 2 * INSET + HEIGHT_SLACK_PT
+        for frame in bodies:
+            for piece in frame.pieces:
+                block = piece.block or Block(text=piece.text)
+                m = self.fonts["mono"] if block.mono else self.m
+                size = frame.size * block.scale
+                box = Box(width=frame.w - 2 * INSET, height=frame.h, bullet_indent=BULLET_INDENT)
+                lines = len(block_lines(replace(block, text=piece.text), box, frame.size, m))
+                total += (0.0 if block.tight else space_before(size)) + lines * line_pitch(size, m)
+        return total
 
     def centred(self, heading: str, paragraphs: list[Block], notes: str) -> SlidePlan | None:
         frames = [self.frame("title", (72.0, 120.0, 816.0, 150.0), heading, CENTRED_HEADING_SIZES, bold=True,
@@ -184,10 +294,10 @@ class _Planner:
         if paragraphs:
             rect = (96.0, 290.0, 768.0, 190.0)
             probe = Box(width=rect[2] - 2 * INSET, height=rect[3] - 2 * INSET)
-            size = largest_fitting(paragraphs, probe, CENTRED_TEXT_SIZES, self.m)
+            size = largest_fitting(paragraphs, probe, CENTRED_TEXT_SIZES, self.m, fonts=self.fonts)
             if size is None:
                 return None
-            pieces = tuple(flow(paragraphs, probe, size, self.m)[0])
+            pieces = tuple(flow(paragraphs, probe, size, self.m, self.fonts)[0])
             frames.append(Frame(name="text", x=rect[0], y=rect[1], w=rect[2], h=rect[3], pieces=pieces,
                                 size=size, color=MUTED_COLOR, align="center"))  # fmt: skip
         return SlidePlan(layout="title", frames=tuple(frames), notes=notes)
@@ -200,8 +310,9 @@ class _Planner:
             rect = stream.rects[0]
             box = Box(width=rect[2] - 2 * INSET, height=rect[3] - 2 * INSET, bullet_indent=BULLET_INDENT)
             per_slide = len(stream.rects)
-            size = largest_fitting(stream.blocks, box, stream.sizes, self.m, boxes=per_slide) or stream.split
-            boxes = flow(stream.blocks, box, size, self.m)
+            size = largest_fitting(stream.blocks, box, stream.sizes, self.m, boxes=per_slide,
+                                   fonts=self.fonts) or stream.split  # fmt: skip
+            boxes = balanced(stream.blocks, box, size, self.m, self.fonts)
             if per_slide == 2 and len(boxes) == 2:
                 boxes = _balanced(stream.blocks, box, size, self.m) or boxes
             poured.append((stream, boxes, size))
@@ -261,6 +372,19 @@ def _balanced(blocks: list[Block], box: Box, size: float, m: Measurer) -> list[l
     return None
 
 
+def is_simple(section: Section) -> bool:
+    """Paragraphs and at most one flat bulleted list of one-paragraph items: the shape the density
+    layouts (two columns, bullets beside details, centred) are made for. One column keeps their order;
+    bullets beside details put the list on the left, read first."""
+    blocks = [block for block in section.blocks if not isinstance(block, Paragraph)]
+    if not blocks:
+        return True
+    if len(blocks) > 1 or not isinstance(blocks[0], ListBlock) or blocks[0].ordered:
+        return False
+    return all(len(item.blocks) == 1 and isinstance(item.blocks[0], Paragraph) and item.checked is None
+               for item in blocks[0].items)  # fmt: skip
+
+
 def choose_layout(section: Section, m: Measurer) -> Layout:
     """The layout a section's density calls for (see the module docstring)."""
     bullet_em = [m.width_em(text) for text in section.bullets]
@@ -284,98 +408,3 @@ def plan_deck(doc: Document) -> list[SlidePlan]:
     if doc.sources:
         slides += planner.sources(doc)
     return slides
-
-
-# -- drawing ------------------------------------------------------------------------------------------
-
-
-def write_pptx(doc: Document, path: str | os.PathLike[str]) -> int:
-    """Write the deck to ``path``; returns the number of slides."""
-    plans = plan_deck(doc)
-    render(plans, doc.lang).save(os.fspath(path))
-    return len(plans)
-
-
-def render(plans: Sequence[SlidePlan], lang: Language) -> Presentation:
-    """The deck as a python-pptx presentation (``write_pptx`` saves it)."""
-    from pptx import Presentation as new_presentation
-    from pptx.dml.color import RGBColor
-    from pptx.enum.shapes import MSO_SHAPE
-    from pptx.util import Emu
-
-    deck = new_presentation()
-    deck.slide_width, deck.slide_height = Emu(int(SLIDE_W * EMU_PER_PT)), Emu(int(SLIDE_H * EMU_PER_PT))
-    blank = deck.slide_layouts[6]
-    for plan in plans:
-        slide = deck.slides.add_slide(blank)
-        for frame in plan.frames:
-            _draw(slide, frame, lang)
-        if plan.accent:
-            rule = slide.shapes.add_shape(MSO_SHAPE.RECTANGLE, *map(_emu, ACCENT_RULE))
-            rule.fill.solid()
-            rule.fill.fore_color.rgb = RGBColor.from_string(ACCENT_COLOR)
-            rule.line.fill.background()
-        if plan.notes:
-            slide.notes_slide.notes_text_frame.text = plan.notes  # type: ignore[union-attr]
-    return deck
-
-
-def _emu(points: float) -> Emu:
-    from pptx.util import Emu
-
-    return Emu(round(points * EMU_PER_PT))
-
-
-_A = "http://schemas.openxmlformats.org/drawingml/2006/main"
-_R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
-_HYPERLINK = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/hyperlink"
-
-
-def _draw(slide: Any, frame: Frame, lang: Language) -> None:
-    """One text box. Paragraphs are written as XML in one go: python-pptx's property setters walk the
-    tree for every attribute and made drawing cost three times the measuring."""
-    from pptx.dml.color import RGBColor
-    from pptx.enum.text import MSO_ANCHOR, MSO_AUTO_SIZE
-    from pptx.oxml import parse_xml
-    from pptx.util import Pt
-
-    shape = slide.shapes.add_textbox(_emu(frame.x), _emu(frame.y), _emu(frame.w), _emu(frame.h))
-    shape.name = frame.name
-    if frame.fill:
-        shape.fill.solid()
-        shape.fill.fore_color.rgb = RGBColor.from_string(frame.fill)
-    text_frame = shape.text_frame
-    text_frame.word_wrap = True
-    text_frame.auto_size = MSO_AUTO_SIZE.NONE
-    text_frame.margin_left = text_frame.margin_right = Pt(INSET)
-    text_frame.margin_top = text_frame.margin_bottom = Pt(INSET)
-    anchors = {"top": MSO_ANCHOR.TOP, "middle": MSO_ANCHOR.MIDDLE, "bottom": MSO_ANCHOR.BOTTOM}
-    text_frame.vertical_anchor = anchors[frame.anchor]
-    m = measurer("bold" if frame.bold else "regular")
-    pitch, before = round(line_pitch(frame.size, m) * 100), round(space_before(frame.size) * 100)
-    language = "zh-CN" if lang == "zh" else "en-US"
-    align = "ctr" if frame.align == "center" else "l"
-    indent = _emu(BULLET_INDENT)
-    fonts = f'<a:latin typeface="{FAMILY}"/><a:ea typeface="{FAMILY}"/><a:cs typeface="{FAMILY}"/>'
-    paragraphs = []
-    for piece in frame.pieces:
-        margin = f' marL="{indent}" indent="{0 if piece.continued else -indent}"' if piece.bullet else ""
-        bullet = (f'<a:buFont typeface="{FAMILY}"/><a:buChar char="•"/>'
-                  if piece.bullet and not piece.continued else "<a:buNone/>")  # fmt: skip
-        link = ""
-        if piece.link:
-            r_id = slide.part.relate_to(piece.link, _HYPERLINK, is_external=True)
-            link = f'<a:hlinkClick r:id="{r_id}"/>'
-        paragraphs.append(
-            f'<a:p><a:pPr algn="{align}"{margin}><a:lnSpc><a:spcPts val="{pitch}"/></a:lnSpc>'
-            f'<a:spcBef><a:spcPts val="{before}"/></a:spcBef><a:spcAft><a:spcPts val="0"/></a:spcAft>'
-            f'{bullet}</a:pPr><a:r><a:rPr lang="{language}" sz="{round(frame.size * 100)}" '
-            f'b="{int(frame.bold)}" dirty="0"><a:solidFill><a:srgbClr val="{frame.color}"/></a:solidFill>'
-            f"{fonts}{link}</a:rPr><a:t>{escape(piece.text)}</a:t></a:r></a:p>"
-        )
-    body = parse_xml(f'<a:txBody xmlns:a="{_A}" xmlns:r="{_R}">{"".join(paragraphs)}</a:txBody>')
-    tx_body = text_frame._txBody
-    for old in tx_body.findall(f"{{{_A}}}p"):
-        tx_body.remove(old)
-    for paragraph in list(body):
-        tx_body.append(paragraph)

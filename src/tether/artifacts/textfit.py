@@ -12,7 +12,7 @@ is used, so a renderer's own rounding cannot push a line over either.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from tether.artifacts.fonts import Measurer
@@ -23,6 +23,7 @@ LINE_FACTOR_MIN = 1.45  # line pitch in em; at least the font's natural ascent +
 SPACE_BEFORE_EM = 0.45  # space above each paragraph, in em of its size
 # LibreOffice (and Word's "autospace") put about a quarter em between CJK and Latin neighbours.
 AUTOSPACE_EM = 0.25
+BALANCE_STEPS = 12  # bisection steps when sharing text evenly over boxes (1/4096 of a box's height)
 
 NO_LINE_START = frozenset(
     "，。、；：？！）》」』】〕〉”’…‥—～·・ー々ゝゞヽヾぁぃぅぇぉっゃゅょゎァィゥェォッャュョヮ,.;:?!)]}%°′″℃"
@@ -137,23 +138,51 @@ def space_before(size_pt: float) -> float:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """The style of ``text[start:end]`` of a block."""
+
+    start: int
+    end: int
+    bold: bool = False
+    italic: bool = False
+    code: bool = False
+    strike: bool = False
+    link: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Block:
-    """One paragraph of a stream; ``bullet`` ones are drawn with a bullet and a hanging indent."""
+    """One paragraph of a stream. ``bullet`` ones are drawn with a marker (``number`` for an ordered
+    list) and a hanging indent at their ``level``; ``mono`` ones (code lines) keep every space and break
+    anywhere; ``scale`` sizes the block against the stream's size; ``runs`` style parts of the text."""
 
     text: str
     bullet: bool = False
     link: str | None = None
+    level: int = 0  # indent levels (a nested list item, a quote)
+    number: int | None = None
+    marker: str = "•"
+    mono: bool = False
+    tight: bool = False  # no space before (the second and later lines of a code block)
+    scale: float = 1.0
+    bold: bool = False
+    italic: bool = False
+    color: str | None = None
+    runs: tuple[Run, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Piece:
     """What one box shows of a block: all of it, or the lines that fit (``continued`` when the block
-    began in an earlier box, so it is drawn without a second bullet)."""
+    began in an earlier box, so it is drawn without a second bullet); ``start`` is where ``text``
+    begins in the block's text."""
 
     text: str
     bullet: bool
     continued: bool
     link: str | None
+    block: Block | None = None
+    start: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -164,25 +193,66 @@ class Box:
     height: float
     bullet_indent: float = 0.0
 
+    def indent(self, block: Block) -> float:
+        return self.bullet_indent * (block.level + (1 if block.bullet and not block.level else 0))
+
     def text_width(self, block: Block) -> float:
-        return (self.width - (self.bullet_indent if block.bullet else 0.0)) * WIDTH_SAFETY
+        return (self.width - self.indent(block)) * WIDTH_SAFETY
+
+
+def wrap_anywhere(text: str, width_pt: float, size_pt: float, measure: Measurer) -> list[tuple[int, int]]:
+    """Lines of code: every character kept (leading spaces above all), a break wherever the width ends."""
+    limit = width_pt / size_pt
+    lines: list[tuple[int, int]] = []
+    start, used = 0, 0.0
+    for index, char in enumerate(text):
+        width = measure.char_em(char)
+        if index > start and used + width > limit:
+            lines.append((start, index))
+            start, used = index, 0.0
+        used += width
+    lines.append((start, len(text)))
+    return lines
 
 
 def block_height(lines: int, size_pt: float, measure: Measurer) -> float:
     return space_before(size_pt) + lines * line_pitch(size_pt, measure)
 
 
-def flow(blocks: Sequence[Block], box: Box, size_pt: float, measure: Measurer) -> list[list[Piece]]:
+Fonts = Mapping[str, Measurer]  # "regular", and optionally "mono" and "widest"
+
+
+def _measure_for(block: Block, measure: Measurer, fonts: Fonts | None) -> Measurer:
+    if fonts is None:
+        return measure
+    if block.mono:
+        return fonts.get("mono", measure)
+    if block.bold or any(run.bold or run.code for run in block.runs):
+        return fonts.get("widest", measure)
+    return measure
+
+
+def block_lines(block: Block, box: Box, size_pt: float, measure: Measurer) -> list[tuple[int, int]]:
+    size = size_pt * block.scale
+    if block.mono:
+        return wrap_anywhere(block.text, box.text_width(block), size, measure)
+    return wrap(block.text, box.text_width(block), size, measure)
+
+
+def flow(
+    blocks: Sequence[Block], box: Box, size_pt: float, measure: Measurer, fonts: Fonts | None = None
+) -> list[list[Piece]]:
     """Pour ``blocks`` into as many boxes like ``box`` as they need, in order. A block that does not
     fit in what is left of a box moves whole to the next one when it fits in an empty box; one taller
     than a box is split between lines. Every character of every block ends up in exactly one piece."""
-    pitch = line_pitch(size_pt, measure)
-    before = space_before(size_pt)
     room = box.height - HEIGHT_SLACK_PT
     boxes: list[list[Piece]] = [[]]
     used = 0.0
     for block in blocks:
-        spans = wrap(block.text, box.text_width(block), size_pt, measure)
+        m = _measure_for(block, measure, fonts)
+        pitch = line_pitch(size_pt * block.scale, m)
+        before = 0.0 if block.tight else space_before(size_pt * block.scale)
+        spans = block_lines(block, box, size_pt, m)
         need = before + len(spans) * pitch
         if used + need > room and boxes[-1] and need <= room:
             boxes.append([])
@@ -197,22 +267,54 @@ def flow(blocks: Sequence[Block], box: Box, size_pt: float, measure: Measurer) -
                 used = 0.0
                 continue
             last = min(len(spans), first + fit)
-            text = block.text[spans[first][0] : spans[last - 1][1]]
-            boxes[-1].append(Piece(text=text, bullet=block.bullet, continued=first > 0, link=block.link))
+            start, end = spans[first][0], spans[last - 1][1]
+            boxes[-1].append(Piece(text=block.text[start:end], bullet=block.bullet, continued=first > 0,
+                                   link=block.link, block=block, start=start))  # fmt: skip
             used += before + (last - first) * pitch
             first = last
     return boxes
 
 
-def fits(blocks: Sequence[Block], box: Box, size_pt: float, measure: Measurer, boxes: int = 1) -> bool:
-    return len(flow(blocks, box, size_pt, measure)) <= boxes
+def balanced(
+    blocks: Sequence[Block], box: Box, size_pt: float, measure: Measurer, fonts: Fonts | None = None
+) -> list[list[Piece]]:
+    """``flow``, with the text shared evenly over the boxes it needs: the lowest box height that still
+    needs no more boxes is found by bisection, so a section never ends on a slide of one line."""
+    boxes = flow(blocks, box, size_pt, measure, fonts)
+    if len(boxes) < 2:
+        return boxes
+    low, high = box.height / len(boxes), box.height
+    best = boxes
+    for _ in range(BALANCE_STEPS):
+        middle = (low + high) / 2
+        try:
+            trial = flow(blocks, Box(width=box.width, height=middle, bullet_indent=box.bullet_indent),
+                         size_pt, measure, fonts)  # fmt: skip
+        except ValueError:
+            trial = None
+        if trial is not None and len(trial) <= len(boxes):
+            best, high = trial, middle
+        else:
+            low = middle
+    return best
+
+
+def fits(
+    blocks: Sequence[Block], box: Box, size_pt: float, measure: Measurer, boxes: int = 1,
+    fonts: Fonts | None = None,
+) -> bool:  # fmt: skip
+    return len(flow(blocks, box, size_pt, measure, fonts)) <= boxes
 
 
 def largest_fitting(
-    blocks: Sequence[Block], box: Box, sizes: Sequence[float], measure: Measurer, boxes: int = 1
-) -> float | None:
+    blocks: Sequence[Block], box: Box, sizes: Sequence[float], measure: Measurer, boxes: int = 1,
+    fonts: Fonts | None = None,
+) -> float | None:  # fmt: skip
     """The largest of ``sizes`` (tried from the first) at which ``blocks`` fit in ``boxes`` boxes."""
     for size in sizes:
-        if fits(blocks, box, size, measure, boxes):
-            return size
+        try:
+            if fits(blocks, box, size, measure, boxes, fonts):
+                return size
+        except ValueError:  # one line of this size is taller than the box
+            continue
     return None

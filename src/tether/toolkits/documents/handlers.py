@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import shutil
+import tempfile
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tether.artifacts import DocumentError, build, from_markdown, make_document
+from tether.artifacts import Document, DocumentError, build, from_markdown, make_document
 from tether.artifacts.build import MAX_STEM_CHARS, Built, Format
-from tether.artifacts.document import MAX_SOURCES
-from tether.errors import TaskFailed
+from tether.artifacts.document import MAX_MARKDOWN_CHARS, MAX_SOURCES
+from tether.errors import TaskFailed, TetherError
 from tether.tasks.context import TaskContext
+from tether.toolkits.documents.inputs import ImageFinder, read_markdown
 
 ARTIFACTS_DIR = "artifacts"
 PRIVATE_DIR = 0o700
@@ -58,12 +61,30 @@ def _entry(built: Built, home: Path) -> dict[str, Any]:
     return entry
 
 
-def generate(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
-    params: Any = ctx.params
-    formats: list[Format] = list(params.formats)
-    ctx.progress(0.0, "reading the content")
+def _read(ctx: TaskContext, params: Any, pictures: Path) -> tuple[Document, ImageFinder]:
+    """The document from the content (or the workspace file), its pictures checked and copied."""
+    from tether.toolkits.workspace.paths import Roots
+
+    roots = Roots.load(ctx.home)
+    text = params.content
+    base = ""
+    if params.content_path is not None:
+        text = read_markdown(roots, params.content_path, MAX_MARKDOWN_CHARS)
+        base = posixpath.dirname(params.content_path)
+    title = params.title
+    if title is not None and _names_a_folder(roots, title):
+        title = None  # a planner's folder name ("notes") is not a title: the content's heading is
     try:
-        doc = from_markdown(params.content, title=params.title, language=params.language)
+        try:
+            finder = ImageFinder(roots=roots, folder=pictures, base=base)
+            doc = from_markdown(text, title=title, language=params.language, resolve_image=finder.resolve)
+        except DocumentError:
+            if title == params.title:
+                raise
+            finder = ImageFinder(roots=roots, folder=pictures, base=base)  # no heading: the name it is
+            doc = from_markdown(
+                text, title=params.title, language=params.language, resolve_image=finder.resolve
+            )
         if params.sources:
             known = {source.url for source in doc.sources}
             extra = [s.model_dump() for s in params.sources if s.url not in known]
@@ -71,6 +92,31 @@ def generate(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
             doc = make_document(**{**doc.model_dump(), "sources": merged[:MAX_SOURCES]})
     except DocumentError as exc:
         raise TaskFailed(exc.message, **exc.data) from exc
+    return doc, finder
+
+
+def _names_a_folder(roots: Any, title: str) -> bool:
+    """Is ``title`` just the name of a workspace folder (what a planner passes for "the notes in notes/")?"""
+    if not re.fullmatch(r"[\w.-]+/?", title):
+        return False
+    try:
+        return roots.locate(title.rstrip("/"), must_exist=True).path.is_dir()
+    except TetherError:
+        return False
+
+
+def generate(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
+    params: Any = ctx.params
+    formats: list[Format] = list(params.formats)
+    ctx.progress(0.0, "reading the content")
+    with tempfile.TemporaryDirectory(prefix="tether-pictures-") as pictures:
+        doc, finder = _read(ctx, params, Path(pictures))
+        return _generate(ctx, params, formats, doc, finder)
+
+
+def _generate(
+    ctx: TaskContext, params: Any, formats: list[Format], doc: Document, finder: ImageFinder
+) -> tuple[str, dict[str, Any]]:
     if params.save_to is not None:  # a refused or taken place fails now, before minutes of building
         _check_save(ctx, params.save_to, formats, overwrite=params.overwrite)
     folder = _folder(ctx.home, ctx.execution_id)
@@ -99,6 +145,10 @@ def generate(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
         "sections": len(doc.sections),
         "sources": len(doc.sources),
     }
+    if finder.drawn or finder.missing:
+        data["images"] = {"drawn": len(finder.drawn), "not_drawn": dict(list(finder.missing.items())[:10])}
+        if finder.missing:
+            message += f"; {len(finder.missing)} picture(s) not drawn (their alt text stands in)"
     if saved is not None:
         data["saved"] = saved
         message += f"; saved to {', '.join(saved)}"

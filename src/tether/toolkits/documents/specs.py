@@ -16,7 +16,11 @@ H = "tether.toolkits.documents.handlers:"
 
 FORMAT_NAMES = ("md", "html", "pptx", "pdf")  # the same list as tether.artifacts.FORMATS (asserted by a test)
 MAX_TITLE_CHARS = 200
-MAX_CONTENT_CHARS = 20_000  # 60 KB of Chinese in UTF-8: inside the executor's 64 KiB limit on arguments
+# Markdown passed inline: a 40-60 kB English design document fits the executor's 64 KiB on arguments
+# (tether.tasks.validation.MAX_PARAMS_BYTES, which names itself when Chinese text outgrows it first);
+# anything longer is read from the workspace with content_path, up to the reader's MAX_MARKDOWN_CHARS.
+MAX_CONTENT_CHARS = 60_000
+MAX_PATH_CHARS = 500
 MAX_PARAM_SOURCES = 50
 MAX_SOURCE_TITLE_CHARS = 300
 MAX_URL_CHARS = 2_000
@@ -51,21 +55,33 @@ class GenerateParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     title: Annotated[
-        str,
+        str | None,
         Field(
-            min_length=1, max_length=MAX_TITLE_CHARS, description="the document's title",
+            min_length=1, max_length=MAX_TITLE_CHARS,
+            description="the document's title; left out, it is the content's first '# ' heading",
             json_schema_extra={"labels": {"en": "title", "zh": "标题"}},
         ),
-    ]  # fmt: skip
+    ] = None  # fmt: skip
     content: Annotated[
-        str,
+        str | None,
         Field(
             min_length=1, max_length=MAX_CONTENT_CHARS,
-            description="the text in Markdown: '## ' headings start sections (and slides), '- ' lines are "
-            "bullets; a '## Sources' / '## 来源' list of links becomes the sources",
+            description="the text in Markdown (CommonMark and GFM tables): '## ' headings start sections "
+            "(and slides); lists, numbered lists, **bold**, *italic*, `code`, code blocks, tables and "
+            "images (![alt](path in the workspace)) are kept; a '## Sources' / '## 来源' list of links "
+            "becomes the sources",
             json_schema_extra={"labels": {"en": "content (Markdown)", "zh": "内容（Markdown）"}},
         ),
-    ]  # fmt: skip
+    ] = None  # fmt: skip
+    content_path: Annotated[
+        str | None,
+        Field(
+            min_length=1, max_length=MAX_PATH_CHARS,
+            description="instead of content: a Markdown file in the workspace to read (for long documents; "
+            "its images are found next to it)",
+            json_schema_extra={"labels": {"en": "Markdown file", "zh": "Markdown 文件"}},
+        ),
+    ] = None  # fmt: skip
     formats: Annotated[
         list[FormatName],
         Field(
@@ -97,6 +113,14 @@ class GenerateParams(BaseModel):
         bool,
         Field(description="replace existing files at save_to (the person is asked to confirm)"),
     ] = False
+
+    @model_validator(mode="after")
+    def _one_content(self) -> GenerateParams:
+        if (self.content is None) == (self.content_path is None):
+            raise ValueError(
+                "give the Markdown either as content or as content_path (a workspace file), once"
+            )
+        return self
 
     @model_validator(mode="after")
     def _overwrite_needs_a_place(self) -> GenerateParams:
