@@ -9,12 +9,15 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.models.test_offline import OPEN_JOB, SURFACE, run_plan
 from tether.agent.surface import ToolSurface
 from tether.models.base import TurnContext
 from tether.models.offline import OfflineModel
 from tether.models.offline_answers import example
+from tether.models.understand import has_cjk
 from tether.toolkits.demo.registry import registry
 
 NO_TOOL = ("没有对应的工具", "none of my tools")
@@ -167,3 +170,36 @@ def test_a_yes_reaching_the_model_with_nothing_waiting_is_not_a_request_it_canno
         and not any(phrase in final for phrase in NO_TOOL)
         and ("确认" in final or "confirm" in final)
     )
+
+
+WORDS = sorted(
+    {a for tool in SURFACE.business for a in tool.aliases}
+    | {w for tool in SURFACE.business for words in tool.value_words.values() for w in words}
+    | {
+        "回忆之蕾",
+        "空海之形",
+        "阁楼",
+        "有哪些",
+        "吗",
+        "不",
+        "别",
+        "太多了",
+        "几次",
+        "？",
+        "，",
+        "3",
+        "四星",
+        "twice",
+    }
+    | {"what", "which", "how many", "not", "too many", "relics", "files", "notes.md", "'todo'", "了"}
+)
+
+
+@given(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_any_mix_of_known_words_is_answered_and_never_salvages_unasked(words: list[str]) -> None:
+    text = "".join(words) if all(has_cjk(w) for w in words) else " ".join(words)
+    made, final = run_plan(text, OPEN_JOB)
+    assert final or made
+    if any(name == "demo__salvage_relics" for name, _ in made):
+        assert any(word in text for word in ("分解", "salvage", "break down")), text
