@@ -214,6 +214,19 @@ def backend_name() -> str:
     return f"{type(backend).__module__}.{type(backend).__qualname__}"
 
 
+def refuse_unless_storable(provider: str) -> None:
+    """Raise, saying once what to do instead, when a key for ``provider`` could not be stored here:
+    asked before the key is typed, so nobody types a key only to have it refused."""
+    _check(provider)
+    problem = backend_problem()
+    if problem is not None:
+        name = env_names(provider)[0]
+        raise CredentialError(
+            f"cannot store a key: {problem}. Set {name} in the environment instead "
+            f"(for example `export {name}=…` in your shell profile); tether reads it from there"
+        )
+
+
 def set_key(provider: str, key: str) -> None:
     import keyring
     from keyring.errors import KeyringError
@@ -221,12 +234,7 @@ def set_key(provider: str, key: str) -> None:
     _check(provider)
     if not key.strip():
         raise CredentialError("an empty key was not stored")
-    problem = backend_problem()
-    if problem is not None:
-        raise CredentialError(
-            f"the key was not stored: {problem} (no OS keyring such as Secret Service or macOS Keychain is "
-            f"running). Set {env_names(provider)[0]} in the environment instead"
-        )
+    refuse_unless_storable(provider)
     try:
         keyring.set_password(SERVICE, provider, key.strip())
     except KeyringError as exc:

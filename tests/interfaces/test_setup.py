@@ -110,9 +110,24 @@ def test_auth_set_refuses_a_machine_without_a_keyring(tmp_path: Path) -> None:
         tmp_path, "auth", "set", "deepseek", stdin="sk-a-real-looking-key-123\n",
         PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring",
     )  # fmt: skip
-    assert run.returncode != 0 and "not stored" in run.stderr and "TETHER_API_KEY_DEEPSEEK" in run.stderr
+    assert (
+        run.returncode == 2 and "cannot store a key" in run.stderr and "TETHER_API_KEY_DEEPSEEK" in run.stderr
+    )
+    # Refused once, before asking: no prompt, no getpass warning, one line of what to do instead.
+    assert run.stderr.count("no OS keyring") == 1 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "API key for" not in run.stderr and "Warning" not in run.stderr, run.stderr
     assert "sk-a-real-looking-key-123" not in run.stdout + run.stderr
     assert not any(p.is_file() and "sk-a-real" in p.read_text(errors="replace") for p in tmp_path.rglob("*"))
+
+
+def test_auth_set_reads_a_piped_key_as_one_line_without_a_prompt(tmp_path: Path) -> None:
+    run = tether(tmp_path, "auth", "set", "deepseek", stdin="sk-piped-key-123\n")
+    assert run.returncode == 0 and "stored the key for deepseek" in run.stdout, run.stderr
+    assert run.stderr == "", run.stderr  # no prompt into the pipe, no GetPassWarning
+    shown = tether(tmp_path, "auth", "show", "deepseek", "--json")
+    assert json.loads(shown.stdout) == {"provider": "deepseek", "source": "keyring", "length": 16}
+    empty = tether(tmp_path, "auth", "set", "deepseek")
+    assert empty.returncode == 2 and "no key on standard input" in empty.stderr, empty.stderr
 
 
 def test_a_plaintext_backend_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,7 +149,7 @@ def test_a_plaintext_backend_is_refused(monkeypatch: pytest.MonkeyPatch) -> None
     PlaintextKeyring.__module__ = "keyrings.alt.file"
     monkeypatch.setattr(keyring, "get_keyring", lambda: PlaintextKeyring())
     assert "anyone can read" in (credentials.backend_problem() or "")
-    with pytest.raises(CredentialError, match=r"not stored.*TETHER_API_KEY_OPENAI"):
+    with pytest.raises(CredentialError, match=r"cannot store a key.*TETHER_API_KEY_OPENAI"):
         credentials.set_key("openai", "sk-plain-text-would-be-bad")
 
 

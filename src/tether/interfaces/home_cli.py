@@ -119,13 +119,15 @@ def server_stop(as_json: JsonFlag = False) -> None:
 def auth_set(
     provider: Annotated[str, typer.Argument(help="e.g. openai, deepseek, qwen")], as_json: JsonFlag = False
 ) -> None:
-    """Store a key for PROVIDER in the OS keyring (typed, not echoed)."""
+    """Store a key for PROVIDER in the OS keyring: typed without echo in a terminal, or read as one
+    line from standard input (`… | tether auth set openai`). Where there is no OS keyring, this says
+    so before asking, with the environment variable to set instead."""
 
     def body() -> int:
-        from tether.credentials import set_key
+        from tether.credentials import refuse_unless_storable, set_key
 
-        key = typer.prompt(f"API key for {provider}", hide_input=True, err=True)
-        set_key(provider, key)
+        refuse_unless_storable(provider)
+        set_key(provider, _read_key(provider))
         _say(
             {"provider": provider, "stored": True},
             f"stored the key for {provider} in the OS keyring",
@@ -134,6 +136,25 @@ def auth_set(
         return 0
 
     guarded(as_json, body)
+
+
+def _read_key(provider: str) -> str:
+    """The key, typed without echo at a terminal; otherwise the first line of standard input (a pipe
+    or a file has no echo to turn off: getpass would warn and print its prompt into the pipe)."""
+    import sys
+
+    from tether.errors import CredentialError
+
+    stdin = sys.stdin
+    if stdin is not None and stdin.isatty():
+        return typer.prompt(f"API key for {provider}", hide_input=True, err=True)
+    line = stdin.readline() if stdin is not None else ""
+    if not line.strip():
+        raise CredentialError(
+            f"no key on standard input: pipe it in (`… | tether auth set {provider}`) or run this in a"
+            " terminal to type it"
+        )
+    return line.strip()
 
 
 @auth_app.command("show")
