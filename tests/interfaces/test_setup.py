@@ -185,6 +185,28 @@ def test_doctor_says_what_to_fix(tmp_path: Path) -> None:
     assert "warn keyring" in run.stdout and "TETHER_API_KEY_" in run.stdout
 
 
+def test_doctor_reports_a_settings_error_as_one_naming_file_key_and_what_is_allowed(tmp_path: Path) -> None:
+    home = settings_file(
+        tmp_path / "home", '[store]\nkeep_days = -3\nkeep_dayz = 2\n[agent]\nlanguage = "fr"\n'
+    )
+    run = tether(home, "doctor", "--json")
+    checks = {c["check"]: c for c in json.loads(run.stdout)}
+    assert run.returncode == 1 and checks["settings"]["status"] == "fail"
+    detail = checks["settings"]["detail"]
+    assert str(home / "settings.toml") in detail, detail
+    assert "[store].keep_days = -3" in detail and "greater than or equal to 0" in detail, detail
+    assert "[store].keep_dayz" in detail and "did you mean 'keep_days'" in detail, detail
+    assert "[agent].language = 'fr'" in detail and "'en' or 'zh'" in detail, (
+        detail
+    )  # every problem, not the first
+    assert checks["store"]["status"] != "fail" and "database_url" not in json.dumps(checks["store"]), checks
+    run = tether(settings_file(tmp_path / "env", ""), "doctor", "--json", TETHER_KEEP_DAYS="-1")
+    checks = {c["check"]: c for c in json.loads(run.stdout)}
+    assert (
+        "TETHER_KEEP_DAYS" in checks["settings"]["detail"] and "TETHER_KEEP_DAYS" in checks["settings"]["fix"]
+    )
+
+
 def test_doctor_reaches_the_model_with_one_cheap_request(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     home = settings_file(
         tmp_path / "home",

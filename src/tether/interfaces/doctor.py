@@ -54,18 +54,99 @@ def check_home(home: str | None) -> tuple[Check, Path | None]:
 
 
 def check_settings(home: Path) -> Check:
-    from tether.config import SECTIONS, SETTINGS_FILE
-    from tether.errors import ConfigError
+    from tether.config import SETTINGS_FILE
 
-    try:
-        for section in SECTIONS.values():
-            section.load(home)
-    except ConfigError as exc:
-        return Check(name="settings", status=FAIL, detail=exc.message, fix=f"edit {home / SETTINGS_FILE}")
+    problems, fixes = settings_problems(home)
+    if problems:
+        return Check(name="settings", status=FAIL, detail="; ".join(problems), fix="; ".join(fixes))
     exists = (home / SETTINGS_FILE).exists()
     return Check(
         name="settings", status=OK, detail=SETTINGS_FILE if exists else "defaults (no settings.toml)"
     )
+
+
+def settings_problems(home: Path) -> tuple[list[str], list[str]]:
+    """Every invalid setting of ``home`` (not only the first), each naming where it was set (the file
+    or an environment variable), the key and what is allowed; and what to do about them."""
+    import difflib
+
+    from tether.config import SECTIONS, SETTINGS_FILE, read_settings_file
+    from tether.errors import ConfigError
+
+    path = home / SETTINGS_FILE
+    try:
+        document = read_settings_file(home)
+    except ConfigError as exc:  # not TOML, an unknown section: the message names the file
+        return [exc.message], [f"edit {path}"]
+    in_file: list[str] = []
+    keys: list[str] = []
+    other: list[str] = []
+    for name, section in SECTIONS.items():
+        before = len(in_file)
+        for key, value in document.get(name, {}).items():
+            if key not in section.model_fields:
+                close = difflib.get_close_matches(key, list(section.model_fields), n=1, cutoff=0.6)
+                known = (
+                    f"did you mean {close[0]!r}?" if close else f"known: {', '.join(section.model_fields)}"
+                )
+                in_file.append(f"[{name}].{key} is not a setting ({known})")
+            elif (why := _setting_problem(section, key, value)) is not None:
+                in_file.append(f"[{name}].{key} = {_shown(value)} is not allowed: {why}")
+            else:
+                continue
+            keys.append(f"[{name}].{key}")
+        if len(in_file) == before:  # a variable, or a rule across keys: the loader's own words
+            try:
+                section.load(home)
+            except ConfigError as exc:
+                other.append(_sourced(exc.message, section, path))
+    problems = ([f"{path}: {'; '.join(in_file)}"] if in_file else []) + other
+    fixes = [f"edit {', '.join(keys)} in {path}"] if keys else []
+    variables = [v for v in other if v.startswith("TETHER_")]
+    fixes += [f"fix or unset {v.partition(':')[0]}" for v in variables]
+    fixes += [f"edit {path}"] if len(variables) < len(other) and not keys else []
+    return problems, fixes
+
+
+def _setting_problem(section: Any, key: str, value: Any) -> str | None:
+    """Why ``value`` is not allowed for ``[section].key`` (None if it is, or if the key is unknown)."""
+    from typing import Annotated
+
+    from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+    field = section.model_fields.get(key)
+    if field is None:
+        return None
+    annotation = Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
+    try:
+        TypeAdapter(annotation, config=ConfigDict(strict=True, allow_inf_nan=False)).validate_python(value)
+    except ValidationError as exc:
+        said = [
+            e["msg"].removeprefix("Value error, ").replace("Input should be", "it must be")
+            for e in exc.errors()
+        ]
+        return "; ".join(dict.fromkeys(said))
+    except Exception:  # a type TypeAdapter cannot build alone: the section's load says what is wrong
+        return None
+    return None
+
+
+def _sourced(message: str, section: Any, path: Path) -> str:
+    """The loader's message, saying where the setting came from when it does not already."""
+    import os
+
+    if str(path) in message:
+        return message
+    variables = [
+        f"TETHER_{key.upper()}" for key in section.model_fields if f"TETHER_{key.upper()}" in os.environ
+    ]
+    source = " or ".join(variables) if variables else str(path)
+    return f"{source}: {message.removeprefix('invalid setting: ')}"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 DAMAGED_FIX = "move it away to start afresh (tether creates a new one), or put back a copy you kept"
@@ -273,7 +354,10 @@ def run_checks(home: str | None, registry_ref: str) -> list[Check]:
         return checks
     settings = check_settings(path)
     checks.append(settings)
-    checks.append(check_store(path))
+    if settings.status == FAIL:  # the store opens with the settings: its check would repeat their error
+        checks.append(Check(name="store", status=WARN, detail="not checked: fix the settings first"))
+    else:
+        checks.append(check_store(path))
     checks.append(check_registry(registry_ref))
     checks.append(check_keyring())
     if settings.status != FAIL or "[model]" in settings.detail:
