@@ -117,7 +117,7 @@ def _setting_problem(section: Any, key: str, value: Any) -> str | None:
     field = section.model_fields.get(key)
     if field is None:
         return None
-    annotation = Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
+    annotation: Any = Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
     try:
         TypeAdapter(annotation, config=ConfigDict(strict=True, allow_inf_nan=False)).validate_python(value)
     except ValidationError as exc:
