@@ -82,12 +82,15 @@ COVERED = """() => {
     if (x < 0 || y < 0 || x > innerWidth || y > innerHeight) continue;  // scrolled away, not covered
     const top = document.elementFromPoint(x, y);
     if (!top || el.contains(top) || top.contains(el) || top.closest('label')?.contains(el)) continue;
-    // Inside a scrolled pane the element may be clipped by its own scroller: that is not a cover.
-    const scroller = el.closest('.panel, .conversation, .thread-list, .dag-wrap, .tabs, .mobile-nav');
-    if (scroller && !scroller.contains(top)) {
-      const s = scroller.getBoundingClientRect();
-      if (y < s.top || y > s.bottom || x < s.left || x > s.right) continue;
+    // Scrolled out of a pane (or of the graph's own scroller): clipped away there, not covered.
+    let clipped = false;
+    for (let p = el.parentElement; p && !clipped; p = p.parentElement) {
+      const st = getComputedStyle(p);
+      if (st.overflowX === 'visible' && st.overflowY === 'visible') continue;
+      const s = p.getBoundingClientRect();
+      clipped = y < s.top || y > s.bottom || x < s.left || x > s.right;
     }
+    if (clipped) continue;
     const name = (node) => node.dataset.testid || node.id || node.className || node.tagName;
     out.push(`${name(el)} under ${name(top)}`);
   }

@@ -30,6 +30,9 @@ pytestmark = pytest.mark.slow
 require_chromium()
 LONG_WORD = "Superlongunbrokenwordwithoutanyspace" * 6  # 216 characters, nowhere to break
 SMALL_PHONE = {"width": 320, "height": 640}
+SKIP_LINKS_AWAY = (
+    "[...document.querySelectorAll('.skip-link')].every(a => a.getBoundingClientRect().bottom <= 0)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -96,10 +99,14 @@ def test_every_view_keeps_long_words_in_their_cards_and_every_tab_on_screen(
         if view == "runs":
             page.get_by_test_id("run-item").first.click()
             page.get_by_test_id("run-dag").wait_for()
+            page.get_by_test_id("dag-node").last.click()
+            page.get_by_test_id("task-detail").wait_for()
         if view == "approvals":
             page.get_by_test_id("approvals").locator(".approval").first.wait_for()
         assert page.evaluate(TABS_OFF) == [], (view, page.evaluate(TABS_OFF))
         assert page.evaluate(OVERFLOWING) == [], (view, page.evaluate(OVERFLOWING))
+        assert page.evaluate(COVERED) == [], (view, page.evaluate(COVERED))
+        assert page.evaluate(SKIP_LINKS_AWAY), "a skip link shows before it is focused"
         if view in ("chat", "runs", "approvals") and width != 320:
             shot(page, f"fit-{view}-{lang}-{width}")
     opened.close()

@@ -520,7 +520,7 @@ function threadItem(thread) {
         tabindex: id === threadTabStop() ? '0' : '-1',
         onclick: () => openThread(id),
       },
-      h('span', { class: 'thread-title' }, titleOf(thread)),
+      h('span', { class: 'thread-title', title: titleOf(thread) }, titleOf(thread)),
       h('span', { class: 'thread-meta' }, [thread.agent && thread.agent !== 'assistant' ? `${thread.agent} · ` : '', `${turns} · ${formatTime(thread.updated_at)}`].join('')),
       threadMarker(thread),
     ),
@@ -582,6 +582,7 @@ function resetConversation() {
   state.cards = new Map();
   keyedCaches.delete($('conversation'));
   keyedCaches.delete($('trace'));
+  delegationTrees.clear();
   cancelRename();
 }
 
@@ -783,6 +784,7 @@ function renderChat(options) {
 function renderChatHead() {
   const has = Boolean(state.currentId);
   $('chat-title').textContent = has ? titleOf(state.current) : t('chat.noThread');
+  $('chat-title').title = $('chat-title').textContent; // (a long title shows three lines; all of it here)
   const agent = has && state.current ? state.current.agent : null;
   $('thread-agent').hidden = !agent || agent === 'assistant';
   $('thread-agent').textContent = agent ? t('agents.answers', { name: agent }) : '';
@@ -854,6 +856,7 @@ function renderConversation({ scroll = false } = {}) {
     sig: conversationSig,
     build: buildConversationItem,
   });
+  renderSkipLinks();
   if (stick) box.scrollTop = box.scrollHeight;
 }
 
@@ -1210,7 +1213,9 @@ function renderApprovals() {
 /** The skip link to what waits for an answer: there only while something waits. */
 function renderSkipLinks() {
   const link = $('skip-waiting');
-  const waiting = visibleConfirmations().length + visibleReviews().length;
+  const pending = currentPending(); // (the thread's own record may know of its question first)
+  const listed = pending && visibleConfirmations().some((c) => c.pending_id === pending.pending_id);
+  const waiting = visibleConfirmations().length + visibleReviews().length + (pending && !listed ? 1 : 0);
   link.hidden = waiting === 0;
   link.textContent = t('app.skipWaiting', { n: waiting });
 }
@@ -1443,7 +1448,17 @@ function treeLine(step, depth) {
 
 /** Who asked whom, what it did, what it returned: a delegation's own steps, nested under the call that
  * handed the work over (read when opened), each sub-delegation a branch of its own. */
+const delegationTrees = new Map(); // `${lang}|${depth}|${thread}` → its <details>, kept across redraws
+
+/** The trace redraws a card as its record lands (the live card and the step's differ): the tree in it is
+ * the same element, moved into the new card, so a click on it is never lost with the old card. */
 function delegationTree(delegated, depth) {
+  const key = `${lang()}|${depth}|${delegated.thread}`;
+  if (!delegationTrees.has(key)) delegationTrees.set(key, buildDelegationTree(delegated, depth));
+  return delegationTrees.get(key);
+}
+
+function buildDelegationTree(delegated, depth) {
   const list = h('ul', { class: 'tree', 'data-testid': 'tree-steps' });
   const details = h(
     'details',
@@ -1497,7 +1512,7 @@ function traceItem(item) {
       'h3',
       { class: 'turn-heading', 'data-testid': 'trace-turn' },
       h('span', {}, t('trace.turn', { n: item.heading })),
-      item.ask ? h('span', { class: 'turn-ask' }, item.ask) : null,
+      item.ask ? h('span', { class: 'turn-ask', title: item.ask }, item.ask) : null,
     );
   }
   return traceCard(item);
@@ -1936,7 +1951,10 @@ function touchThread(threadId, patch) {
     refreshThreadsSoon(); // a thread this page has not seen yet
     return;
   }
-  Object.assign(thread, patch);
+  // A turn's number is the thread's count of turns from the moment it starts: the list says so at once
+  // (it said "0 turns" for a new thread until the list was read again).
+  const turns = Math.max(thread.turns || 0, patch.turns || 0);
+  Object.assign(thread, patch, { turns });
   renderThreads();
 }
 
@@ -1956,7 +1974,7 @@ function onTurnStarted(e) {
   setActivity(e.thread_id, 'thinking');
   setWorking(e.thread_id, true);
   state.execOfThread.delete(e.thread_id); // the last turn's progress is not this one's
-  touchThread(e.thread_id, { running: true });
+  touchThread(e.thread_id, { running: true, turns: e.turn });
   if (e.thread_id !== state.currentId) return;
   if (!state.messages.some((m) => m.turn === e.turn && m.role === 'user')) {
     state.messages.push({ turn: e.turn, role: 'user', text: e.message, status: 'running', at: new Date(e.ts * 1000).toISOString() });
@@ -2006,7 +2024,7 @@ function onTurnFinished(e) {
   state.thinking.delete(e.thread_id);
   state.finishedTurn.set(e.thread_id, Math.max(e.turn, state.finishedTurn.get(e.thread_id) || 0));
   setWorking(e.thread_id, false);
-  touchThread(e.thread_id, { running: false });
+  touchThread(e.thread_id, { running: false, turns: e.turn });
   refreshConfirmationsSoon();
   refreshThreadsSoon();
   if (e.thread_id !== state.currentId) {
