@@ -138,7 +138,10 @@ def _block(block: AnyBlock, keep: Callable[[str], str]) -> list[str]:
     if isinstance(block, Quote):
         return ["<blockquote>", *_blocks(block.blocks, keep), "</blockquote>"]
     tag = "ol" if block.ordered else "ul"
-    start = f' start="{block.start}"' if block.ordered and block.start != 1 else ""
+    start = ""
+    if block.ordered and block.start != 1:  # WeasyPrint numbers from the counter, not the attribute
+        start = f' start="{block.start}" style="counter-reset: list-item {block.start - 1}"'
+
     out = [f"<{tag}{start}>"]
     for item in block.items:
         box = "" if item.checked is None else ("☑ " if item.checked else "☐ ")
