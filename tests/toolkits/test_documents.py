@@ -11,7 +11,7 @@ import pytest
 
 from tests.artifacts.samples import EN, ZH
 from tether.artifacts import FORMATS
-from tether.artifacts.document import MAX_BLOCKS, MAX_SECTIONS
+from tether.artifacts.document import MAX_BLOCKS, MAX_MARKDOWN_CHARS, MAX_SECTIONS
 from tether.execution.executor import Executor
 from tether.tasks.result import TaskStatus
 from tether.toolkits.documents.handlers import safe_stem
@@ -161,3 +161,86 @@ def test_save_to_copies_into_the_workspace_and_overwrites_only_when_confirmed(
     done = documents.execute_sync("documents.generate", forced, caller="agent", confirmation=consent)
     assert done.status is TaskStatus.COMPLETED, done
     assert "- y" in (home / "workspace" / "notes" / "today.md").read_text(encoding="utf-8")
+
+
+def _picture(path: Path) -> None:
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (64, 48), "#22c55e").save(path)
+
+
+def test_pictures_come_only_from_inside_the_workspace(
+    documents: Executor, home: Path, tmp_path: Path
+) -> None:
+    workspace = home / "workspace"
+    _picture(workspace / "docs" / "img" / "chart.png")
+    _picture(tmp_path / "outside.png")
+    (workspace / "docs" / "link.png").symlink_to(tmp_path / "outside.png")
+    (workspace / "docs" / "fake.png").write_text("not a picture", encoding="utf-8")
+    (home / "secret.png").write_bytes((tmp_path / "outside.png").read_bytes())
+    markdown = (
+        "# Pictures\n\n![chart](img/chart.png)\n\n![up](../../outside.png)\n\n![link](link.png)\n\n"
+        "![fake](fake.png)\n\n![web](https://example.com/x.png)\n\n![home](../secret.png)\n"
+    )
+    (workspace / "docs" / "pictures.md").write_text(markdown, encoding="utf-8")
+    result = documents.execute_sync(
+        "documents.generate",
+        {"content_path": "docs/pictures.md", "formats": ["html", "pptx"]},
+        caller="agent",
+    )
+    assert result.status is TaskStatus.COMPLETED, result
+    assert result.data["images"]["drawn"] == 1 and "1 picture" not in result.message
+    not_drawn = result.data["images"]["not_drawn"]
+    assert "https://example.com/x.png" in not_drawn and "fake.png" in str(not_drawn)
+    page = (home / result.data["artifacts"][0]["path"]).read_text(encoding="utf-8")
+    assert page.count("<img ") == 1 and "[up]" in page and "[link]" in page and "[home]" in page
+    from pptx import Presentation
+
+    deck = Presentation(str(home / result.data["artifacts"][1]["path"]))
+    pictures = [shape for slide in deck.slides for shape in slide.shapes if shape.shape_type == 13]
+    assert len(pictures) == 1
+
+
+def test_a_long_design_document_is_accepted_and_a_longer_one_names_the_limit(
+    documents: Executor, home: Path
+) -> None:
+    section = "## Part {i}\n\n" + "The design keeps every promise it makes, and says which. " * 12 + "\n\n"
+    design = "# Design\n\n" + "".join(section.format(i=i) for i in range(60))
+    assert 38_000 < len(design) < MAX_CONTENT_CHARS
+    inline = documents.execute_sync(
+        "documents.generate", {"content": design, "formats": ["md"]}, caller="agent"
+    )
+    assert inline.status is TaskStatus.COMPLETED, inline
+    assert inline.data["sections"] == 60
+    too_long = documents.execute_sync(
+        "documents.generate", {"content": "x" * (MAX_CONTENT_CHARS + 1), "formats": ["md"]}, caller="agent"
+    )
+    assert too_long.status is TaskStatus.REJECTED and str(MAX_CONTENT_CHARS) in too_long.message
+    (home / "workspace").mkdir(exist_ok=True)
+    (home / "workspace" / "big.md").write_text(design * 4, encoding="utf-8")
+    from_file = documents.execute_sync(
+        "documents.generate", {"content_path": "big.md", "formats": ["md"]}, caller="agent"
+    )
+    assert from_file.status is TaskStatus.COMPLETED, from_file
+    (home / "workspace" / "huge.md").write_text("x" * (MAX_MARKDOWN_CHARS + 10), encoding="utf-8")
+    huge = documents.execute_sync(
+        "documents.generate", {"content_path": "huge.md", "formats": ["md"]}, caller="agent"
+    )
+    assert huge.status is TaskStatus.FAILED and f"the limit is {MAX_MARKDOWN_CHARS}" in huge.message
+
+
+def test_the_title_comes_from_the_content_not_a_folder_name(documents: Executor, home: Path) -> None:
+    (home / "workspace" / "notes").mkdir(parents=True)
+    content = "# Solar power basics\n\n## Cells\n\n- silicon\n"
+    result = documents.execute_sync(
+        "documents.generate", {"title": "notes", "content": content, "formats": ["md"]}, caller="agent"
+    )
+    assert (
+        result.status is TaskStatus.COMPLETED
+        and result.data["artifacts"][0]["name"] == "Solar power basics.md"
+    )
+    untitled = documents.execute_sync(
+        "documents.generate", {"title": "notes", "content": "just text", "formats": ["md"]}, caller="agent"
+    )
+    assert untitled.status is TaskStatus.COMPLETED and untitled.data["artifacts"][0]["name"] == "notes.md"
