@@ -117,6 +117,29 @@ def test_streamed_tool_call_deltas_are_assembled(fake_openai: FakeOpenAI) -> Non
     assert response.usage.completion_tokens == 9
 
 
+def test_a_plain_json_answer_to_a_streaming_request_is_the_answer(fake_openai: FakeOpenAI) -> None:
+    """A server that does not stream answers a streaming request with one application/json
+    completion: that is the answer (not 'the stream ended without a finish reason'), and the
+    client stops asking that server to stream."""
+    fake_openai.reply(completion(tool_calls=[("c1", "demo__farm_instance", '{"attempts": 2}')]))
+    fake_openai.reply(completion(content="done"))
+    client, _, _ = make(fake_openai, stream=True)
+    response = run(client.complete(MESSAGES, [TOOL]))
+    assert fake_openai.requests[0]["stream"] is True
+    assert [(c.name, c.arguments) for c in response.tool_calls] == [("demo__farm_instance", {"attempts": 2})]
+    assert run(client.complete(MESSAGES, [TOOL])).text == "done"
+    assert "stream" not in fake_openai.requests[1] and len(fake_openai.requests) == 2
+
+
+def test_json_that_is_no_completion_names_the_stream_switch(fake_openai: FakeOpenAI) -> None:
+    from tether.errors import ModelOutputError
+
+    fake_openai.reply({"status": "busy"})
+    client, _, _ = make(fake_openai, stream=True)
+    with pytest.raises(ModelOutputError, match="TETHER_MODEL_STREAM=0"):
+        run(client.complete(MESSAGES, []))
+
+
 @pytest.mark.parametrize(
     "model", ["o1-mini", "o3", "o4-mini", "gpt-5", "gpt-5-mini", "deepseek-reasoner", "qwq-32b"]
 )

@@ -7,7 +7,9 @@ drops the tools without it) and ``parallel_tool_calls=false``; an assistant mess
 tool-call deltas, except for reasoning models (o1/o3/o4, gpt-5, deepseek-reasoner, qwq, …);
 ``TETHER_MODEL_STREAM=0|1`` forces either way. A stream that ends without a finish reason (cut
 connection, a server error after HTTP 200) is a connection error, retried like one, never a complete
-answer; an answer with neither text nor a call is an error too. Calls a small model writes as text
+answer; a server that answers a streaming request with one JSON completion is taken at its word (that
+completion is the answer, and the client stops asking it to stream); an answer with neither text nor
+a call is an error too. Calls a small model writes as text
 (``<tool_call>…</tool_call>`` or a bare JSON call) are taken as calls when they name an offered tool with
 fitting arguments, near misses included (``textcalls``); an attempt that cannot be taken gets one
 repair request and is never the answer. The ``openai`` package is imported on first use, never at import time.
@@ -226,8 +228,16 @@ class OpenAICompatModel:
                         **kwargs, stream=True, stream_options={"include_usage": True}
                     )
                 )
+                whole = _whole_answer(stream)
                 try:
-                    response = await assemble_stream(watch.chunks(_chunks(stream)), model=self.name)
+                    if whole is not None:
+                        # A server that does not stream (some proxies, older local servers) answers
+                        # a streaming request with one JSON completion: take it as the answer, and
+                        # stop asking this server to stream.
+                        response = from_completion(await watch.whole(whole))
+                        self._stream = False
+                    else:
+                        response = await assemble_stream(watch.chunks(_chunks(stream)), model=self.name)
                 except (openai.APIConnectionError, httpx.TransportError) as exc:
                     # The service answered HTTP 200 and began: it was reached, then the answer stopped.
                     raise ModelConnectionError(
@@ -391,6 +401,26 @@ def _tokens_in(chunk: dict[str, Any]) -> int:
     )
 
 
+def _whole_answer(stream: Any) -> Awaitable[dict[str, Any]] | None:
+    """The JSON body of a stream request answered with ``application/json`` instead of events (None
+    for a real event stream)."""
+    response = getattr(stream, "response", None)
+    kind = str(getattr(response, "headers", {}).get("content-type", "")).lower()
+    if response is None or "json" not in kind or "event-stream" in kind:
+        return None
+
+    async def body() -> dict[str, Any]:
+        payload = json.loads(await response.aread())
+        if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
+            raise ModelOutputError(
+                "the model service answered a streaming request with JSON that is not a chat completion"
+                f" ({str(payload)[:200]}); if it cannot stream, set {STREAM_ENV}=0"
+            )
+        return payload
+
+    return body()
+
+
 async def _chunks(stream: Any) -> AsyncIterator[dict[str, Any]]:
     async for chunk in stream:
         yield chunk.model_dump()
@@ -478,7 +508,9 @@ async def assemble_stream(chunks: AsyncIterator[dict[str, Any]], *, model: str =
     usage = Usage()
     finish: str | None = None
     seen_model = model
+    received = 0
     async for chunk in chunks:
+        received += 1
         seen_model = chunk.get("model") or seen_model
         if chunk.get("usage"):
             u = chunk["usage"]
@@ -505,9 +537,12 @@ async def assemble_stream(chunks: AsyncIterator[dict[str, Any]], *, model: str =
     if finish is None:
         # No finish reason: the stream was cut (a server error after HTTP 200, a dropped connection),
         # whether or not a [DONE] followed. What arrived is not an answer.
+        hint = (
+            "" if received else f" (no event came at all: if this server cannot stream, set {STREAM_ENV}=0)"
+        )
         raise ModelConnectionError(
             "the model's answer was cut off: the stream ended without a finish reason "
-            f"after {sum(map(len, text))} characters",
+            f"after {sum(map(len, text))} characters{hint}",
             truncated=True,
         )
     return ModelResponse(
