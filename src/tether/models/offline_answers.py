@@ -199,6 +199,14 @@ def _example_value(tool: ToolDef, name: str, prop: Mapping[str, Any], zh: bool) 
     return []
 
 
+def shown_values(tool: ToolDef, name: str, canonicals: Sequence[str], zh: bool) -> list[str]:
+    """Some values of ``name`` as the person reads them (see ``shown_value``)."""
+    words: dict[str, tuple[str, ...]] = {c: tuple(a) for c, a in tool.value_words.get(name, {}).items()}
+    for by_parent in tool.scoped_words.get(name, {}).values():
+        words.update({c: tuple(a) for c, a in by_parent.items()})
+    return [shown_value(c, words.get(c, ()), zh) for c in canonicals]
+
+
 def allowed_values(tool: ToolDef, name: str, zh: bool) -> list[str]:
     """The values ``name`` allows, as the person reads them; a child parameter's grouped under each
     value of its parent ("拟造花萼（金）：回忆之蕾、…")."""

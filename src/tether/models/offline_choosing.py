@@ -186,7 +186,8 @@ def _steps(
             return [_near(part, tools, texts)]
         partial = answers.partial_values(residue, tool)
         if partial is not None:  # "farm calyx": a value named in part, the ones it may be offered
-            return [Step(say=texts.which(param_label(tool, partial[0], texts.zh), partial[1]))]
+            offered = answers.shown_values(tool, partial[0], partial[1], texts.zh)
+            return [Step(say=texts.which(param_label(tool, partial[0], texts.zh), offered))]
         named = {k: v[0] for k, v in part.values.items() if v}
         for param, parent_value, canonical, _ in part.scoped:
             named.setdefault(tool.depends_on.get(param, param), parent_value)

@@ -91,15 +91,21 @@ class Texts:
         part = _quote(part)
         items = []
         for tool, label, allowed in offers:
-            say = answers.example(tool, self.zh)
-            if label and allowed and self.zh:
-                items.append(f"“{say}”（要说{label}：{'、'.join(allowed)}）")
-            elif label and allowed:
-                items.append(f"“{say}” (say which {label}: {', '.join(allowed)})")
+            item = f"“{answers.example(tool, self.zh)}”"
+            needs = []
+            if label and allowed:
+                needs.append(
+                    f"要说{label}：{'、'.join(allowed)}"
+                    if self.zh
+                    else f"say which {label}: {', '.join(allowed)}"
+                )
             elif label:
-                items.append(f"“{say}”（要说{label}）" if self.zh else f"“{say}” (say the {label})")
-            else:
-                items.append(f"“{say}”")
+                needs.append(f"要说{label}" if self.zh else f"say the {label}")
+            if tool.danger == "destructive":  # it asks before it runs
+                needs.append("需要你确认" if self.zh else "asks you first")
+            if needs:
+                item += f"（{'，'.join(needs)}）" if self.zh else f" ({'; '.join(needs)})"
+            items.append(item)
         if self.zh:
             return f"“{part}”我没法直接照做。相关的我能做：{'；'.join(items)}。我还什么都没有执行。"
         closest = "; ".join(items)
