@@ -186,8 +186,11 @@ def test_a_running_turn_is_cancelled_from_the_page_and_its_job_is_stopped(page: 
     cancel = page.get_by_test_id("working").get_by_test_id("cancel-turn")
     assert cancel.inner_text() == "Cancel"
     shot(page, "13-turn-running")
-    cancel.click()
+    cancel.focus()
+    page.keyboard.press("Enter")
     wait_idle(page)
+    # The button went with the turn: the focus went on to the message box, not to the top of the page.
+    page.wait_for_function("() => document.activeElement?.dataset?.testid === 'composer'")
     answer = page.get_by_test_id("msg-assistant").last
     answer.filter(has_text="取消").wait_for()
     assert "interrupted" in answer.inner_text().lower()

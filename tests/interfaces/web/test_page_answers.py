@@ -162,7 +162,8 @@ def test_an_ended_job_keeps_no_moving_bar(browser: Any, served: Served) -> None:
     page.get_by_test_id("tab-jobs").click()
     row = page.locator("[data-testid=job-row][data-status=running]").first
     row.locator("progress").wait_for()
-    row.get_by_test_id("job-stop").click()
+    row.get_by_test_id("job-stop").focus()
+    page.keyboard.press("Enter")  # from the keyboard: the button goes with the job, the focus stays here
     page.get_by_test_id("jobs-all").click()
     page.locator("[data-testid=job-row][data-status=stopped]").first.wait_for()
     moving = """() => [...document.querySelectorAll('[data-testid=job-row]')]
@@ -171,5 +172,7 @@ def test_an_ended_job_keeps_no_moving_bar(browser: Any, served: Served) -> None:
             || row.getAnimations({subtree: true}).some(a => a.playState === 'running'))
         .map(row => row.dataset.status)"""
     assert page.evaluate(moving) == []
+    page.wait_for_function("() => document.activeElement !== document.body")
+    assert page.evaluate("document.getElementById('panel-jobs').contains(document.activeElement)")
     shot(page, "job-stopped-en-1400")
     opened.close()

@@ -5,6 +5,7 @@
 // DOM only through textContent and attribute values (see h() in dag.js), never as markup.
 
 import { api } from './api.js';
+import { keepFocusInPlace } from './focus.js';
 import { loadNotices, wireNotices } from './notices.js';
 import { applyLang, lang, onLangChange, t, toggleLang } from './i18n.js';
 import {
@@ -2351,6 +2352,7 @@ async function boot() {
   bindComposer();
   bindPanels();
   bindPage();
+  keepFocusInPlace(() => $('composer'));
   showView('chat');
   renderAll();
   const infoReady = loadInfo();
