@@ -3,6 +3,7 @@ Ctrl-C that cancels only the turn, and leaving with background jobs running."""
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -131,4 +132,19 @@ def test_leaving_with_background_jobs_asks_keep_or_stop(chat: pexpect.spawn, hom
     else:  # kept: it outlives the chat, detached, and says how to stop it
         assert "tether job stop" in (chat.before or "")
         assert [j["task_id"] for j in jobs] == ["demo.loop_farm"]
-        tether_cli("job", "stop", jobs[0]["execution_id"], home=home)
+        job, thread = jobs[0]["execution_id"], jobs[0]["data"]["origin"].removeprefix("thread:")
+        _, listed, _ = tether_cli("job", "list", home=home, COLUMNS="100")
+        assert job in listed  # the person's terminal sees it
+        # A new chat cannot see another conversation's jobs: it says so at once, and exactly how to
+        # reach this one (its thread, tether job list, tether job stop).
+        said = subprocess.run(
+            [sys.executable, "-m", "tether.interfaces.cli", "chat"],
+            input="exit\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "TETHER_HOME": str(home), "COLUMNS": "100"},
+            cwd=ROOT,
+        ).stdout
+        assert f"tether chat --thread {thread}" in said and f"tether job stop {job}" in said, said
+        tether_cli("job", "stop", job, home=home)

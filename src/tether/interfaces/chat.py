@@ -46,6 +46,7 @@ class Chat:
             f"[bold]tether chat[/] · thread {thread} · model {model}"
             " · [dim]Ctrl-C cancels a turn · exit or Ctrl-D leaves[/]"
         )
+        self._jobs_of_other_chats()
         try:
             while True:
                 try:
@@ -177,13 +178,51 @@ class Chat:
                 return
             if answer in KEEP or answer == "":
                 ids = " ".join(job.execution_id for job in jobs)
+                thread = self.thread_id
                 out.print(
-                    f"它们会继续运行；停止：tether job stop {ids}"
+                    "它们会继续运行。一个对话只能看到、停止它自己启动的任务：回到这个对话用"
+                    f" tether chat --thread {thread}；在任何地方查看用 tether job list，"
+                    f"停止用 tether job stop {ids}"
                     if self.zh
-                    else f"They keep running; stop them with: tether job stop {ids}",
+                    else "They keep running. A conversation sees and stops only the jobs it started: come"
+                    f" back to this one with tether chat --thread {thread}; from anywhere, tether job list"
+                    f" shows them and tether job stop {ids} stops them",
                     markup=False,
+                    soft_wrap=True,  # a command is never broken across lines: it is copied
                 )
                 return
+
+    def _jobs_of_other_chats(self) -> None:
+        """Say which jobs other conversations left running: the agent of this one cannot see them
+        (``[agent].job_scope = "thread"``), so the person learns where they are and how to reach them."""
+        from tether.tasks.callers import CLI
+
+        try:
+            jobs = self.session.executor.jobs_for(CLI, active=True, limit=20)
+        except Exception:
+            return
+        mine = self.session.origin(self.thread_id)
+        threads: dict[str, list[str]] = {}
+        for job in jobs:
+            origin = str((job.data or {}).get("origin") or "")
+            if origin.startswith("thread:") and origin != mine and not (job.data or {}).get("elsewhere"):
+                threads.setdefault(origin.removeprefix("thread:"), []).append(job.execution_id)
+        for thread, ids in threads.items():
+            out.print(
+                f"另一个对话（{thread}）的 {len(ids)} 个后台任务在运行，本对话看不到它们：回到那个对话用"
+                f" tether chat --thread {thread}；查看 tether job list；停止 tether job stop {' '.join(ids)}"
+                if self.zh
+                else (
+                    f"1 background job of another conversation ({thread}) is running"
+                    if len(ids) == 1
+                    else f"{len(ids)} background jobs of another conversation ({thread}) are running"
+                )
+                + f"; this one cannot see them. Go back to it: tether chat --thread {thread} · see them:"
+                f" tether job list · stop them: tether job stop {' '.join(ids)}",
+                markup=False,
+                style="dim",
+                soft_wrap=True,  # a command is never broken across lines: it is copied
+            )
 
     # -- line editing -------------------------------------------------------------------------
 
