@@ -91,7 +91,14 @@ def test_jobs_questions_still_go_to_the_open_job() -> None:
 
 
 @pytest.mark.parametrize(
-    "question", ["今天天气怎么样", "明天会下雨吗", "will it rain today?", "what's the weather like?"]
+    "question",
+    [
+        "今天天气怎么样",
+        "明天会下雨吗",
+        "will it rain today?",
+        "what's the weather like?",
+        "how many people live in Paris?",
+    ],
 )
 def test_a_question_no_tool_knows_about_runs_nothing_and_says_so(question: str) -> None:
     made, final = run_plan(question, ())

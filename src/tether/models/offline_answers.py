@@ -58,9 +58,10 @@ def grams(text: str) -> set[str]:
     return out
 
 
-def _vocabulary(tool: ToolDef) -> set[str]:
+def _vocabulary(tool: ToolDef, *, everything: bool = False) -> set[str]:
     """The grams that name ``tool``: its words and what its parameters are called; a single Chinese
-    character only when it is a whole alias ("刷"), since one character alone means little."""
+    character only when it is a whole alias ("刷"), since one character alone means little. Words
+    every tool of a kit shares ("game") are left out unless ``everything``: they tell no tool apart."""
     words = [*tool.aliases, tool.name.split("__")[-1].replace("_", " ")]
     words += [label for labels in tool.labels.values() for label in labels.values()]
     out: set[str] = set()
@@ -70,7 +71,7 @@ def _vocabulary(tool: ToolDef) -> set[str]:
         if has_cjk(folded) and len(folded) > 1:
             found = {g for g in found if len(g) > 1 or not has_cjk(g)}
         out |= found
-    return out - IGNORED_STEMS
+    return out if everything else out - IGNORED_STEMS
 
 
 def _value_vocabulary(tool: ToolDef) -> set[str]:
@@ -90,12 +91,12 @@ def near_tools(text: str, tools: Sequence[ToolDef]) -> list[ToolDef]:
 
 
 def relevant(text: str, tools: Sequence[ToolDef]) -> bool:
-    """Whether a question is about anything the tools know: their words, their values, or state."""
-    folded = fold(text)
-    if any(word in folded for word in STATE_WORDS):
-        return True
+    """Whether ``text`` (a question without its question words) is about anything the tools know:
+    their words or their values."""
     mine = grams(text)
-    return any(mine & (_vocabulary(t) | _value_vocabulary(t)) for t in tools if t.kind != "control")
+    return any(
+        mine & (_vocabulary(t, everything=True) | _value_vocabulary(t)) for t in tools if t.kind != "control"
+    )
 
 
 def value_entries(tool: ToolDef) -> list[tuple[str, str, tuple[str, ...]]]:

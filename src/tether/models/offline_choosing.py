@@ -447,12 +447,14 @@ def _answer_question(
 
 
 def _unrelated(text: str, tools: Sequence[ToolDef]) -> bool:
-    """Whether a question has words of its own and none of them is about anything the tools know."""
+    """Whether a question has words of its own beyond asking ("how many", "还在运行吗") and none of
+    them is about anything the tools know ("how many people live in Paris", "明天会下雨吗")."""
     rest = text
-    for word in sorted((*PROGRESS_WORDS, *QUESTION_WORDS), key=len, reverse=True):
-        rest = rest.replace(fold(word), " ")
+    for word in sorted((*PROGRESS_WORDS, *QUESTION_WORDS, *answers.STATE_WORDS), key=len, reverse=True):
+        said = fold(word)
+        rest = re.sub(rf"\b{re.escape(said)}\b", " ", rest) if said.isascii() else rest.replace(said, " ")
     rest = "".join(" " if ch in FILLER_ZH else ch for ch in rest)
-    return bool(answers.grams(rest)) and not answers.relevant(text, tools)
+    return bool(answers.grams(rest)) and not answers.relevant(rest, tools)
 
 
 def _about_jobs(text: str, tools: Sequence[ToolDef]) -> bool:
