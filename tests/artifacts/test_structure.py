@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lxml import html as lxml_html
 
 from tests.artifacts.structured import LONG_ROWS, MARKDOWN, picture
@@ -211,3 +213,39 @@ def test_a_section_just_over_one_slide_is_shared_evenly() -> None:
     assert len(bodies) >= 2
     counts = [len(frame.pieces) for frame in bodies]
     assert min(counts) * 2 >= max(counts), counts  # never a last slide of a line or two
+
+
+FRAGMENTS = (
+    "## Heading {n}",
+    "### Sub {n}",
+    "Plain *em {n}* and **strong** with `code` and [a link](https://x.example/{n}).",
+    "1. first {n}\n2. second\n   - nested\n     1. deep",
+    "- [ ] task {n}\n- [x] done",
+    "* star list {n}",
+    "```js\nfunction f{n}() {{\n    return {n};\n}}\n```",
+    "| h{n} | 值 |\n|---:|:--|\n| 1 | 二 |\n| | |",
+    "> quoted {n}\n> > deeper\n> - in a quote",
+    "![alt {n}](pic{n}.png)",
+    "中文段落{n}，包含**加粗**和*斜体*。😀",
+    "<div>raw <b>html</b> {n}</div>",
+    "---",
+    "    indented code {n}\n        more",
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(range(len(FRAGMENTS))), min_size=1, max_size=12), st.booleans())
+def test_any_mix_of_blocks_reads_back_and_lays_out(picks: list[int], titled: bool) -> None:
+    """Markdown made of any mix of structures: it reads back to itself from its Markdown, and the page and
+    the deck are made with the blocks in order, whatever the mix."""
+    from tether.artifacts.html import to_html
+    from tether.artifacts.pptx import plan_deck
+
+    body = "\n\n".join(FRAGMENTS[pick].format(n=index) for index, pick in enumerate(picks))
+    doc = from_markdown(("# Mixed\n\n" if titled else "") + body, title=None if titled else "Mixed")
+    assert from_markdown(to_markdown(doc), title=None if titled else "Mixed") == doc
+    page = to_html(doc)
+    assert page.count("<table>") == sum(FRAGMENTS[p].startswith("| h") for p in picks)
+    slides = plan_deck(doc)
+    tables = sum(len(plan.tables) for plan in slides)
+    assert tables == sum(FRAGMENTS[p].startswith("| h") for p in picks)

@@ -158,6 +158,10 @@ class Span(BaseModel):
         return (self.bold, self.italic, self.code, self.strike, self.link)
 
 
+def _style(span: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(span.get(key) or False for key in ("bold", "italic", "code", "strike", "link"))
+
+
 def tidy_spans(value: Any) -> Any:
     """Spans as given, or a plain string as one span; neighbours of one style merged, the text trimmed
     at both ends, empty spans dropped — so one text has one span list, however it was written."""
@@ -173,8 +177,7 @@ def tidy_spans(value: Any) -> Any:
         if not item["text"]:
             continue
         last = spans[-1] if spans else None
-        if last is not None and {k: v for k, v in last.items() if k != "text"} == {
-            k: v for k, v in item.items() if k != "text"}:  # fmt: skip
+        if last is not None and _style(last) == _style(item):
             last["text"] += item["text"]
         else:
             spans.append(item)

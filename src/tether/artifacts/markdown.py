@@ -84,7 +84,7 @@ def _indent(lines: list[str], first: str, rest: str) -> list[str]:
     return [(first if i == 0 else rest) + line if line else "" for i, line in enumerate(lines)]
 
 
-def block_md(block: AnyBlock) -> list[str]:
+def block_md(block: AnyBlock, second: bool = False) -> list[str]:
     """One block as Markdown lines (without the blank line after it)."""
     if isinstance(block, Paragraph):
         return [spans_md(block.spans)]
@@ -101,7 +101,8 @@ def block_md(block: AnyBlock) -> list[str]:
         return [f"> {line}" if line else ">" for line in blocks_md(block.blocks)]
     out: list[str] = []
     for number, item in enumerate(block.items, block.start):
-        marker = f"{number}. " if block.ordered else "- "
+        # A list right after another list takes the other marker, or the two would be read as one.
+        marker = (f"{number}) " if second else f"{number}. ") if block.ordered else ("* " if second else "- ")
         task = "" if item.checked is None else ("[x] " if item.checked else "[ ] ")
         inner = blocks_md(item.blocks, tight=True) or [""]
         out += _indent(inner, marker + task, " " * len(marker))
@@ -122,10 +123,13 @@ def _table_md(table: Table) -> list[str]:
 
 def blocks_md(blocks: Sequence[AnyBlock], tight: bool = False) -> list[str]:
     out: list[str] = []
+    second = False
     for index, block in enumerate(blocks):
         if index and not (tight and isinstance(block, ListBlock)):
             out.append("")
-        out += block_md(block)
+        follows = index > 0 and isinstance(blocks[index - 1], ListBlock) and isinstance(block, ListBlock)
+        second = follows and not second
+        out += block_md(block, second)
     return out
 
 

@@ -129,6 +129,8 @@ class _Reader:
         self.in_sources = False
         self.seen_content = False
         self.section_level = 2
+        self.title_level = 0  # the level of the one heading that is the title (0: none is)
+        self.title_seen = False
 
     # -- where blocks go ------------------------------------------------------------------------
 
@@ -153,12 +155,13 @@ class _Reader:
         text = clean_line("".join(span["text"] for span in spans))
         if not text:
             return
-        if level <= self.section_level - 1 and not self.seen_content and not self.sections:
+        if level == self.title_level and not self.title_seen:
+            self.title_seen = True
             if self.title is None:
                 self.title = text
                 return
             if text.casefold() == self.title.casefold():
-                return
+                return  # a given title wins, and a heading that repeats it is not repeated
         if level > self.section_level:
             if not self.in_sources:
                 self.add({"kind": "heading", "level": min(6, level - self.section_level + 2), "spans": spans})
@@ -391,16 +394,16 @@ def from_markdown(
 
     root = SyntaxTreeNode(MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(text))
     reader = _Reader(clean_line(title) if title is not None else None, resolve_image)
-    levels = sorted({int(node.tag[1:]) for node in root.children if node.type == "heading"})
-    first_h = next((node for node in root.children if node.type == "heading"), None)
-    title_level = int(first_h.tag[1:]) if first_h is not None and first_h is root.children[0] else 0
-    if title_level and levels.count(title_level) and title_level == levels[0]:
-        below = [level for level in levels if level > title_level]
-        # "# Title" with "## sections" (or "###" ones); a second "#" makes "#" the section level.
-        repeated = sum(1 for node in root.children if node.type == "heading" and node.tag == first_h.tag) > 1  # type: ignore[union-attr]
-        reader.section_level = title_level if repeated else (below[0] if below else title_level + 1)
-    elif levels:
-        reader.section_level = levels[0]
+    heads = [int(node.tag[1:]) for node in root.children if node.type == "heading"]
+    if heads:
+        top = min(heads)
+        if heads.count(top) == 1 and heads[0] == top:
+            # One top heading before any other ("# Title"): the title; the next level starts sections.
+            below = sorted({level for level in heads if level > top})
+            reader.title_level = top
+            reader.section_level = below[0] if below else top + 1
+        else:  # several top headings ("## A", "## B"): each starts a section
+            reader.section_level = top
     for node in root.children:
         reader.top(node)
     return _finish(reader, language)
@@ -413,7 +416,7 @@ def _finish(reader: _Reader, language: Language | None) -> Document:
             known.add(link["url"])
             reader.sources.append(link)
     sections = [section for section in reader.sections if section["heading"] or section["blocks"]]
-    doc_title = reader.title or (sections[0]["heading"] if sections and sections[0]["heading"] else None)
+    doc_title = reader.title or next((section["heading"] for section in sections if section["heading"]), None)
     if not doc_title:
         raise DocumentError("the document has no title: pass one, or start the Markdown with '# Title'")
     return make_document(
