@@ -119,6 +119,22 @@ OVERFLOWING = """() => {
       }
     }
   }
+  // Text cut off sideways (clipped, not wrapped): a title that shows only its first letters.
+  for (const el of document.querySelectorAll('h2, h3, .thread-title, .turn-ask, .run-goal, .msg-text, p')) {
+    if (!el.getClientRects().length || el.closest('[hidden]')) continue;
+    if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'auto') {
+      out.push(`${el.tagName}.${el.className} is cut off sideways`);
+    }
+  }
+  // A short label broken over lines (a squeezed column split "Threads" into "Thread s").
+  const labels = '.pane-head h2, .msg-meta > *, .chip, .card-kind, .turn-heading > span';
+  for (const el of document.querySelectorAll(labels)) {
+    const r = el.getBoundingClientRect();
+    const line = parseFloat(getComputedStyle(el).lineHeight);
+    if (r.height && line && r.height > line * 1.6 && !el.matches('.turn-ask')) {
+      out.push(`the label "${el.textContent.trim()}" is broken over lines`);
+    }
+  }
   const root = document.documentElement;
   if (root.scrollWidth > root.clientWidth + 1) out.push('the page scrolls sideways');
   return out;

@@ -328,6 +328,9 @@ def test_a_goal_run_goes_through_its_review_point_from_the_api(served: Served) -
     assert paused["review"]["kind"] == "before"
     listed = next(r for r in served.get("/api/runs")["items"] if r["run_id"] == run_id)
     assert listed["tasks_total"] == 2 and listed["tasks_done"] == 1  # started the game; the rest waits
+    # The review point is listed where the page's Approvals reads what waits for a person.
+    reviews = [r for r in served.get("/api/reviews")["items"] if r["run_id"] == run_id]
+    assert [(r["task"]["task_id"], r["goal"]) for r in reviews] == [(paused["task_id"], run["goal"])]
     wrong = served.http.post(f"/api/runs/{run_id}/tasks/nope/approve", json={})
     assert wrong.status_code == 400 and "no task" in wrong.json()["detail"]["message"]
     served.post(f"/api/runs/{run_id}/tasks/{paused['task_id']}/approve", {"reason": "ok"})
@@ -338,6 +341,7 @@ def test_a_goal_run_goes_through_its_review_point_from_the_api(served: Served) -
 
     done = wait_for(over, 60, "the run to complete")
     assert all(t["status"] == "completed" for t in done["tasks"])
+    assert not [r for r in served.get("/api/reviews")["items"] if r["run_id"] == run_id]
     assert served.http.post(f"/api/runs/{run_id}/cancel").status_code == 400  # over already
     resumed = served.post(f"/api/runs/{run_id}/resume")
     assert resumed["run"]["status"] == "completed" and "nothing to resume" in resumed["done"]

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.slow
 require_chromium()
 LONG_WORD = "Superlongunbrokenwordwithoutanyspace" * 6  # 216 characters, nowhere to break
 SMALL_PHONE = {"width": 320, "height": 640}
+TABLET = {"width": 860, "height": 1000}  # the three columns at their narrowest
 SKIP_LINKS_AWAY = (
     "[...document.querySelectorAll('.skip-link')].every(a => a.getBoundingClientRect().bottom <= 0)"
 )
@@ -84,7 +85,9 @@ def _open_everything(page: Any, served: Served) -> None:
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("viewport", [DESKTOP, PHONE, SMALL_PHONE], ids=["desktop", "phone", "small"])
+@pytest.mark.parametrize(
+    "viewport", [DESKTOP, TABLET, PHONE, SMALL_PHONE], ids=["desktop", "tablet", "phone", "small"]
+)
 def test_every_view_keeps_long_words_in_their_cards_and_every_tab_on_screen(
     browser: Any, served: Served, lang: str, viewport: dict[str, int]
 ) -> None:
