@@ -72,6 +72,8 @@ CONSENT_SCHEMA: dict[str, Any] = {
     "required": ["confirm"],
 }
 READS_ONLY = frozenset({"jobs.status"})  # the executor's own answer about a job: it changes nothing
+# tether's own toolkits that act only on this machine (the home, the workspace, the demo game).
+LOCAL_FAMILIES = frozenset({"jobs", "workspace", "documents", "skills", "demo", "memory"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,28 +86,42 @@ class Question:
 
 
 def tool_annotations(spec: TaskSpec) -> types.ToolAnnotations:
-    """What a client may be told about a task, and no more than tether knows.
+    """What a client may be told about a task, and no more than tether knows (a hint left unset
+    leaves the client at MCP's cautious default: may change things, destructively, in an open world).
 
-    ``readOnlyHint`` is true only for ``jobs.status``: that a safe task changes nothing is not
-    something a spec says. ``destructiveHint`` follows the spec's danger (or a ``destructive_if``
-    argument that can make one call destructive); ``idempotentHint`` is the spec's ``idempotent``;
-    ``openWorldHint`` marks the ``web.*`` tasks, which reach the internet."""
-    destructive = spec.danger is Danger.DESTRUCTIVE or bool(spec.destructive_if)
+    ``readOnlyHint`` is true only for ``jobs.status``: that a safe task changes nothing is not something
+    a spec says. ``destructiveHint`` follows the danger: true for ``destructive`` (or a ``destructive_if``
+    argument that can make one call so), false for ``safe``, unset for ``caution``. ``idempotentHint``
+    is the spec's ``idempotent``. ``openWorldHint`` is true for ``web.*`` (the internet), false for
+    tether's own local toolkits, unset for anything else (a shell command, your own tasks)."""
+    if spec.danger is Danger.DESTRUCTIVE or spec.destructive_if:
+        destructive: bool | None = True
+    else:
+        destructive = False if spec.danger is Danger.SAFE else None
+    family = spec.task_id.partition(".")[0]
+    open_world = True if family == "web" else False if family in LOCAL_FAMILIES else None
     return types.ToolAnnotations(
         read_only_hint=spec.task_id in READS_ONLY,
         destructive_hint=destructive,
         idempotent_hint=spec.idempotent or spec.task_id in READS_ONLY,
-        open_world_hint=spec.task_id.startswith("web."),
+        open_world_hint=open_world,
     )
 
 
-def describe(spec: TaskSpec) -> str:
-    """The tool's description: the spec's, and how a call of it behaves here."""
+def describe(spec: TaskSpec, unavailable: str | None = None) -> str:
+    """The tool's description: the spec's, how a call of it behaves here, and why it cannot be used
+    in this home when it cannot (it is still listed: the executor answers its calls with that)."""
     parts = [spec.description.strip() or spec.task_id]
-    if spec.danger is not Danger.SAFE or spec.destructive_if:
-        danger = "destructive" if spec.danger is Danger.DESTRUCTIVE else spec.danger.value
-        when = f" (when {', '.join(spec.destructive_if)} is true)" if spec.destructive_if else ""
-        parts.append(f"It is {danger}{when}: the person is asked to confirm the exact call before it runs.")
+    if unavailable:
+        parts.append(f"Unavailable in this home: {unavailable}")
+    asks = "the person is asked to confirm the exact call before it runs"
+    if spec.danger is Danger.DESTRUCTIVE:
+        parts.append(f"It is destructive: {asks}.")
+    elif spec.danger is Danger.CAUTION:
+        parts.append(f"It needs care (caution): {asks}.")
+    if spec.destructive_if and spec.danger is not Danger.DESTRUCTIVE:
+        names = " or ".join(spec.destructive_if)
+        parts.append(f"A call with {names} true is destructive: {asks}.")
     if spec.background:
         parts.append(
             "It runs in the background: the call returns its execution id at once; "
@@ -114,7 +130,7 @@ def describe(spec: TaskSpec) -> str:
     return " ".join(parts)
 
 
-def tool(spec: TaskSpec) -> types.Tool:
+def tool(spec: TaskSpec, unavailable: str | None = None) -> types.Tool:
     schema = spec.params.model_json_schema() if spec.params is not None else dict(EMPTY_SCHEMA)
     meta = {
         "tether/danger": spec.danger.value,
@@ -123,7 +139,7 @@ def tool(spec: TaskSpec) -> types.Tool:
     }
     return types.Tool(
         name=spec.task_id,
-        description=describe(spec),
+        description=describe(spec, unavailable),
         input_schema=schema,
         annotations=tool_annotations(spec),
         _meta=meta,
@@ -174,7 +190,20 @@ class Bridge:
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool(spec) for spec in self.specs()])
+        specs = self.specs()
+        unavailable = await asyncio.to_thread(self._unavailable, specs)
+        return types.ListToolsResult(tools=[tool(spec, unavailable.get(spec.task_id)) for spec in specs])
+
+    def _unavailable(self, specs: list[TaskSpec]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for spec in specs:
+            try:
+                why = spec.unavailable(self.executor.home)
+            except Exception as exc:  # a broken check: the executor refuses the call and says why
+                why = f"its availability check failed ({type(exc).__name__})"
+            if why:
+                found[spec.task_id] = why
+        return found
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
         spec = self.executor.registry.get(name, MCP)

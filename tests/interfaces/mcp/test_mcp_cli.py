@@ -1,0 +1,56 @@
+"""``tether mcp``: registered with the other commands, and the SDK (about 1.5 s to import) stays off
+every other command's start path; what a listed tool claims about itself."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from tests.support.helpers import ROOT, tether_cli
+from tether.interfaces.mcp_server import describe, tool_annotations
+from tether.tasks.spec import Danger, TaskSpec
+
+
+def test_the_mcp_sdk_is_imported_by_no_other_command() -> None:
+    code = (
+        "import sys; from tether.interfaces import cli; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_tether_mcp_serve_is_a_command(home: Path) -> None:
+    code, out, err = tether_cli("mcp", "serve", "--help", home=home)
+    assert code == 0, err
+    assert "--http" in out and "--port" in out
+
+
+class Overwrites(BaseModel):
+    overwrite: bool = False
+
+
+def spec(task_id: str, **more: object) -> TaskSpec:
+    return TaskSpec(task_id=task_id, handler="myapp.tasks:run", **more)  # type: ignore[arg-type]
+
+
+def test_a_tool_claims_only_what_its_spec_says() -> None:
+    web = tool_annotations(spec("web.fetch", idempotent=True))
+    assert (web.read_only_hint, web.destructive_hint, web.idempotent_hint, web.open_world_hint) == (
+        False,
+        False,
+        True,
+        True,
+    )
+    careful = tool_annotations(spec("myapp.deploy", danger=Danger.CAUTION))
+    assert careful.destructive_hint is None and careful.open_world_hint is None  # not knowable: unset
+    assert careful.idempotent_hint is False
+    sometimes = spec("workspace.save", params=Overwrites, destructive_if=("overwrite",))
+    assert tool_annotations(sometimes).destructive_hint is True
+    assert tool_annotations(sometimes).open_world_hint is False
+    assert "A call with overwrite true is destructive" in describe(sometimes)
+    assert "Unavailable in this home: no key" in describe(spec("web.fetch"), "no key")
