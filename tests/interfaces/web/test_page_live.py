@@ -1,6 +1,7 @@
 """The "live" mark says live only while the server answers: a server that stops answering (frozen, its
 event stream stalled) or is gone turns it to a not-live state within a few heartbeats, and it says live
-again once the server answers. The server pings every second here (``TETHER_WEB_HEARTBEAT_S``)."""
+again once the server answers (thawed, or started again). The server pings every second here
+(``TETHER_WEB_HEARTBEAT_S``)."""
 
 from __future__ import annotations
 
@@ -39,4 +40,7 @@ def test_the_live_mark_leaves_live_when_the_server_stops_answering_and_comes_bac
         served.stop()  # gone
         page.wait_for_function(f"() => {STATE} !== 'live'", timeout=NOT_LIVE_WITHIN_MS)
         shot(page, f"live-server-gone-{lang}-{width}")
+        # Started again (same home, so the same token; same port): the page is live again by itself.
+        with serving(home, "--port", str(served.port), TETHER_WEB_HEARTBEAT_S="1"):
+            page.wait_for_function(f"() => {STATE} === 'live'", timeout=60_000)
         opened.close()
