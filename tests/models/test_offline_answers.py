@@ -210,3 +210,10 @@ def test_any_mix_of_known_words_is_answered_and_never_salvages_unasked(words: li
     assert final or made
     if any(name == "demo__salvage_relics" for name, _ in made):
         assert any(word in text for word in ("分解", "salvage", "break down")), text
+
+
+def test_an_unknown_value_is_quoted_as_written_and_a_count_question_is_not_one() -> None:
+    made, final = run_plan("刷凝滞虚影阁楼", ())
+    assert made == [] and "“阁楼”" in final and "空海之形" in final
+    made, final = run_plan("一共刷了几遍", ())
+    assert made == [("demo__status", {})] and "不认识" not in final

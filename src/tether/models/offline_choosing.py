@@ -54,6 +54,9 @@ QUESTION_WORDS = (
     "are",
     "does",
 )
+COUNT_QUESTION = re.compile(
+    r"(?:多少|几)\s*[次遍轮回场把盘局趟]|how (?:many|much) (?:times|runs|rounds|passes|attempts)|how often"
+)
 JOB_WORDS = ("后台", "任务", "进度", "进展", "挂机", "job", "jobs", "background", "progress", "loop")
 
 
@@ -193,7 +196,7 @@ def _steps(
             named.setdefault(tool.depends_on.get(param, param), parent_value)
             named.setdefault(param, canonical)
         needed = _needed(tool, named, texts.zh)
-        if needed is not None and needed[2] == "catalog" and not NEGATIONS & set(residue):
+        if needed is not None and needed[2] == "catalog" and _looks_like_a_value(residue):
             return [Step(say=texts.unknown_value(residue, needed[0], needed[1]))]  # "打扫阁楼": the rooms
         return [Step(say=texts.unsure(residue, part.text))]
     if tool is None:
@@ -213,6 +216,15 @@ def _steps(
     if tool.kind == "control":
         return [_control(tool, part, messages, open_jobs, texts)]
     return _arguments(tool, part, inherited, texts)
+
+
+def _looks_like_a_value(residue: list[str]) -> bool:
+    """Words not understood that could be a value the catalog lacks ("阁楼", "attic"): no negation,
+    no question or count word ("几", "遍"), a Chinese word of two characters or an English word."""
+    said = "".join(residue)
+    if NEGATIONS & set(residue) or re.search(r"[几多少吗呢么哪啥谁次遍轮回共]", said):
+        return False
+    return len(said) >= 2
 
 
 def _as_written(value: str, request: str) -> str:
@@ -449,6 +461,8 @@ def _answer_question(
 def _unrelated(text: str, tools: Sequence[ToolDef]) -> bool:
     """Whether a question has words of its own beyond asking ("how many", "还在运行吗") and none of
     them is about anything the tools know ("how many people live in Paris", "明天会下雨吗")."""
+    if COUNT_QUESTION.search(text):
+        return False  # how often the work ran: the counters the tools keep
     rest = text
     for word in sorted((*PROGRESS_WORDS, *QUESTION_WORDS, *answers.STATE_WORDS), key=len, reverse=True):
         said = fold(word)

@@ -59,7 +59,7 @@ POLITE_OPENER = re.compile(
 QUESTION_EN = re.compile(r"^(?:is|are|was|were|did|does|has|have|how|what|what's|whats|where|any)\b")
 QUESTION_ZH = re.compile(
     r"(?:吗|(?<![什怎那这多])么|没|没有|了没|了吗|怎么样|咋样|如何|情况|是否|多少|几)了?\s*[?？]*$|有没有|是不是|几次|多少|"
-    r"(?:什么|啥)(?:状态|情况|样|时候)|在干(?:什么|啥|嘛)|第几|几轮|多少轮"
+    r"(?:什么|啥)(?:状态|情况|样|时候)|在干(?:什么|啥|嘛)|第几|几轮|多少轮|几[遍回趟把场局盘]"
 )
 ABILITY = re.compile(
     r"what can (?:you|it|this|the [a-z ]{1,30}?) do|what do you do|what are you able|what can i ask|"

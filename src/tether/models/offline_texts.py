@@ -127,6 +127,8 @@ class Texts:
 
     def unknown_value(self, words: Sequence[str], label: str, allowed: Sequence[str]) -> str:
         """A value the tool does not know ("打扫阁楼"): the ones it does."""
+        if all(has_cjk(word) and len(word) == 1 for word in words):
+            words = ["".join(words)]  # Chinese is read a character at a time: "阁" "楼" was "阁楼"
         shown = "”“".join(_quote(word) for word in words[:QUOTE_WORDS])
         if self.zh:
             return f"我不认识“{shown}”。{self.which(label, allowed)}"
