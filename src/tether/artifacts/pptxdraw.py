@@ -131,7 +131,7 @@ def runs_xml(
 
 
 def _bullet_xml(block: Block, continued: bool) -> str:
-    if not block.bullet or continued:
+    if not block.bullet or continued or (block.number is None and not block.marker):
         return "<a:buNone/>"
     if block.number is not None:
         return f'<a:buFont typeface="{FAMILY}"/><a:buAutoNum type="arabicPeriod" startAt="{block.number}"/>'

@@ -240,7 +240,7 @@ class _Reader:
 
     def list_block(self, node: SyntaxTreeNode, depth: int) -> list[Raw]:
         ordered = node.type == "ordered_list"
-        start = int(node.attrs.get("start", 1) or 1) if ordered else 1
+        start = int(node.attrs.get("start", 1)) if ordered else 1
         items: list[Raw] = []
         for child in node.children:
             inner = self.blocks(child.children, depth + 1)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tether.artifacts.document import Code, Image, ListBlock, Paragraph, Quote, Span, Subheading, Table, plain
 from tether.artifacts.fonts import Measurer, drawable
@@ -104,31 +104,22 @@ def _list_blocks(block: ListBlock, level: int) -> list[Block]:
         if isinstance(first, Paragraph):
             text, runs = runs_of(first.spans)
             inner.pop(0)
-        if item.checked is not None:
-            box = "☑ " if item.checked else "☐ "
-            text, runs = (
-                box + text,
-                tuple(
-                    Run(
-                        start=r.start + 2,
-                        end=r.end + 2,
-                        bold=r.bold,
-                        italic=r.italic,
-                        code=r.code,
-                        strike=r.strike,
-                        link=r.link,
-                    )
-                    for r in runs
-                ),
-            )
+        number = block.start + index if block.ordered else None
+        marker = MARKERS[min(level, len(MARKERS) - 1)]
+        prefix = "" if item.checked is None else ("☑ " if item.checked else "☐ ")
+        if number is not None and number < 1:  # slide numbering starts at 1: a 0 is written out
+            prefix, number, marker = f"{number}. " + prefix, None, ""
+        if prefix:
+            text = prefix + text
+            runs = tuple(replace(r, start=r.start + len(prefix), end=r.end + len(prefix)) for r in runs)
         out.append(
             Block(
                 text=text,
                 runs=runs,
                 bullet=True,
                 level=level + 1,
-                number=block.start + index if block.ordered else None,
-                marker=MARKERS[min(level, len(MARKERS) - 1)],
+                number=number,
+                marker=marker,
             )
         )
         out += to_blocks(inner, level + 1)

@@ -149,7 +149,8 @@ def add_tasks(registry: Registry) -> None:
             destructive_if=("overwrite",),
             description=(
                 "Write a document from Markdown as files: md, html, pptx slides (laid out to fit, split "
-                "when dense) and/or pdf (A4). Chinese and English. Returns each file's path in the home."
+                "when dense) and/or pdf (A4), keeping its tables, code, lists, emphasis and workspace "
+                "pictures. Chinese and English. Returns each file's path in the home."
             ),
             aliases=ALIASES,
         )
