@@ -3,15 +3,20 @@ every other command's start path; what a listed tool claims about itself."""
 
 from __future__ import annotations
 
+import asyncio
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from tests.support.helpers import ROOT, tether_cli
+from tests.interfaces.mcp.peers import DEMO, in_memory, text
+from tests.support.helpers import FAST, ROOT, tether_cli
+from tether.execution.executor import Executor
 from tether.interfaces.mcp_server import describe, tool_annotations
 from tether.tasks.spec import Danger, TaskSpec
+from tether.toolkits.demo.registry import registry as demo
 
 
 def test_the_mcp_sdk_is_imported_by_no_other_command() -> None:
@@ -54,3 +59,22 @@ def test_a_tool_claims_only_what_its_spec_says() -> None:
     assert tool_annotations(sometimes).open_world_hint is False
     assert "A call with overwrite true is destructive" in describe(sometimes)
     assert "Unavailable in this home: no key" in describe(spec("web.fetch"), "no key")
+
+
+def test_the_refusal_gives_a_command_that_runs_the_call(home: Path) -> None:
+    """A client that cannot ask is given the command the README shows, and that command does it."""
+
+    async def session() -> str:
+        with Executor(demo, home=home, settings=FAST) as executor:
+            async with in_memory(executor, "auto", None) as client:
+                await client.call_tool("demo.start_game", {})
+                return text(await client.call_tool("demo.salvage_relics", {"rarity": 3}))
+
+    said = asyncio.run(session())
+    command = said[said.index("tether task run") :]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    mcp = readme[readme.index("## MCP") : readme.index("## Documents, research")]
+    assert f"`{command}`" in mcp
+    code, out, err = tether_cli("--registry", DEMO, *shlex.split(command)[1:], home=home)
+    assert code == 0, out + err
+    assert "salvaged" in out
