@@ -30,6 +30,8 @@ from tether.artifacts.document import Document, Language, ListBlock, Paragraph, 
 from tether.artifacts.fonts import Measurer, drawable, measurer, widest
 from tether.artifacts.slideparts import (
     CAPTION_SIZE,
+    MIN_PICTURE_SHARE,
+    MIN_SHARE_BELOW,
     PictureFrame,
     TableFrame,
     fits_below,
@@ -225,12 +227,19 @@ class _Planner:
             if is_text(group[0]):
                 if pending is not None:
                     slides.append(SlidePlan(layout="bullets", frames=tuple(pending[0])))
+                joined = self.join_below(slides[-1], to_blocks(group)) if slides and pending is None else None
+                if joined is not None:  # a short text under the table or picture before it
+                    slides[-1] = joined
+                    pending = None
+                    continue
                 stream = _Stream(rects=(single_rect(),), blocks=to_blocks(group), sizes=BODY_SIZES,
                                  split=BODY_SPLIT_SIZE)  # fmt: skip
                 made = self.flowing(title, "bullets", [stream], "")
                 pending = None
                 if len(made) == 1:
                     pending = (list(made[0].frames), self.used_height(made[0]))
+                    if fits_below(pending[1], single_rect()) is None:  # room for what follows, if smaller
+                        pending = self.shrunk(made[0], stream.blocks) or pending
                 else:
                     slides += made
                 continue
@@ -260,6 +269,9 @@ class _Planner:
                 head = frames if index == 0 else [self.title(heading + self.label("cont"))]
                 out.append(SlidePlan(layout="table", frames=tuple(head), tables=(part,)))
             return out
+        if rect != single_rect() and rect[3] < MIN_PICTURE_SHARE * single_rect()[3]:  # too small a place
+            rest = self.special(block, [self.title(heading + self.label("cont"))], single_rect(), heading)
+            return [SlidePlan(layout="bullets", frames=tuple(frames)), *rest]
         picture = plan_picture(block, rect)
         if picture is None:  # no picture to draw: its alt text, as a line of text
             alt = Block(text=f"[{drawable(block.alt or block.src)}]", italic=True, color=MUTED_COLOR)
@@ -271,6 +283,44 @@ class _Planner:
             extra.append(self.frame("caption", picture.caption_rect, picture.caption, (CAPTION_SIZE, 12, 10),
                                     color=MUTED_COLOR, align="center"))  # fmt: skip
         return [SlidePlan(layout="picture", frames=tuple(frames + extra), pictures=(picture,))]
+
+    def shrunk(self, slide: SlidePlan, blocks: list[Block]) -> tuple[list[Frame], float] | None:
+        """The slide's text at the largest readable size that leaves room under it for a table or a
+        picture, or None when even the smallest leaves none."""
+        x, y, w, h = single_rect()
+        box = Box(width=w - 2 * INSET, height=h - 2 * INSET, bullet_indent=BULLET_INDENT)
+        for size in (size for size in BODY_SIZES if size >= BODY_SPLIT_SIZE):
+            boxes = flow(blocks, box, size, self.m, self.fonts)
+            if len(boxes) != 1:
+                continue
+            body = Frame(name="body", x=x, y=y, w=w, h=h, pieces=tuple(boxes[0]), size=size)
+            frames = [frame for frame in slide.frames if frame.name != "body"] + [body]
+            used = self.used_height(replace(slide, frames=tuple(frames)))
+            if fits_below(used, single_rect()) is not None:
+                return frames, used
+        return None
+
+    def join_below(self, slide: SlidePlan, blocks: list[Block]) -> SlidePlan | None:
+        """``slide`` (a table's or a picture's) with ``blocks`` under its drawing, when they fit there
+        whole at a body size; else None."""
+        if not (slide.tables or slide.pictures):
+            return None
+        bottoms = [table.y + sum(table.heights) for table in slide.tables]
+        bottoms += [
+            p.caption_rect[1] + p.caption_rect[3] if p.caption_rect else p.y + p.h for p in slide.pictures
+        ]
+        top = max(bottoms) + COLUMN_GAP / 2
+        x, _, w, _ = single_rect()
+        rect = (x, top, w, BODY_BOTTOM - top)
+        if rect[3] < MIN_SHARE_BELOW * single_rect()[3]:
+            return None
+        box = Box(width=w - 2 * INSET, height=rect[3] - 2 * INSET, bullet_indent=BULLET_INDENT)
+        size = largest_fitting(blocks, box, BODY_SIZES, self.m, fonts=self.fonts)
+        if size is None:
+            return None
+        pieces = tuple(flow(blocks, box, size, self.m, self.fonts)[0])
+        body = Frame(name="body", x=rect[0], y=rect[1], w=rect[2], h=rect[3], pieces=pieces, size=size)
+        return replace(slide, frames=(*slide.frames, body))
 
     def used_height(self, slide: SlidePlan) -> float:
         """How far down the body its text reaches, in points from the body's top."""

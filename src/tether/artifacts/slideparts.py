@@ -34,6 +34,8 @@ MIN_COLUMN_PT = 48.0
 CAPTION_H = 46.0
 CAPTION_SIZE = 14
 MAX_UPSCALE = 2.0  # a small picture is enlarged at most this much
+MIN_SHARE_BELOW = 0.25  # of the body: the least room under a text that a table may take
+MIN_PICTURE_SHARE = 0.45  # of the body: the least room under a text that a picture may take
 
 
 def runs_of(
@@ -299,9 +301,10 @@ def plan_picture(image: Image, rect: Rect) -> PictureFrame | None:
 
 
 def fits_below(used: float, rect: Rect) -> Rect | None:
-    """What is left of ``rect`` under ``used`` points of text, when that is most of it."""
+    """What is left of ``rect`` under ``used`` points of text, when that is a fair part of it (a table
+    that does not fit there whole, or a picture that would be small, still gets a slide of its own)."""
     x, y, w, h = rect
-    if used > h * 0.4:
+    if used > h * (1 - MIN_SHARE_BELOW):
         return None
     top = math.ceil(used + 8.0)
     return (x, y + top, w, h - top)
