@@ -36,3 +36,13 @@ def test_no_jobs_and_no_tool_are_said_as_such(running_game: Executor) -> None:
     assert tools_run(result) == [] and "没法回答" in result.final, result.final
     result = session.send_sync("q", "help")
     assert tools_run(result) == [] and "“start the game”" in result.final, result.final
+
+
+def test_what_no_tool_does_ends_failed_and_a_question_back_does_not(running_game: Executor) -> None:
+    """'No tool does it' is the work not done (``UNABLE``: a script sees it); asking for a value is not."""
+    session = chat(running_game)
+    for text in ("明天会下雨吗", "帮我订一张机票", "book me a flight"):
+        result = session.send_sync(text[:2].encode().hex(), text)
+        assert result.status == "failed" and tools_run(result) == [], result.final
+    result = session.send_sync("r", "遗器太多了")
+    assert result.status == "completed" and tools_run(result) == [] and "2、3、4" in result.final

@@ -16,10 +16,20 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tether.models import offline_choosing, offline_docs, offline_memory, offline_team
-from tether.models.base import BudgetReview, Message, ModelResponse, OpenJob, ToolCall, ToolDef, TurnContext
+from tether.models.base import (
+    UNABLE,
+    BudgetReview,
+    Message,
+    ModelResponse,
+    OpenJob,
+    ToolCall,
+    ToolDef,
+    TurnContext,
+)
 from tether.models.offline_answers import facts
 from tether.models.offline_choosing import Step
 from tether.models.offline_conversation import request_of, results_since
@@ -90,9 +100,10 @@ class OfflineModel:
         if calls and kinds.get(calls[-1][0]) != "control" and calls[-1][1].get("status") not in OK_STATUSES:
             return self._final(calls, texts, halted=True, kinds=kinds)
         steps = self.plan(request, tools, messages, context.open_jobs)
-        says = [step.say for step in steps if step.say]
-        if says:  # not sure of every part: nothing runs
-            return self._final(calls, texts, extra=says[:1], kinds=kinds)
+        said = next((step for step in steps if step.say), None)
+        if said is not None:  # not sure of every part: nothing runs
+            final = self._final(calls, texts, extra=[str(said.say)], kinds=kinds)
+            return replace(final, finish_reason=UNABLE) if said.unable else final
         done = len(calls)
         if done < len(steps):
             step = steps[done]

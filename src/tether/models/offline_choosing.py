@@ -71,6 +71,8 @@ class Step:
     unresolved: str | None = None
     # This step completes the one before it (a later part only added arguments): it replaces it.
     extends: bool = False
+    # What is said is that no tool does it: the turn ends failed (``models.base.UNABLE``).
+    unable: bool = False
 
 
 def plan(
@@ -254,7 +256,7 @@ def _near(part: Part, tools: Sequence[ToolDef], texts: Texts) -> Step:
     is close. Nothing runs either way: the person never named the action."""
     near = answers.near_tools(part.text, tools)
     if not near:
-        return Step(say=texts.cannot(part.text, tools))
+        return Step(say=texts.cannot(part.text, tools), unable=True)
     offers = []
     for tool in near:
         label, allowed, kind = _needed(tool, {}, texts.zh) or ("", [], "")
@@ -446,7 +448,7 @@ def _answer_question(
     status_tool = _status_tool(tools)
     about_job = any(fold(w) in text for w in PROGRESS_WORDS) or EXECUTION_ID.search(text)
     if _unrelated(text, tools) and (not about_job or job is None):
-        return [Step(say=texts.cannot_answer(text))]
+        return [Step(say=texts.cannot_answer(text), unable=True)]
     control = next((t for t in tools if t.kind == "control" and t.name.endswith("status")), None)
     if control is not None and (job is not None and (about_job or status_tool is None)):
         explicit = EXECUTION_ID.search(text)
