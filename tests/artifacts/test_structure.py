@@ -87,7 +87,7 @@ def test_html_has_real_tables_code_lists_emphasis_and_pictures(doc: Document, tm
     assert order.index("Build the wh") < order.index("After the li") < order.index("def publish(")
 
 
-Word = tuple[int, float, float, str, float]  # page, top, left, text, width
+Word = tuple[int, float, float, str, float, float]  # page, top, left, text, width, bottom
 
 
 def _words(pdf: Path) -> list[Word]:
@@ -95,13 +95,14 @@ def _words(pdf: Path) -> list[Word]:
         ["pdftotext", "-bbox", str(pdf), "-"], capture_output=True, text=True, check=True
     ).stdout
     words, page = [], 0
-    pattern = r'<page |<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)"[^>]*>(.*?)</word>'
+    pattern = r'<page |<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">(.*?)</word>'
     for match in re.finditer(pattern, out):
         if match.group(1) is None:
             page += 1
         else:
             left = float(match.group(1))
-            words.append((page, float(match.group(2)), left, match.group(4), float(match.group(3)) - left))
+            width, bottom = float(match.group(3)) - left, float(match.group(4))
+            words.append((page, float(match.group(2)), left, match.group(5), width, bottom))
     return words
 
 
@@ -200,6 +201,19 @@ def test_libreoffice_draws_the_deck_with_its_structure(doc: Document, tmp_path: 
         capture_output=True, timeout=90, check=True,
     )  # fmt: skip
     _check_printed(tmp_path / "plan.pdf", numbers=True)
+    # Every word LibreOffice drew lies inside the shape it belongs to: text boxes, and table shapes at
+    # the height planned (a row that grew taller than measured would push words below its table).
+    areas: dict[int, list[tuple[float, float, float, float]]] = {}
+    for number, slide in enumerate(_deck(built.path).slides, 1):
+        for shape in slide.shapes:
+            rect = tuple(int(v) / 12700 for v in (shape.left, shape.top, shape.width, shape.height))
+            areas.setdefault(number, []).append(rect)  # type: ignore[arg-type]
+    outside = [
+        word for word in _words(tmp_path / "plan.pdf")
+        if not any(x - 1 <= word[2] and word[2] + word[4] <= x + w + 1 and y - 1 <= word[1] and word[5] <= y + h + 1
+                   for x, y, w, h in areas[word[0]])
+    ]  # fmt: skip
+    assert outside == []
 
 
 def test_a_section_just_over_one_slide_is_shared_evenly() -> None:
