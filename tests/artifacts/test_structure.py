@@ -208,11 +208,14 @@ def test_libreoffice_draws_the_deck_with_its_structure(doc: Document, tmp_path: 
         for shape in slide.shapes:
             rect = tuple(int(v) / 12700 for v in (shape.left, shape.top, shape.width, shape.height))
             areas.setdefault(number, []).append(rect)  # type: ignore[arg-type]
-    outside = [
-        word for word in _words(tmp_path / "plan.pdf")
-        if not any(x - 1 <= word[2] and word[2] + word[4] <= x + w + 1 and y - 1 <= word[1] and word[5] <= y + h + 1
-                   for x, y, w, h in areas[word[0]])
-    ]  # fmt: skip
+
+    def inside(word: Word, x: float, y: float, w: float, h: float) -> bool:
+        return (
+            x - 1 <= word[2] and word[2] + word[4] <= x + w + 1 and y - 1 <= word[1] and word[5] <= y + h + 1
+        )
+
+    words = _words(tmp_path / "plan.pdf")
+    outside = [word for word in words if not any(inside(word, *rect) for rect in areas[word[0]])]
     assert outside == []
 
 
