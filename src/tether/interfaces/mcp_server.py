@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import is_version_at_least
+from pydantic import ValidationError
 
 from tether import __version__
 from tether.errors import ToolError
@@ -286,7 +288,12 @@ class Bridge:
                 params=types.ElicitRequestFormParams(message=question, requested_schema=CONSENT_SCHEMA)
             )
             return types.InputRequiredResult(input_requests={CONSENT_KEY: request}, request_state=key)
-        answer = await ctx.session.elicit_form(question, CONSENT_SCHEMA, related_request_id=ctx.request_id)
+        try:
+            answer = await ctx.session.elicit_form(
+                question, CONSENT_SCHEMA, related_request_id=ctx.request_id
+            )
+        except (MCPError, ValidationError) as exc:  # no answer is no consent (no back-channel, a failed form)
+            return refusal(f"{name}: the client could not ask the person ({exc}): nothing ran")
         return await self._decided(ctx, name, args, answer, str(refused.data["digest"]))
 
     async def _answered(

@@ -22,7 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.interfaces.mcp.peers import DEMO, Person, text
+from tests.interfaces.mcp.peers import DEMO, MODES, Person, text
 from tests.support.helpers import ROOT
 from tether.interfaces.web.security import token_path
 
@@ -103,7 +103,9 @@ def test_a_request_without_the_token_or_from_another_host_is_refused(served: tup
     assert welcome.status_code == 200, welcome.text
 
 
-def test_a_session_over_http_with_the_token(served: tuple[str, str]) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_a_session_over_http_with_the_token(served: tuple[str, str], mode: str) -> None:
+    """In both eras (handshake era: the question is a server-to-client request on the call's stream)."""
     url, token = served
     person = Person("accept")
 
@@ -111,7 +113,9 @@ def test_a_session_over_http_with_the_token(served: tuple[str, str]) -> None:
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60.0)
         async with (
             http,
-            Client(streamable_http_client(url, http_client=http), elicitation_callback=person) as c,
+            Client(
+                streamable_http_client(url, http_client=http), mode=mode, elicitation_callback=person
+            ) as c,
         ):
             tools = {t.name for t in (await c.list_tools()).tools}
             start = await c.call_tool("demo.start_game", {})

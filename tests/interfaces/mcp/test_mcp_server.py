@@ -11,10 +11,13 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from tests.interfaces.mcp.peers import GOLD, MODES, Person, Progress, in_memory, text
 from tests.support.helpers import wait_for
 from tether.execution.executor import Executor
+from tether.interfaces.mcp_server import Bridge, build_server
 from tether.tasks.callers import CLI, MCP
 from tether.tasks.result import TaskStatus
 from tether.toolkits.demo.registry import SalvageParams
@@ -275,3 +278,25 @@ def test_jobs_of_tasks_not_exposed_to_mcp_are_not_found(support: Executor) -> No
     for result in asyncio.run(session()):
         assert result.is_error and result.structured_content["status"] == "not_found"
     assert support.jobs.status(running.execution_id).status is TaskStatus.RUNNING
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_client_whose_question_fails_runs_nothing(executor: Executor, mode: str) -> None:
+    async def broken(context: Any, params: Any) -> types.ErrorData:
+        return types.ErrorData(code=-32603, message="the dialog could not be shown")
+
+    async def session() -> types.CallToolResult | Exception:
+        async with Client(build_server(Bridge(executor)), mode=mode, elicitation_callback=broken) as client:
+            await started_game(client)
+            try:
+                return await client.call_tool("demo.salvage_relics", {"rarity": 3})
+            except MCPError as exc:  # 2026-07-28: the client's own driver gives up on the error
+                return exc
+
+    outcome = asyncio.run(session())
+    if mode == "legacy":  # the server asked mid-call and got the error back: its refusal says so
+        assert isinstance(outcome, types.CallToolResult) and outcome.is_error
+        assert "could not ask" in text(outcome) and "nothing ran" in text(outcome)
+    else:
+        assert isinstance(outcome, MCPError)
+    assert "completed" not in statuses(executor, "demo.salvage_relics")
