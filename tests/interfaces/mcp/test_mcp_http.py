@@ -99,6 +99,9 @@ def test_a_request_without_the_token_or_from_another_host_is_refused(served: tup
         url, json=INITIALIZE, headers={**ACCEPTS, "Authorization": f"Bearer {token}", "Host": "evil.example"}
     )
     assert rebound.status_code == 421
+    huge = {**INITIALIZE, "params": {**INITIALIZE["params"], "pad": "x" * 300_000}}
+    too_large = httpx.post(url, json=huge, headers={**ACCEPTS, "Authorization": f"Bearer {token}"})
+    assert too_large.status_code == 413
     welcome = httpx.post(url, json=INITIALIZE, headers={**ACCEPTS, "Authorization": f"Bearer {token}"})
     assert welcome.status_code == 200, welcome.text
 
