@@ -41,9 +41,17 @@ export function keepFocusInPlace(fallback) {
     testid = last.dataset ? last.dataset.testid || null : null;
     region = last.closest ? last.closest(REGION) : null;
   });
+  document.addEventListener('focusout', (event) => {
+    // Left while still there and usable: the person moved on (a click elsewhere), nothing to restore.
+    const left = event.target;
+    queueMicrotask(() => {
+      if (left === last && left.isConnected && !left.disabled && !left.closest('[hidden]')) last = null;
+    });
+  });
   const observer = new MutationObserver((records) => {
+    // (Chrome may drop the focus of a disabled control only at its next rendering: note it first.)
+    if (last && last.disabled && records.some((r) => r.target === last)) waiting = last;
     if (!last || !lost()) return;
-    if (last.isConnected && last.disabled && records.some((r) => r.target === last)) waiting = last;
     if (waiting && waiting.isConnected) {
       if (usable(waiting)) waiting.focus();
       return;
