@@ -244,3 +244,9 @@ def test_the_title_comes_from_the_content_not_a_folder_name(documents: Executor,
         "documents.generate", {"title": "notes", "content": "just text", "formats": ["md"]}, caller="agent"
     )
     assert untitled.status is TaskStatus.COMPLETED and untitled.data["artifacts"][0]["name"] == "notes.md"
+
+
+def test_the_markdown_comes_from_content_or_a_file_never_both_or_neither(documents: Executor) -> None:
+    for args in ({"formats": ["md"]}, {"content": "# A", "content_path": "a.md", "formats": ["md"]}):
+        result = documents.execute_sync("documents.generate", args, caller="agent")
+        assert result.status is TaskStatus.FAILED and "either as content or as content_path" in result.message

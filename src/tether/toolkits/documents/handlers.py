@@ -65,6 +65,10 @@ def _read(ctx: TaskContext, params: Any, pictures: Path) -> tuple[Document, Imag
     """The document from the content (or the workspace file), its pictures checked and copied."""
     from tether.toolkits.workspace.paths import Roots
 
+    if bool(params.content) == (params.content_path is not None):  # checked here: a goal fills content late
+        raise TaskFailed(
+            "give the Markdown either as content or as content_path (a workspace file), not both"
+        )
     roots = Roots.load(ctx.home)
     text = params.content
     base = ""

@@ -62,23 +62,25 @@ class GenerateParams(BaseModel):
             json_schema_extra={"labels": {"en": "title", "zh": "标题"}},
         ),
     ] = None  # fmt: skip
+    # Plain ``str`` with a default, not optional: a goal's step may fill it from the context
+    # (args_from), and a list read from several steps is joined into text for a ``str`` parameter.
     content: Annotated[
-        str | None,
+        str,
         Field(
-            min_length=1, max_length=MAX_CONTENT_CHARS,
+            max_length=MAX_CONTENT_CHARS,
             description="the text in Markdown (CommonMark and GFM tables): '## ' headings start sections "
             "(and slides); lists, numbered lists, **bold**, *italic*, `code`, code blocks, tables and "
             "images (![alt](path in the workspace)) are kept; a '## Sources' / '## 来源' list of links "
             "becomes the sources",
             json_schema_extra={"labels": {"en": "content (Markdown)", "zh": "内容（Markdown）"}},
         ),
-    ] = None  # fmt: skip
+    ] = ""  # fmt: skip
     content_path: Annotated[
         str | None,
         Field(
             min_length=1, max_length=MAX_PATH_CHARS,
             description="instead of content: a Markdown file in the workspace to read (for long documents; "
-            "its images are found next to it)",
+            "its pictures are found next to it). Give content or content_path, not both",
             json_schema_extra={"labels": {"en": "Markdown file", "zh": "Markdown 文件"}},
         ),
     ] = None  # fmt: skip
@@ -113,14 +115,6 @@ class GenerateParams(BaseModel):
         bool,
         Field(description="replace existing files at save_to (the person is asked to confirm)"),
     ] = False
-
-    @model_validator(mode="after")
-    def _one_content(self) -> GenerateParams:
-        if (self.content is None) == (self.content_path is None):
-            raise ValueError(
-                "give the Markdown either as content or as content_path (a workspace file), once"
-            )
-        return self
 
     @model_validator(mode="after")
     def _overwrite_needs_a_place(self) -> GenerateParams:
