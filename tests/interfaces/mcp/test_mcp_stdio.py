@@ -6,14 +6,20 @@ progress and stops it, and follows a foreground call's progress."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import select
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 import pytest
 
-from tests.interfaces.mcp.peers import GOLD, MODES, Person, Progress, stdio, text
-from tests.support.helpers import FAST
+from tests.interfaces.mcp.peers import DEMO, GOLD, MODES, Person, Progress, stdio, text
+from tests.support.helpers import FAST, ROOT
 from tether.execution.executor import Executor
 from tether.tasks.callers import MCP
 from tether.tasks.result import TaskStatus
@@ -75,3 +81,73 @@ def test_a_scripted_session_over_stdio(home: Path, mode: str) -> None:
     salvage = [r.status for r in records if r.task_id == "demo.salvage_relics"]
     assert salvage.count(TaskStatus.COMPLETED) == 1 and TaskStatus.RUNNING not in salvage
     assert next(r for r in records if r.task_id == "demo.loop_farm").status is TaskStatus.STOPPED
+
+
+def test_a_hostile_peer_on_raw_stdio_gets_errors_and_nothing_runs(home: Path) -> None:
+    """JSON-RPC written by hand: a line that is not JSON, arguments that are not an object, a tool that
+    does not exist, a destructive call from a client that declared no elicitation. The server answers
+    each (or drops the line), runs none of them, keeps serving, and exits 0 when stdin closes."""
+    env = {**os.environ, "TETHER_HOME": str(home), "TETHER_REGISTRY": DEMO}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether.interfaces.cli", "mcp", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    replies = proc.stdout
+
+    def send(message: object) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write((message if isinstance(message, str) else json.dumps(message)) + "\n")
+        proc.stdin.flush()
+
+    def answer(request_id: int) -> dict[str, Any]:
+        """The response to ``request_id`` (notifications on the way are skipped; the deadline fails)."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([replies], [], [], 0.2)
+            if ready:
+                message = json.loads(replies.readline())
+                if message.get("id") == request_id:
+                    return message
+        pytest.fail(f"no answer to request {request_id}")
+
+    def call(request_id: int, name: str, arguments: object) -> dict[str, Any]:
+        send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+              "params": {"name": name, "arguments": arguments}})  # fmt: skip
+        return answer(request_id)
+
+    try:
+        hello = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "h", "version": "0"},
+        }
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+        assert "result" in answer(1)
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send("this is not json {")
+        assert call(2, "demo.start_game", "a string")["error"]["code"] == -32602
+        unknown = call(3, "rm -rf /", {})["result"]
+        assert unknown["isError"] and unknown["structuredContent"]["status"] == "not_found"
+        assert not call(4, "demo.start_game", {})["result"]["isError"]
+        asked = call(5, "demo.salvage_relics", {"rarity": 3})["result"]
+        assert asked["isError"] and "--confirm" in asked["content"][0]["text"]
+        send({"jsonrpc": "2.0", "id": 6, "method": "tools/list"})
+        assert {t["name"] for t in answer(6)["result"]["tools"]} == {s.task_id for s in demo.for_caller(MCP)}
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    with Executor(demo, home=home, settings=FAST) as executor:
+        ran = {r.task_id: r.status for r in executor.store.list(limit=50) if r.status is TaskStatus.COMPLETED}
+    assert ran == {"demo.start_game": TaskStatus.COMPLETED}
