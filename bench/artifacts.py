@@ -4,7 +4,9 @@
   picks layouts and sizes and splits dense sections; the floor is python-pptx writing the same 30
   slides as plain text boxes, nothing measured;
 - the same document as PDF: ours is the styled page WeasyPrint prints with the CJK font embedded; the
-  floor is WeasyPrint rendering a minimal HTML page of the same text.
+  floor is WeasyPrint rendering a minimal HTML page of the same text;
+- what is kept of a structured Markdown (``tests/artifacts/structured.py``: tables, code, nested and
+  numbered lists, emphasis, a picture) in the page and the deck, counted (issue 23: all of it was lost).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import html
 import logging
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from bench.paired import paired, row
 from tether.artifacts import Document, from_markdown
@@ -100,5 +103,40 @@ def artifacts(home: Path) -> None:
             "WeasyPrint, minimal HTML")  # fmt: skip
 
 
+def structure_kept(folder: Path) -> None:
+    """Counts of the structures the built page and deck hold, read back from the files."""
+    import re
+
+    from pptx import Presentation
+    from tests.artifacts.structured import MARKDOWN, picture
+
+    from tether.artifacts import build
+
+    picture(folder / "pipeline.png")
+    doc = from_markdown(
+        MARKDOWN, resolve_image=lambda src: str(folder / src) if (folder / src).is_file() else None
+    )
+    built = {item.format: item.path for item in build(doc, ["html", "pptx"], folder, "structure")}
+    page = built["html"].read_text(encoding="utf-8")
+    shapes: list[Any] = [shape for slide in Presentation(str(built["pptx"])).slides for shape in slide.shapes]
+    runs = [run for s in shapes if s.has_text_frame for p in s.text_frame.paragraphs for run in p.runs]
+    counts = {
+        "HTML tables (of 2)": page.count("<table>"),
+        "HTML code blocks (of 1)": page.count("<pre>"),
+        "HTML lists nested in an item (of 2)": len(re.findall(r"<li>[^<]*\n?<ul>", page)),
+        "HTML pictures (of 1)": page.count("<img "),
+        "deck table shapes (2 tables, the long one split)": sum(s.has_table for s in shapes),
+        "deck pictures (of 1)": sum(s.shape_type == 13 for s in shapes),
+        "deck monospace code lines (of 4)": sum(
+            "Mono" in (r.font.name or "") and "(" in r.text for r in runs
+        ),
+        "deck numbered items (of 3)": sum(s._element.xml.count("buAutoNum") for s in shapes),
+    }
+    print("\ndocuments: structure kept from a Markdown with tables, code, lists, emphasis, a picture")
+    for name, count in counts.items():
+        print(f"  {name:50} {count}")
+
+
 if __name__ == "__main__":
+    structure_kept(Path(tempfile.mkdtemp(prefix="tether-bench-")))
     artifacts(Path(tempfile.mkdtemp(prefix="tether-bench-")) / "artifacts")
