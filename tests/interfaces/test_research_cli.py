@@ -111,6 +111,8 @@ def test_a_pdf_in_the_workspace_is_read_and_summarized_and_a_folder_of_notes_bec
         "run", "--json", "把 notes/ 里的 markdown 做成一份 PPT", home=home, timeout=120
     )
     assert code == 0, (out, err)
+    (made,) = [s for s in json.loads(out)["steps"] if s["tool"] == "documents.generate"]
+    assert made["args"]["title"] == "光伏 · Cost"  # the notes' own headings, not the folder's name
     code, out, err = tether_cli("artifacts", "--json", home=home)
     (deck,) = json.loads(out)["items"]
     text = deck_text((home / deck["path"]).read_bytes())

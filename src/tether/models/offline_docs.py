@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.models.base import UNABLE, Message, ModelResponse, ToolCall, ToolDef, TurnContext
+from tether.models.offline_digest import overview, title_of_notes
 
 SEARCH, READ_URL, SUMMARIZE = "web__search", "web__read_url", "web__summarize_text"
 LIST, READ_FILE, GENERATE = "workspace__list", "workspace__read", "documents__generate"
@@ -316,17 +317,29 @@ class DocsPlan:
     ) -> dict[str, Any]:
         i = self.intent
         parts: list[str] = []
+        title = self._title()
         if direct:
+            headings = []
             for d in texts:
                 body = str(d.data.get("text") or "").strip()
                 name = str(d.data.get("path") or "").rsplit("/", 1)[-1].rsplit(".", 1)[0]
+                top = re.match(r"\s*# (.+)", body) or re.search(r"(?m)^## (.+)", body)
+                headings.append(top.group(1).strip() if top else name)
                 if not re.match(r"\s*#", body):
                     body = f"## {name}\n\n{body}"
                 parts.append(re.sub(r"(?m)^# ", "## ", body))
+            if i.kind == "folder":  # the notes' own headings, not the folder's name
+                title = title_of_notes(headings, title)
         else:
-            overview = "概述" if self.zh else "Overview"
-            firsts = [self._points(s)[:1] for s in summaries]
-            parts.append(f"## {overview}\n\n" + " ".join(p[0] for p in firsts if p))
+            points = overview(
+                [
+                    (str(s.data.get("title") or ""), self._points(m))
+                    for s, m in zip(texts, summaries, strict=False)
+                ],
+                i.topic,
+            )
+            heading = "概述" if self.zh else "Overview"
+            parts.append(f"## {heading}\n\n" + "\n".join(f"- {p}" for p in points))
             for n, (source, summary) in enumerate(zip(texts, summaries, strict=False), start=1):
                 heading = str(source.data.get("title") or source.data.get("path") or f"{n}")[:120]
                 points = "\n".join(f"- {p} [{n}]" for p in self._points(summary))
@@ -336,7 +349,7 @@ class DocsPlan:
                 head = "来源" if self.zh else "Sources"
                 lines = "\n".join(f"{n}. [{s['title']}]({s['url']})" for n, s in enumerate(sources, start=1))
                 parts.append(f"## {head}\n\n{lines}")
-        args: dict[str, Any] = {"title": self._title()[:200], "content": "\n\n".join(parts)[:CONTENT_CHARS]}
+        args: dict[str, Any] = {"title": title[:200], "content": "\n\n".join(parts)[:CONTENT_CHARS]}
         named = formats_in_words(self.request)
         suffix = i.save_to.rsplit(".", 1)[-1].lower() if "." in i.save_to else ""
         if suffix in FORMATS and suffix not in named:  # "save it as handout.pdf"
