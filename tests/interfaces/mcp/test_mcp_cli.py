@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from tests.interfaces.mcp.peers import DEMO, in_memory, text
 from tests.support.helpers import FAST, ROOT, tether_cli
 from tether.execution.executor import Executor
-from tether.interfaces.mcp_server import describe, tool_annotations
+from tether.interfaces.mcp_server import describe, progress_point, tool_annotations
 from tether.tasks.spec import Danger, TaskSpec
 from tether.toolkits.demo.registry import registry as demo
 
@@ -78,3 +78,9 @@ def test_the_refusal_gives_a_command_that_runs_the_call(home: Path) -> None:
     code, out, err = tether_cli("--registry", DEMO, *shlex.split(command)[1:], home=home)
     assert code == 0, out + err
     assert "salvaged" in out
+
+
+def test_a_progress_report_becomes_a_percent_or_one_step_on() -> None:
+    assert progress_point({"fraction": 0.5, "message": "half"}, -1.0) == (50.0, 100.0, "half")
+    assert progress_point({"fraction": None, "message": "working"}, 3.0) == (4.0, None, "working")
+    assert progress_point({"fraction": 7, "message": ""}, 4.0) == (5.0, None, None)  # not a fraction

@@ -53,7 +53,8 @@ async def scripted(home: Path, mode: str, person: Person, progress: Progress) ->
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_scripted_session_over_stdio(home: Path, mode: str) -> None:
+def test_a_scripted_session_over_stdio(home: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_DEMO_STEP_S", "0.25")  # a farm long enough to report progress on the way
     person, progress = Person(), Progress()
     seen = asyncio.run(asyncio.wait_for(scripted(home, mode, person, progress), 120))
 
@@ -72,7 +73,7 @@ def test_a_scripted_session_over_stdio(home: Path, mode: str) -> None:
     assert isinstance(stop, types.CallToolResult) and stop.structured_content["status"] == "stopped"
     farm = seen["farm"]
     assert isinstance(farm, types.CallToolResult) and not farm.is_error, text(farm)
-    assert len(progress.seen) >= 2
+    assert progress.seen and all(total == 100.0 for _, total, _ in progress.seen)
 
     # The home's records: every call went through the executor as mcp; the salvage ran exactly once.
     with Executor(demo, home=home, settings=FAST) as executor:
