@@ -39,6 +39,16 @@ def _page(title: str, text: str) -> bytes:
     ).encode()
 
 
+def _png() -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (80, 40), "#f59e0b").save(out, "PNG")
+    return out.getvalue()
+
+
 class Site:
     def __init__(self, *, broken: str | None = None) -> None:
         """``broken``: an article path the search still lists but the site answers 404 for."""
@@ -56,6 +66,8 @@ class Site:
                         for path, (title, text) in ARTICLES.items()
                     ]
                     self._send(json.dumps({"query": query, "results": results}).encode(), "application/json")
+                elif url.path == "/chart.png":  # a picture a page of the site shows
+                    self._send(_png(), "image/png")
                 elif url.path in ARTICLES and url.path != site.broken:
                     self._send(_page(*ARTICLES[url.path]), "text/html; charset=utf-8")
                 else:

@@ -181,7 +181,7 @@ def test_pictures_come_only_from_inside_the_workspace(
     (home / "secret.png").write_bytes((tmp_path / "outside.png").read_bytes())
     markdown = (
         "# Pictures\n\n![chart](img/chart.png)\n\n![up](../../outside.png)\n\n![link](link.png)\n\n"
-        "![fake](fake.png)\n\n![web](https://example.com/x.png)\n\n![home](../secret.png)\n"
+        "![fake](fake.png)\n\n![web](http://127.0.0.1:9/x.png)\n\n![home](../secret.png)\n"
     )
     (workspace / "docs" / "pictures.md").write_text(markdown, encoding="utf-8")
     result = documents.execute_sync(
@@ -192,7 +192,8 @@ def test_pictures_come_only_from_inside_the_workspace(
     assert result.status is TaskStatus.COMPLETED, result
     assert result.data["images"]["drawn"] == 1 and "1 picture" not in result.message
     not_drawn = result.data["images"]["not_drawn"]
-    assert "https://example.com/x.png" in not_drawn and "fake.png" in str(not_drawn)
+    assert "http://127.0.0.1:9/x.png" in not_drawn and "fake.png" in str(not_drawn)
+    assert "refused" in not_drawn["http://127.0.0.1:9/x.png"]  # loopback: the SSRF guard's word
     page = (home / result.data["artifacts"][0]["path"]).read_text(encoding="utf-8")
     assert page.count("<img ") == 1 and "[up]" in page and "[link]" in page and "[home]" in page
     from pptx import Presentation
@@ -200,6 +201,33 @@ def test_pictures_come_only_from_inside_the_workspace(
     deck = Presentation(str(home / result.data["artifacts"][1]["path"]))
     pictures = [shape for slide in deck.slides for shape in slide.shapes if shape.shape_type == 13]
     assert len(pictures) == 1
+
+
+def test_a_picture_at_a_web_address_is_read_through_the_research_guard(
+    documents: Executor, home: Path
+) -> None:
+    from tests.support.research_site import research_site
+
+    with research_site() as site:
+        site.configure(home)  # the guard lets this one loopback site through, as for web.read_url
+        markdown = (
+            f"# Solar\n\n![chart]({site.base}/chart.png)\n\n![page]({site.base}/solar)\n\n"
+            f"![gone]({site.base}/missing.png)\n"
+        )
+        result = documents.execute_sync(
+            "documents.generate", {"content": markdown, "formats": ["html", "pptx"]}, caller="agent"
+        )
+    assert result.status is TaskStatus.COMPLETED, result
+    images = result.data["images"]
+    assert images["drawn"] == 1, images
+    assert "not a picture" in images["not_drawn"][f"{site.base}/solar"]
+    assert "404" in images["not_drawn"][f"{site.base}/missing.png"]
+    page = (home / result.data["artifacts"][0]["path"]).read_text(encoding="utf-8")
+    assert page.count("<img ") == 1 and "data:image/png" in page
+    from pptx import Presentation
+
+    deck = Presentation(str(home / result.data["artifacts"][1]["path"]))
+    assert [s.shape_type for slide in deck.slides for s in slide.shapes].count(13) == 1  # a picture shape
 
 
 def test_a_long_design_document_is_accepted_and_a_longer_one_names_the_limit(

@@ -17,7 +17,7 @@ from tether.artifacts.build import MAX_STEM_CHARS, Built, Format
 from tether.artifacts.document import MAX_MARKDOWN_CHARS, MAX_SOURCES
 from tether.errors import TaskFailed, TetherError
 from tether.tasks.context import TaskContext
-from tether.toolkits.documents.inputs import ImageFinder, read_markdown
+from tether.toolkits.documents.inputs import ImageFinder, read_markdown, web_reader
 
 ARTIFACTS_DIR = "artifacts"
 PRIVATE_DIR = 0o700
@@ -61,7 +61,7 @@ def _entry(built: Built, home: Path) -> dict[str, Any]:
     return entry
 
 
-def _read(ctx: TaskContext, params: Any, pictures: Path) -> tuple[Document, ImageFinder]:
+def _read(ctx: TaskContext, params: Any, pictures: Path, fetch: Any = None) -> tuple[Document, ImageFinder]:
     """The document from the content (or the workspace file), its pictures checked and copied."""
     from tether.toolkits.workspace.paths import Roots
 
@@ -80,12 +80,13 @@ def _read(ctx: TaskContext, params: Any, pictures: Path) -> tuple[Document, Imag
         title = None  # a planner's folder name ("notes") is not a title: the content's heading is
     try:
         try:
-            finder = ImageFinder(roots=roots, folder=pictures, base=base)
+            finder = ImageFinder(roots=roots, folder=pictures, base=base, fetch=fetch)
             doc = from_markdown(text, title=title, language=params.language, resolve_image=finder.resolve)
         except DocumentError:
             if title == params.title:
                 raise
-            finder = ImageFinder(roots=roots, folder=pictures, base=base)  # no heading: the name it is
+            # no heading: the name it is
+            finder = ImageFinder(roots=roots, folder=pictures, base=base, fetch=fetch)
             doc = from_markdown(
                 text, title=params.title, language=params.language, resolve_image=finder.resolve
             )
@@ -113,9 +114,13 @@ def generate(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
     params: Any = ctx.params
     formats: list[Format] = list(params.formats)
     ctx.progress(0.0, "reading the content")
-    with tempfile.TemporaryDirectory(prefix="tether-pictures-") as pictures:
-        doc, finder = _read(ctx, params, Path(pictures))
-        return _generate(ctx, params, formats, doc, finder)
+    fetch, close = web_reader(ctx.home)
+    try:
+        with tempfile.TemporaryDirectory(prefix="tether-pictures-") as pictures:
+            doc, finder = _read(ctx, params, Path(pictures), fetch)
+            return _generate(ctx, params, formats, doc, finder)
+    finally:
+        close()
 
 
 def _generate(
