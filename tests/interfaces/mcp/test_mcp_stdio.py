@@ -1,11 +1,12 @@
 """``tether mcp serve`` as a real process on stdio, as an MCP client starts it, driven by the SDK's
 client through one scripted session: it lists the tools, calls one, is asked before a destructive call
 (runs nothing after a decline, runs it once after an accept), starts a background job, sees its
-progress and stops it, and follows a foreground call's progress."""
+progress and stops it, follows a foreground call's progress, and cancels a call, which stops its job."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import select
@@ -21,6 +22,7 @@ import pytest
 from tests.interfaces.mcp.peers import DEMO, GOLD, MODES, Person, Progress, stdio, text
 from tests.support.helpers import FAST, ROOT
 from tether.execution.executor import Executor
+from tether.store.jobs import JobRecord
 from tether.tasks.callers import MCP
 from tether.tasks.result import TaskStatus
 from tether.toolkits.demo.registry import registry as demo
@@ -49,7 +51,28 @@ async def scripted(home: Path, mode: str, person: Person, progress: Progress) ->
         seen["farm"] = await client.call_tool(
             "demo.farm_instance", {**GOLD, "attempts": 6}, progress_callback=progress
         )
+        seen["cancelled"] = await cancelled_farm(home, client)
     return seen
+
+
+async def cancelled_farm(home: Path, client: Any) -> JobRecord:
+    """A long farm cancelled by the client once it reports progress: its job, once stopped (the
+    server still runs, so it was the cancellation that stopped it, not the server's end)."""
+    begun = Progress()
+    farming = asyncio.create_task(
+        client.call_tool("demo.farm_instance", {**GOLD, "attempts": 99}, progress_callback=begun)
+    )
+    await begun.first.wait()
+    farming.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await farming
+    with Executor(demo, home=home, settings=FAST) as reader:
+        while True:  # the test's deadline bounds this
+            stopped = [r for r in reader.store.list(limit=50)
+                       if r.task_id == "demo.farm_instance" and r.status is TaskStatus.STOPPED]  # fmt: skip
+            if stopped:
+                return stopped[0]
+            await asyncio.sleep(0.05)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -74,6 +97,7 @@ def test_a_scripted_session_over_stdio(home: Path, mode: str, monkeypatch: pytes
     farm = seen["farm"]
     assert isinstance(farm, types.CallToolResult) and not farm.is_error, text(farm)
     assert progress.seen and all(total == 100.0 for _, total, _ in progress.seen)
+    assert "cancelled" in seen["cancelled"].message
 
     # The home's records: every call went through the executor as mcp; the salvage ran exactly once.
     with Executor(demo, home=home, settings=FAST) as executor:
