@@ -115,3 +115,11 @@ def test_registry_help_names_the_registry_used_when_none_is_given(home: Path) ->
 
     code, out, _ = tether_cli("--help", home=home, COLUMNS="200")
     assert code == 0 and DEFAULT_REGISTRY in out and "or the demo" not in out, out
+
+
+def test_a_bare_group_shows_its_commands_and_a_default_is_said_once(home: Path) -> None:
+    _, out, err = tether_cli("initiative", home=home, COLUMNS="100")
+    assert "Missing command" not in out + err and "Commands" in out, out + err
+    code, out, _ = tether_cli("signal", "--help", home=home, COLUMNS="200")
+    assert code == 0
+    assert "(default: the assistant)" in out and "[default: assistant]" not in out, out

@@ -73,7 +73,8 @@ class _Option(TyperOption):
 
 class _Argument(TyperArgument):
     def display_type_rich(self, ctx: Any) -> str | None:
-        return value_name(self)
+        named = value_name(self)
+        return "" if named == self.display_name_raw else named  # not "TEXT  TEXT"
 
     @property
     def display_name_raw(self) -> str:  # GOAL, as click and gh name an argument
@@ -91,8 +92,12 @@ def polish(command: Any) -> Any:
     command.epilog = reflow(command.epilog)
     context = _click.Context(command, info_name=command.name, **(command.context_settings or {}))
     helper = command.get_help_option(context)  # made on first use: made here, to be polished too
+    if getattr(command, "commands", None) and not getattr(command, "invoke_without_command", True):
+        command.no_args_is_help = True  # a bare group shows its commands, not "Missing command."
     for param in [*command.params, *([helper] if helper is not None else [])]:
         param.help = reflow(param.help)
+        if "default" in (param.help or "").lower():
+            param.show_default = False  # its help names the default in words: not twice
         # Same attributes, another class: only how the help names the value changes.
         if type(param) is TyperOption:
             param.__class__ = _Option
