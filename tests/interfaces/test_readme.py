@@ -178,8 +178,13 @@ def test_the_team_block_runs_as_written_in_a_fresh_home(tmp_path: Path) -> None:
         [TETHER, "threads", "--json"], env=env, capture_output=True, text=True, timeout=60
     )
     threads = json.loads(listed.stdout)
-    assert {t["agent"] for t in threads} >= {"manager", "research"}  # the manager handed work on
+    assert {t["agent"] for t in threads} >= {"manager", "research", "docs"}  # the manager handed work on
     assert any(t["agent"] == "research" and t["parent"] for t in threads)
+    made = subprocess.run(
+        [TETHER, "artifacts", "--json"], env=env, capture_output=True, text=True, timeout=60
+    )
+    (deck,) = [i for i in json.loads(made.stdout)["items"] if i["format"] == "pptx"]
+    assert deck["name"].startswith("Solar power"), deck  # the docs agent's deck of the research's summary
 
 
 def run_block(heading: str, tmp_path: Path) -> list[str]:

@@ -132,6 +132,23 @@ def test_a_folder_of_notes_becomes_one_deck(tmp_path: Path) -> None:
     assert "3 个文件" in answer and "x.pptx" in answer
 
 
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "做成 PPT：\n- 光伏组件十年降价九成 [1]\n- 储能平衡昼夜差异 [1]",
+        "make slides: solar panels got 90% cheaper in ten years",
+    ],
+)
+def test_content_given_after_a_colon_is_made_into_the_file_asked_for(request_text: str) -> None:
+    """What a manager hands a documents agent ("做成 PPT：<the research's answer>") is the content itself."""
+    calls, answer = drive(request_text, web)
+    ((name, args),) = calls
+    content = request_text.split("：" if "：" in request_text else ": ", 1)[1].strip()
+    assert name == "documents__generate" and args["content"] == content and args["formats"] == ["pptx"]
+    assert "[1]" not in args["title"] and args["title"].startswith(("光伏组件十年降价九成", "solar panels"))
+    assert "x.pptx" in answer
+
+
 def test_one_file_is_read_and_summarized_in_its_language() -> None:
     def one(name: str, args: dict[str, Any]) -> dict[str, Any]:
         if name == "workspace__read":

@@ -94,7 +94,7 @@ def formats_in_words(text: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Intent:
-    kind: str  # research | url | folder | file
+    kind: str  # research | url | folder | file | text (the content given after a colon)
     zh: bool
     summarize: bool = False
     topic: str = ""
@@ -103,6 +103,11 @@ class Intent:
     make: bool = False
     save_to: str = ""
     overwrite: bool = False
+    content: str = ""
+
+
+# "做成 PPT：<the text>", "make slides: <the text>": what to make, then the content itself.
+INLINE = re.compile(r"^\s*([^\n:：]{1,80}?)\s*[：:]\s*(\S.{19,})$", re.S)
 
 
 def read_intent(request: str, tools: Sequence[ToolDef], zh: bool) -> Intent | None:
@@ -120,6 +125,9 @@ def read_intent(request: str, tools: Sequence[ToolDef], zh: bool) -> Intent | No
         "save_to": save_to,
         "overwrite": bool(save and OVERWRITE.search(text[save.start() :])),
     }
+    inline = INLINE.match(request)
+    if inline and MAKE.search(inline.group(1)) and GENERATE in names:  # the content is in the request
+        return Intent(kind="text", topic=_topic(inline.group(1)), content=inline.group(2).strip(), **common)
     url = URL.search(text)
     if url and (SUMMARIZE_WORDS.search(text) or make or re.search(r"读|read|open|打开", text, re.I)):
         return Intent(
@@ -232,6 +240,9 @@ class DocsPlan:
         i = self.intent
         of = lambda name: [d for d in done if d.name == name]  # noqa: E731
         summaries = of(SUMMARIZE)
+        if i.kind == "text":
+            made = of(GENERATE)
+            return self._answer([], [], made) if made else (GENERATE, self._inline_args())
         if i.kind == "research":
             searches = of(SEARCH)
             if not searches:
@@ -360,6 +371,19 @@ class DocsPlan:
             args["save_to"] = i.save_to
             if i.overwrite and "overwrite" in self._params(GENERATE):
                 args["overwrite"] = True
+        return args
+
+    def _inline_args(self) -> dict[str, Any]:
+        """``documents.generate`` of the content the request gave: titled by its heading, else its first
+        line (citations and list marks left out)."""
+        content = self.intent.content
+        heading = re.search(r"(?m)^#{1,2} (.+)$", content)
+        first = heading.group(1) if heading else next((ln for ln in content.splitlines() if ln.strip()), "")
+        title = re.sub(r"\s*\[\d+\]", "", first).strip(" -*•#")[:80] or self._title()
+        args: dict[str, Any] = {"title": title, "content": content[:CONTENT_CHARS]}
+        named = formats_in_words(self.request.split(content, 1)[0])
+        if named:
+            args["formats"] = list(named)
         return args
 
     def _params(self, name: str) -> Mapping[str, Any]:

@@ -322,6 +322,8 @@ def by_tools(text: str, tools: Sequence[ToolDef]) -> list[str]:
     "每日任务做完了就退出游戏"): two requests written without a connective. A background variant of
     the same work ("挂机刷钱") and a control word over a task word ("stop farming") stay one request."""
     reading = Reading(text)
+    if len(reading.tokens) < 2:  # two tools take two words at least: nothing to cut
+        return [text]
     found: list[tuple[int, int, int, ToolDef]] = []
     words = [(w, t) for t in tools if t.kind == "business" for w in tool_words(t)]
     taken = bytearray(len(reading.tokens))  # tokens a longer word already claimed: overlap checks stay linear
