@@ -110,3 +110,17 @@ def test_a_new_home_is_private(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert home.stat().st_mode & 0o777 == 0o700
+
+
+def test_an_invalid_setting_names_the_file_or_the_variable_it_came_from(tmp_path: Path) -> None:
+    """Every command (not only doctor) says where a bad value was set."""
+    from tether.config import StoreSettings, load_section
+
+    (tmp_path / "settings.toml").write_text("[store]\nkeep_days = -1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"settings\.toml \[store\] keep_days: .*greater than or equal"):
+        load_section(StoreSettings, tmp_path, environ={})
+    (tmp_path / "settings.toml").write_text("", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"TETHER_KEEP_DAYS keep_days: .*greater than or equal to 0"):
+        load_section(StoreSettings, tmp_path, environ={"TETHER_KEEP_DAYS": "-2"})
+    with pytest.raises(ConfigError, match=r"\[store\] keep_days"):  # built in code: the section names it
+        StoreSettings(keep_days=-3)

@@ -14,6 +14,7 @@ variables are text and parsed as the setting's type).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import difflib
 import os
 import re
@@ -32,6 +33,7 @@ from tether.resilience import BreakerPolicy, RetryPolicy
 _RETRY, _BREAKER = RetryPolicy(), BreakerPolicy()  # the defaults live there, once
 
 HOME_ENV = "TETHER_HOME"
+SETTING_PREFIX = "TETHER_"  # a setting's environment variable: TETHER_<NAME>
 SETTINGS_FILE = "settings.toml"
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
@@ -148,11 +150,19 @@ class _Section(BaseModel):
         try:
             super().__init__(**values)
         except ValidationError as exc:
+            if _KNOWS_ORIGINS.get():  # ``load_section`` names where each value came from
+                raise
             raise ConfigError(_explain(exc, self.section, {})) from exc
 
     @classmethod
     def load(cls, home: Path, environ: dict[str, str] | None = None) -> Self:
         return load_section(cls, home, environ)
+
+
+# True while ``load_section`` validates: it explains an invalid value with the file or variable it came
+# from, so ``_Section.__init__`` lets pydantic's error through (pydantic calls a custom __init__ on
+# ``model_validate`` too).
+_KNOWS_ORIGINS: contextvars.ContextVar[bool] = contextvars.ContextVar("knows_origins", default=False)
 
 
 class Settings(_Section):
@@ -474,7 +484,7 @@ SECTIONS: dict[str, type[_Section]] = {
 def setting_variables() -> tuple[str, ...]:
     """Every ``TETHER_<NAME>`` a setting is read from: a worker inherits them (none is a secret), so a
     task sees the settings its starter sees (``TETHER_ROOTS=… tether run …`` reaches the workspace)."""
-    return tuple(f"TETHER_{name.upper()}" for cls in SECTIONS.values() for name in cls.model_fields)
+    return tuple(f"{SETTING_PREFIX}{name.upper()}" for cls in SECTIONS.values() for name in cls.model_fields)
 
 
 def read_settings_file(home: Path) -> dict[str, Any]:
@@ -509,13 +519,22 @@ def load_section(cls: type[S], home: Path, environ: dict[str, str] | None = None
                 f"{path}: unknown setting [{cls.section}].{name}{_suggest(name, cls.model_fields)}"
             )
     origins = dict.fromkeys(values, f"{path} [{cls.section}]")
+    knows = _KNOWS_ORIGINS.set(True)
+    try:
+        return _validated(cls, values, origins, environ)
+    finally:
+        _KNOWS_ORIGINS.reset(knows)
+
+
+def _validated(cls: type[S], values: dict[str, Any], origins: dict[str, str], environ: dict[str, str]) -> S:
+    """The file's values, then the environment's over them; an invalid one is named with its origin."""
     try:
         settings = cls.model_validate(values)  # the file's own types, strictly
     except ValidationError as exc:
         raise ConfigError(_explain(exc, cls.section, origins)) from exc
     overrides: dict[str, Any] = {}
     for name, info in cls.model_fields.items():
-        variable = f"TETHER_{name.upper()}"
+        variable = f"{SETTING_PREFIX}{name.upper()}"
         raw = environ.get(variable)
         if raw is None:
             continue
@@ -531,7 +550,8 @@ def load_section(cls: type[S], home: Path, environ: dict[str, str] | None = None
     try:
         return cls.model_validate({**settings.model_dump(), **overrides})
     except ValidationError as exc:
-        raise ConfigError(_explain(exc, cls.section, dict.fromkeys(overrides, "environment"))) from exc
+        named = {name: f"{SETTING_PREFIX}{name.upper()}" for name in overrides}
+        raise ConfigError(_explain(exc, cls.section, named)) from exc
 
 
 def _from_text(annotation: Any, raw: str) -> Any:
