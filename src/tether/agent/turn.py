@@ -27,6 +27,10 @@ class TurnStatus(enum.StrEnum):
     INTERRUPTED = "interrupted"  # its process died; the next turn on the thread recovers it
 
 
+# The ended turns a conversation's memory keeps: what the person said, whether or not the work was done.
+KEPT = frozenset({TurnStatus.COMPLETED, TurnStatus.FAILED, TurnStatus.BUDGET_EXHAUSTED})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnResult:
     thread_id: str
