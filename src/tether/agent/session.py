@@ -50,7 +50,7 @@ from tether.agent.skillruns import SKILL_RUN, SkillRuns, skill_run_tool, skills_
 from tether.agent.steps import DIRECT, OPEN, Steps, TurnHalted, perform
 from tether.agent.surface import GET_STATUS, STOP_TASK, ToolSurface
 from tether.agent.team import DELEGATE_NAME, Lineage, Team, delegate_tool
-from tether.agent.turn import KEPT, Turn, TurnResult, TurnStatus
+from tether.agent.turn import Turn, TurnResult, TurnStatus, worth_remembering
 from tether.config import AgentSettings
 from tether.errors import ConfigError, ModelError
 from tether.events import ConfirmationAnswered, EventBus, ModelDecided
@@ -250,9 +250,8 @@ class ConversationSession:
                         raise  # another process recovered this turn: its record is theirs now
                     return await turn.done(TurnStatus.FAILED, halt.reason)
                 noted = any(s.kind == "tool" and s.tool == REMEMBER for s in result.steps)
-                if pending is None and result.status in KEPT and not noted:
-                    # (what the person said counts even when the work failed; a turn that noted a fact
-                    # is remembered as that fact: forgetting it forgets it)
+                if pending is None and worth_remembering(result) and not noted:
+                    # (a turn that noted a fact is remembered as that fact: forgetting it forgets it)
                     await asyncio.to_thread(self._keep, state, number, message, result.final)
                 return result
             except TurnHalted:

@@ -27,10 +27,6 @@ class TurnStatus(enum.StrEnum):
     INTERRUPTED = "interrupted"  # its process died; the next turn on the thread recovers it
 
 
-# The ended turns a conversation's memory keeps: what the person said, whether or not the work was done.
-KEPT = frozenset({TurnStatus.COMPLETED, TurnStatus.FAILED, TurnStatus.BUDGET_EXHAUSTED})
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnResult:
     thread_id: str
@@ -161,3 +157,12 @@ class Turn:
         return TurnResult(
             thread_id=self.thread_id, turn=self.turn, status=status, final=final, steps=tuple(self.steps)
         )
+
+
+def worth_remembering(result: TurnResult) -> bool:
+    """Whether a conversation's memory keeps this ended turn: a completed one, and one that failed with
+    nothing run — what the person said counts even when no tool could act on it ("note that my manager
+    is Priya"). A turn whose tools failed is not: a goal's retry would recall its own failed attempt."""
+    if result.status is TurnStatus.COMPLETED:
+        return True
+    return result.status is TurnStatus.FAILED and not any(s.kind == "tool" for s in result.steps)
