@@ -445,37 +445,11 @@ async def serve_http(
                 on_ready(url, str(security.token_path(executor.home)))
 
         async with _relaying(executor):
-            await _uvicorn(app, limits, sock, ready)
+            from tether.interfaces.web.server import run_uvicorn
+
+            await run_uvicorn(app, limits, sock, lambda _port: ready())
     finally:
         sock.close()
-
-
-async def _uvicorn(app: Any, limits: Any, sock: Any, ready: Callable[[], None]) -> None:
-    import uvicorn
-
-    from tether.interfaces.web.protocol import protocol_for
-
-    config = uvicorn.Config(
-        app,
-        http=protocol_for(limits),
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=2,
-        ws="none",
-    )
-    server = uvicorn.Server(config)
-
-    async def announce() -> None:
-        while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for it
-            await asyncio.sleep(0.01)
-        ready()
-
-    announcing = asyncio.create_task(announce())
-    try:
-        await server.serve(sockets=[sock])
-    finally:
-        announcing.cancel()
 
 
 @contextlib.asynccontextmanager

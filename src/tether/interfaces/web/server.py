@@ -143,7 +143,7 @@ async def serve(
                         url = page_url(host, bound, token)
                         on_ready(url, {"port": bound, "settled_turns": len(settled), "model": choice.label})
 
-                await _run_uvicorn(create_app(ctx), limits, sock, ready)
+                await run_uvicorn(create_app(ctx), limits, sock, ready)
         finally:
             engine.shutdown()
             sock.close()
@@ -159,7 +159,7 @@ def _limits(settings: WebSettings) -> Limits:
     )
 
 
-async def _run_uvicorn(app: Any, limits: Limits, sock: socket.socket, ready: Callable[[int], None]) -> None:
+async def run_uvicorn(app: Any, limits: Limits, sock: socket.socket, ready: Callable[[int], None]) -> None:
     """Serve ``app`` on ``sock`` until uvicorn ends; ``ready`` gets the bound port once it serves."""
     import uvicorn
 
