@@ -448,6 +448,17 @@ class ShellSettings(_Section):
         return self
 
 
+class McpSettings(_Section):
+    """``[mcp]``: other MCP servers whose chosen tools this home imports. Each ``[[mcp.servers]]`` entry is
+    checked in full by ``tether.toolkits.mcp.servers`` (its fields and what they mean are there)."""
+
+    section: ClassVar[str] = "mcp"
+
+    servers: Annotated[tuple[dict[str, Any], ...], Field(strict=False, max_length=64)] = ()
+    # Listing a server's tools (``tether mcp tools --refresh``): its start and its answer, at most.
+    discovery_timeout_s: PositiveSeconds = 60.0
+
+
 class WebSettings(_Section):
     """``[web]``: how long ``tether serve`` waits on a client, and how many it keeps (``interfaces/web``)."""
 
@@ -477,6 +488,7 @@ SECTIONS: dict[str, type[_Section]] = {
         WorkspaceSettings,
         ShellSettings,
         WebSettings,
+        McpSettings,
     )
 }
 
