@@ -86,8 +86,9 @@ class Executor:
         ``settings`` replaces the runtime's ``[execution]`` settings for this executor."""
         self._owns_runtime = runtime is None
         self.runtime = runtime if runtime is not None else Runtime.open(home, settings=settings)
-        self.registry = registry
         self.home = self.runtime.home
+        # The tasks this home's settings add (tools imported from its MCP servers) are its registry too.
+        self.registry = registry = registry.for_home(self.home)
         self.settings = settings if settings is not None else self.runtime.settings
         self.store = self.runtime.jobs
         self._spawner = spawner

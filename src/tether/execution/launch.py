@@ -159,7 +159,7 @@ class Launch:
             confirmation=None
             if consent is None
             else RequestConfirmation(digest=consent.digest, source=consent.source, nonce=consent.nonce),
-            env=worker_env((*self.registry.env, *settings.worker_env, *setting_variables())),
+            env=worker_env((*self.registry.env, *self.spec.env, *settings.worker_env, *setting_variables())),
             import_path=self.import_path,
             home=str(self.home),
             background=self.spec.background,

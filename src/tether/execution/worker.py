@@ -330,7 +330,7 @@ def _admit(
     if request.import_path and request.import_path not in sys.path:
         sys.path.append(request.import_path)
     try:
-        registry = Registry.load(request.registry_ref)
+        registry = Registry.load(request.registry_ref).for_home(Path(request.home))
     except TetherError as exc:
         publisher.final(TaskStatus.FAILED, f"worker cannot load the registry: {exc.message}")
         return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import importlib
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +96,10 @@ class TaskSpec:
     # language ("zh" or "en"), what one call would touch (how many files and bytes a delete removes). The
     # confirmation question is built with it when it is asked; it must only look, never change anything.
     impact: str | None = None
+    # Environment variables this task's worker needs beyond its registry's ``env`` (names, never values:
+    # a request file records the worker's environment). An imported MCP tool whose server has secrets
+    # names what reaches the OS keyring, which other workers never get.
+    env: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Accept lists and sets from callers, store immutable, ordered values.
@@ -108,6 +112,7 @@ class TaskSpec:
         object.__setattr__(self, "destructive_if", tuple(self.destructive_if))
         object.__setattr__(self, "reads", tuple(self.reads))
         object.__setattr__(self, "writes", tuple(self.writes))
+        object.__setattr__(self, "env", tuple(self.env))
         where = f"task {self.task_id!r}"
         if not TASK_ID_RE.match(self.task_id):
             raise RegistryError(f"{where}: ids are dotted lowercase names like 'demo.farm_instance'")
@@ -132,6 +137,9 @@ class TaskSpec:
             )
         if self.impact is not None and not OBJECT_PATH_RE.match(self.impact):
             raise RegistryError(f"{where}: impact must be 'package.module:function', got {self.impact!r}")
+        for name in self.env:
+            if not ENV_NAME_RE.match(name):
+                raise RegistryError(f"{where}: env: {name!r} is not an environment variable name")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise RegistryError(f"{where}: timeout_s must be positive")
         if self.isolation is Isolation.INLINE and (
@@ -198,23 +206,48 @@ class Registry:
     allowlist (never the starter's keys and tokens). ``preload`` names modules the fork server imports
     while it is idle, after it is ready (heavy libraries a handler needs: a worker forked later starts
     with them loaded; the first task never waits for them).
+
+    ``homes`` names functions ``function(home) -> Iterable[TaskSpec]`` (``"package.module:function"``)
+    that add the tasks one home's settings define (tools imported from the MCP servers it configures):
+    ``for_home`` is the registry as that home sees it, which the executor and the worker both use.
     """
 
     ref: str | None = None
     env: tuple[str, ...] = ()
     preload: tuple[str, ...] = ()
+    homes: tuple[str, ...] = ()
     _specs: dict[str, TaskSpec] = field(default_factory=dict)
     _preconditions: dict[str, Precondition] = field(default_factory=dict)
+    _home: Path | None = None  # set on the registry ``for_home`` made
 
     def __post_init__(self) -> None:
         self.env = tuple(self.env)
         self.preload = tuple(self.preload)
+        self.homes = tuple(self.homes)
+        for path in self.homes:
+            if not OBJECT_PATH_RE.match(path):
+                raise RegistryError(f"registry homes: {path!r} is not 'package.module:function'")
         for name in self.preload:
             if not MODULE_RE.match(name):
                 raise RegistryError(f"registry preload: {name!r} is not a module name")
         for name in self.env:
             if not ENV_NAME_RE.match(name):
                 raise RegistryError(f"registry env: {name!r} is not an environment variable name")
+
+    def for_home(self, home: Path) -> Registry:
+        """This registry with the tasks ``home``'s settings add (its ``homes`` functions); itself when
+        it has none or was made for ``home`` already. ``ConfigError`` when the settings are invalid."""
+        if not self.homes or self._home == home:
+            return self
+        made = Registry(ref=self.ref, env=self.env, preload=self.preload, homes=self.homes)
+        made._specs = dict(self._specs)
+        made._preconditions = dict(self._preconditions)
+        made._home = home
+        for path in self.homes:
+            tasks: Callable[[Path], Iterable[TaskSpec]] = load_object(path)
+            for spec in tasks(home):
+                made.add(spec)
+        return made
 
     def add(self, spec: TaskSpec) -> TaskSpec:
         if spec.task_id in OWN:
