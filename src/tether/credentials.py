@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from tether.errors import CredentialError
 
 SERVICE = "tether"
-PROVIDER_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,39}$")
+PROVIDER_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,159}$")  # a model provider, or an MCP server's secret
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,20 +1,27 @@
 """``tether mcp serve``: this home's tasks for the caller ``mcp`` as an MCP server, over stdio (the
 default: an MCP client starts it) or streamable HTTP (``--http``, behind ``tether serve``'s token and
-Host checks).
+Host checks). ``tether mcp tools``: the tools of the MCP servers this home configures, and which of
+them it imports (``--refresh`` lists them anew, through the executor: the ``mcp.refresh`` task).
 
-The MCP SDK is imported only inside the command (it takes about 1.5 s): no other command pays for it.
+The MCP SDK is imported only inside ``serve`` and the refresh's worker (it takes about 1.5 s): no
+other command pays for it.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
-from tether.interfaces.base import guarded, open_executor
-from tether.interfaces.render import err, out
+from tether.interfaces.base import JsonFlag, guarded, open_executor
+from tether.interfaces.render import err, out, print_result
 
-mcp_app = typer.Typer(help="Serve this home's tasks to MCP clients.", no_args_is_help=True)
+mcp_app = typer.Typer(
+    help="Serve this home's tasks to MCP clients, and import tools from other MCP servers.",
+    no_args_is_help=True,
+)
 
 
 @mcp_app.command("serve")
@@ -63,3 +70,102 @@ def mcp_serve(
         return 0
 
     guarded(False, body)
+
+
+@mcp_app.command("tools")
+def mcp_tools(
+    server: Annotated[
+        str | None, typer.Argument(help="One [[mcp.servers]] entry (default: every one)")
+    ] = None,
+    refresh: Annotated[
+        bool, typer.Option("--refresh", help="Start or reach the server(s) and list their tools anew")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """The tools of the MCP servers in settings.toml ([[mcp.servers]]): which become mcp.<server>.<tool>
+    tasks (the allowlist, their danger and why), which do not and why. --refresh asks the servers again
+    (a job like any task); otherwise the list kept from the last refresh is shown and nothing starts."""
+
+    def body() -> int:
+        from tether.errors import ConfigError
+        from tether.tasks.callers import CLI
+        from tether.toolkits.mcp import specs
+
+        with open_executor() as executor:
+            plans = specs.plan(executor.home)
+            names = [p.server.name for p in plans]
+            if server is not None and server not in names:
+                known = ", ".join(names) or "none (add [[mcp.servers]] to settings.toml)"
+                raise ConfigError(f"no [[mcp.servers]] entry is named {server!r}; configured: {known}")
+            code = 0
+            for name in [server] if server is not None else names:
+                if not refresh:
+                    break
+                result = executor.execute_sync("mcp.refresh", {"server": name}, caller=CLI)
+                if result.status.value != "completed":
+                    code = 1
+                    if not as_json:
+                        print_result(result, err)
+            plans = [p for p in specs.plan(executor.home) if server is None or p.server.name == server]
+            missing_sdk = specs.sdk_problem(executor.home)
+        documents = [_plan_document(plan) for plan in plans]
+        if as_json:
+            print(json.dumps({"servers": documents, "sdk_problem": missing_sdk}, ensure_ascii=False))
+        else:
+            _show(documents, missing_sdk)
+        return code
+
+    guarded(as_json, body)
+
+
+def _plan_document(plan: Any) -> dict[str, Any]:
+    from tether import credentials
+
+    secrets = {
+        name: {"keyring": entry, "stored": credentials.key_info(entry).source != "none"}
+        for name, entry in plan.server.secret_names().items()
+    }
+    listing = plan.listing
+    return {
+        "server": plan.server.name,
+        "transport": plan.server.transport,
+        "listed_at": listing.listed_at if listing is not None else None,
+        "problem": plan.problem or None,
+        "secrets": secrets,
+        "tools": [
+            {
+                "name": tool.name,
+                "task_id": tool.task_id,
+                "imported": tool.spec is not None,
+                "danger": tool.danger.value if tool.spec is not None else None,
+                "why": tool.why_danger if tool.spec is not None else tool.skipped,
+            }
+            for tool in plan.tools
+        ],
+    }
+
+
+def _show(documents: list[dict[str, Any]], missing_sdk: str | None) -> None:
+    from tether.interfaces.render import human_time
+
+    if not documents:
+        out.print("no MCP servers are configured: add [[mcp.servers]] to settings.toml (see the README)")
+    for document in documents:
+        when = human_time(document["listed_at"]) if document["listed_at"] else "never"
+        out.print(f"[bold]{escape(document['server'])}[/] ({document['transport']}; listed {escape(when)})")
+        if document["problem"]:
+            out.print(f"  [yellow]{escape(document['problem'])}[/]")
+        for name, secret in document["secrets"].items():
+            if not secret["stored"]:
+                out.print(
+                    f"  [red]secret {escape(name)} is not stored[/]: tether auth set {secret['keyring']}"
+                )
+        for tool in document["tools"]:
+            if tool["imported"]:
+                out.print(
+                    f"  [green]{escape(tool['task_id'])}[/]  {tool['danger']}  [dim]{escape(tool['why'])}[/]"
+                )
+            else:
+                out.print(f"  [dim]{escape(tool['name'])}: not imported ({escape(tool['why'])})[/]")
+    if missing_sdk and documents:
+        out.print(f"[red]{escape(missing_sdk)}[/]")

@@ -6,7 +6,9 @@ ships, composed from each toolkit's ``add_tasks``.
 - ``web``: search (when a provider is set up), reading a URL behind the SSRF guard, summarizing;
 - ``workspace``: the person's files, confined to the configured roots;
 - ``shell``: commands the person allow-listed (absent until one is);
-- ``skills``: reading an installed skill's instructions.
+- ``skills``: reading an installed skill's instructions;
+- ``mcp``: tools of the MCP servers a home configures (``mcp.<server>.<tool>``, added per home by
+  ``Registry.for_home``), and ``mcp.refresh``, which lists a server's tools.
 
 Only task specs are imported here; every handler module loads inside its worker.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 from tether.tasks.spec import Registry
 from tether.toolkits.demo import registry as demo
 from tether.toolkits.documents import specs as documents
+from tether.toolkits.mcp import specs as mcp
 from tether.toolkits.shell import specs as shell
 from tether.toolkits.skills import specs as skills
 from tether.toolkits.web import specs as web
@@ -34,6 +37,8 @@ PRELOAD = (
     "weasyprint",
 )
 
-registry = Registry(ref="tether.toolkits.standard:registry", env=demo.ENV, preload=PRELOAD)
-for toolkit in (demo, documents, web, workspace, shell, skills):
+registry = Registry(
+    ref="tether.toolkits.standard:registry", env=demo.ENV, preload=PRELOAD, homes=(mcp.HOME_TASKS,)
+)
+for toolkit in (demo, documents, web, workspace, shell, skills, mcp):
     toolkit.add_tasks(registry)

@@ -1,0 +1,108 @@
+"""A client session with one configured MCP server, inside the worker of one call: the MCP SDK is
+imported here and only here (about 1.5 s), so no command, agent or server process pays for it.
+
+A ``command`` server is started over stdio as the worker's child, with an environment of the basics,
+its plain ``env`` and its secrets, nothing else of the worker's; it ends with the session (the SDK
+closes its stdin, then ends its process tree), and a stop that reaches the worker ends it too (the
+worker is its subreaper; the stop's last step kills every descendant). A ``url`` server is spoken to
+over streamable HTTP with its secret headers. Its standard error is kept: the last lines are quoted
+when it fails, any secret taken out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import IO, Any, TextIO, cast
+
+from tether import credentials
+from tether.errors import TaskFailed
+from tether.toolkits.mcp.servers import McpServer
+
+STDERR_TAIL_CHARS = 1500
+
+
+def secrets_of(server: McpServer) -> dict[str, str]:
+    """Each secret of ``server`` (variable or header → value) from the keyring; ``TaskFailed`` naming
+    every missing one and the command that stores it."""
+    found: dict[str, str] = {}
+    missing: list[str] = []
+    for name, entry in server.secret_names().items():
+        # Only the entry's own keyring item or its own variable: never the model's TETHER_API_KEY.
+        info = credentials.key_info(entry)
+        value = (
+            credentials.get_key(entry)
+            if info.source in ("keyring", credentials.env_names(entry)[0])
+            else None
+        )
+        if value:
+            found[name] = value
+        else:
+            missing.append(f"{name} (`tether auth set {entry}`)")
+    if missing:
+        raise TaskFailed(
+            f"the MCP server {server.name!r} needs secrets that are not stored: {', '.join(missing)}",
+            missing=[name.split(" ")[0] for name in missing],
+        )
+    return found
+
+
+def _target(server: McpServer, secrets: dict[str, str], errlog: IO[str]) -> Any:
+    from mcp.client.stdio import StdioServerParameters
+
+    if server.url:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        headers = {name: secrets[name] for name in server.secret_headers}
+        return streamable_http_client(server.url, http_client=create_mcp_http_client(headers=headers))
+    cwd = os.path.expanduser(server.cwd) if server.cwd else None
+    if cwd is not None and not Path(cwd).is_dir():
+        raise TaskFailed(f"the MCP server {server.name!r}: cwd {server.cwd!r} is not a folder")
+    env = {**server.env, **{name: secrets[name] for name in server.secret_env}}
+    return StdioServerParameters(command=server.command, args=list(server.args), env=env, cwd=cwd)
+
+
+@contextlib.asynccontextmanager
+async def session(server: McpServer, secrets: dict[str, str], errlog: IO[str]) -> AsyncIterator[Any]:
+    """An initialized ``mcp.Client`` on ``server``; ``TaskFailed`` when it cannot be started or reached."""
+    from mcp import Client
+    from mcp.client.stdio import stdio_client
+    from mcp_types import Implementation
+
+    from tether import __version__
+
+    target = _target(server, secrets, errlog)
+    if not server.url:
+        target = stdio_client(target, errlog=cast(TextIO, errlog))
+    client = Client(target, client_info=Implementation(name="tether", version=__version__))
+    try:
+        entered = await client.__aenter__()
+    except OSError as exc:
+        raise TaskFailed(f"cannot start the MCP server {server.name!r}: {exc.strerror or exc}") from exc
+    try:
+        yield entered
+    finally:
+        await client.__aexit__(None, None, None)
+
+
+@contextlib.contextmanager
+def server_log() -> Any:
+    """A file for the server's standard error (a pipe nobody reads could fill and stall it)."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as log:
+        yield log
+
+
+def tail(log: IO[str]) -> str:
+    """The last lines the server wrote to standard error, secrets taken out ("" when it wrote none)."""
+    try:
+        log.flush()
+        log.seek(0)
+        text = log.read()
+    except (OSError, ValueError):
+        return ""
+    text = credentials.scrub(text.strip())
+    return text[-STDERR_TAIL_CHARS:]

@@ -1,0 +1,80 @@
+"""From what a server says about a tool to what tether makes of it: its task id, whether the person's
+allowlist takes it, and its danger.
+
+Task ids: ``mcp.<server>.<tool>``, the tool's name made a task-id segment predictably: camelCase words
+split with ``_`` (``readFile`` → ``read_file``), lowercase, every other character ``_``, runs of ``_``
+folded, a leading digit prefixed with ``t_``. Two tools of one server that come out the same are both
+left out, and said so: neither may be called by the other's name.
+
+Danger: the server's annotations are hints, never permissions. A tool is ``caution`` unless the
+person's ``danger`` setting says otherwise; ``destructiveHint: true`` makes it ``destructive``, and no
+setting lowers that (a setting may raise any tool); ``readOnlyHint: true`` makes it ``safe`` only when
+the person set ``trust_read_only`` for that server (and the server does not also call it destructive).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tether.tasks.spec import Danger
+
+PREFIX = "mcp"
+MAX_SEGMENT = 64
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_OTHER = re.compile(r"[^a-z0-9_]+")
+
+
+def segment(tool_name: str) -> str:
+    """A tool's name as one segment of a task id (``readFile`` → ``read_file``; ``2fa`` → ``t_2fa``)."""
+    words = _CAMEL.sub("_", tool_name).lower()
+    cleaned = re.sub(r"_+", "_", _OTHER.sub("_", words)).strip("_") or "tool"
+    if not cleaned[0].isalpha():
+        cleaned = "t_" + cleaned
+    return cleaned[:MAX_SEGMENT].rstrip("_")
+
+
+def task_id(server: str, tool_name: str) -> str:
+    return f"{PREFIX}.{server}.{segment(tool_name)}"
+
+
+def matches(name: str, patterns: Iterable[str]) -> str | None:
+    """The first pattern (a name or a glob, case-sensitive) that takes the tool ``name``, else None.
+    A pattern may also name the tool by its task-id segment (``read_file`` for ``readFile``)."""
+    mapped = segment(name)
+    for pattern in patterns:
+        if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(mapped, pattern):
+            return pattern
+    return None
+
+
+def hint(annotations: Mapping[str, Any] | None, key: str) -> bool:
+    """One boolean annotation (``destructiveHint``, ``readOnlyHint``); only a real ``true`` counts."""
+    return isinstance(annotations, Mapping) and annotations.get(key) is True
+
+
+def danger_of(
+    name: str,
+    annotations: Mapping[str, Any] | None,
+    overrides: Mapping[str, str],
+    *,
+    trust_read_only: bool,
+) -> tuple[Danger, str]:
+    """The danger of one imported tool and why, in a few words (shown by ``tether mcp tools``)."""
+    destructive = hint(annotations, "destructiveHint")
+    chosen = matches(name, overrides)
+    if chosen is not None:
+        wanted = Danger(overrides[chosen])
+        if destructive and wanted is not Danger.DESTRUCTIVE:
+            return (
+                Danger.DESTRUCTIVE,
+                f"the server marks it destructive (danger {chosen!r} cannot lower that)",
+            )
+        return wanted, f"settings: danger {chosen!r}"
+    if destructive:
+        return Danger.DESTRUCTIVE, "the server marks it destructive"
+    if hint(annotations, "readOnlyHint") and trust_read_only:
+        return Danger.SAFE, "read-only, and trust_read_only is set"
+    return Danger.CAUTION, "the default for an imported tool"

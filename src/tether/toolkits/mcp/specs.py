@@ -1,0 +1,205 @@
+"""The tasks one home imports from its MCP servers, and ``mcp.refresh``: light, no MCP SDK.
+
+``home_tasks(home)`` is the standard registry's ``homes`` function (``Registry.for_home``): for every
+``[[mcp.servers]]`` entry, the tools of its kept list (``cache``) that the allowlist takes become
+``mcp.<server>.<tool>`` tasks, each validated against the server's own schema (``schema``), with the
+danger ``names.danger_of`` gives and the server's ``timeout_s``. It reads settings.toml and a few
+small files: no server is started, no SDK imported. ``plan(home)`` says the same with the reasons,
+tool by tool (``tether mcp tools``): left out by the allowlist, a name two tools share, an unusable
+schema, a stale or missing list.
+
+Every imported task is exposed to the agent, the CLI and MCP clients, claims no resource (each call
+has a server of its own, or an HTTP session of its own), and is ``available`` only where the MCP SDK
+is installed. A server with secrets gets its worker the variables that reach the OS keyring; no other
+worker has them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.config import McpSettings
+from tether.tasks.callers import CLI
+from tether.tasks.spec import EVERYONE, Danger, Registry, TaskSpec
+from tether.toolkits.mcp import cache, names
+from tether.toolkits.mcp.schema import SDK_MISSING, UnusableSchema, params_model
+from tether.toolkits.mcp.servers import SERVER_NAME, McpServer, load_servers
+
+H = "tether.toolkits.mcp.handlers:"
+AVAILABLE = "tether.toolkits.mcp.specs:sdk_problem"
+HOME_TASKS = "tether.toolkits.mcp.specs:home_tasks"
+# What a worker needs to reach the OS keyring (the session bus on Linux; a chosen backend): given only
+# to the workers of a server that has secrets.
+KEYRING_ENV = ("DBUS_SESSION_BUS_ADDRESS", "PYTHON_KEYRING_BACKEND")
+
+
+def sdk_problem(home: Path) -> str | None:
+    """Why imported tools cannot run here (the SDK is missing), else None; never imports it."""
+    return SDK_MISSING if importlib.util.find_spec("mcp") is None else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """One tool a server listed, and what this home makes of it."""
+
+    server: str
+    name: str  # as the server spells it
+    task_id: str
+    description: str = ""
+    danger: Danger = Danger.CAUTION
+    why_danger: str = ""
+    spec: TaskSpec | None = None  # None: not imported, for ``skipped``
+    skipped: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerPlan:
+    server: McpServer
+    listing: cache.Listing | None
+    problem: str = ""  # why none of its tools is imported (never listed, stale, damaged)
+    tools: list[Tool] = field(default_factory=list)
+
+
+def plan(home: Path) -> list[ServerPlan]:
+    """Every configured server with each tool it listed and what became of it."""
+    return [_server_plan(home, server) for server in load_servers(home).values()]
+
+
+def home_tasks(home: Path) -> list[TaskSpec]:
+    """The tasks ``home`` imports (``Registry.for_home``); [] at once when it configures no server."""
+    if not McpSettings.load(home).servers:
+        return []
+    return [tool.spec for server in plan(home) for tool in server.tools if tool.spec is not None]
+
+
+def locate(home: Path, task_id: str) -> tuple[McpServer, Tool]:
+    """The server and tool behind an imported task, for its worker (``KeyError`` if there is none)."""
+    _, server_name, _ = task_id.split(".", 2)
+    server = load_servers(home)[server_name]
+    for tool in _server_plan(home, server).tools:
+        if tool.task_id == task_id and tool.spec is not None:
+            return server, tool
+    raise KeyError(task_id)
+
+
+def _server_plan(home: Path, server: McpServer) -> ServerPlan:
+    listing = cache.read(home, server.name)
+    refresh = f"run `tether mcp tools {server.name} --refresh`"
+    if listing is None:
+        return ServerPlan(server=server, listing=None, problem=f"its tools were never listed: {refresh}")
+    if isinstance(listing, str):
+        return ServerPlan(server=server, listing=None, problem=listing)
+    if listing.fingerprint != server.fingerprint():
+        problem = f"its settings changed since its tools were listed: {refresh}"
+        return ServerPlan(server=server, listing=listing, problem=problem)
+    allowed = [entry for entry in listing.tools if names.matches(entry["name"], server.tools)]
+    ids = [names.task_id(server.name, entry["name"]) for entry in allowed]
+    tools = [
+        _tool(server, entry, shared=ids.count(names.task_id(server.name, entry["name"])) > 1)
+        for entry in allowed
+    ]
+    taken = {entry["name"] for entry in allowed}
+    tools += [
+        Tool(
+            server=server.name,
+            name=entry["name"],
+            task_id=names.task_id(server.name, entry["name"]),
+            description=str(entry.get("description", "")),
+            skipped="not in the allowlist (tools = [...])",
+        )
+        for entry in listing.tools
+        if entry["name"] not in taken
+    ]
+    return ServerPlan(server=server, listing=listing, tools=tools)
+
+
+def _tool(server: McpServer, entry: dict[str, object], *, shared: bool) -> Tool:
+    name = str(entry["name"])
+    annotations = entry.get("annotations") if isinstance(entry.get("annotations"), dict) else {}
+    task_id = names.task_id(server.name, name)
+    danger, why = names.danger_of(
+        name,
+        annotations,  # type: ignore[arg-type]
+        server.danger,
+        trust_read_only=server.trust_read_only,
+    )
+    description = str(entry.get("description") or entry.get("title") or "")
+    base = Tool(
+        server=server.name, name=name, task_id=task_id, description=description, danger=danger, why_danger=why
+    )
+    if shared:
+        return _skip(base, f"another tool of {server.name!r} also becomes {task_id}: neither is imported")
+    if entry.get("problem"):
+        return _skip(base, str(entry["problem"]))
+    try:
+        params = params_model(task_id, name, entry.get("inputSchema"))
+    except UnusableSchema as exc:
+        return _skip(base, exc.message)
+    read_only = names.hint(annotations, "readOnlyHint") and server.trust_read_only  # type: ignore[arg-type]
+    spec = TaskSpec(
+        task_id=task_id,
+        handler=H + "call",
+        params=params,
+        description=f"{description} (the tool {name!r} of the MCP server {server.name!r})".lstrip(),
+        aliases=tuple(dict.fromkeys(a for a in (name, str(entry.get("title") or "")) if a)),
+        resources=(),
+        danger=danger,
+        idempotent=read_only and danger is Danger.SAFE,
+        exposed_to=EVERYONE,
+        timeout_s=server.timeout_s,
+        available=AVAILABLE,
+        env=KEYRING_ENV if server.secret_names() else (),
+    )
+    return Tool(
+        server=server.name, name=name, task_id=task_id, description=description, danger=danger,
+        why_danger=why, spec=spec,
+    )  # fmt: skip
+
+
+def _skip(tool: Tool, why: str) -> Tool:
+    return Tool(
+        server=tool.server, name=tool.name, task_id=tool.task_id, description=tool.description,
+        danger=tool.danger, why_danger=tool.why_danger, skipped=why,
+    )  # fmt: skip
+
+
+class RefreshParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    server: Annotated[
+        str,
+        Field(
+            pattern=SERVER_NAME,
+            description="the name of one [[mcp.servers]] entry",
+            json_schema_extra={"labels": {"en": "server", "zh": "服务器"}},
+        ),
+    ]
+
+
+def add_tasks(registry: Registry) -> None:
+    """Add ``mcp.refresh`` (list one server's tools into the home's kept list) to ``registry``."""
+    registry.add(
+        TaskSpec(
+            task_id="mcp.refresh",
+            handler=H + "refresh",
+            params=RefreshParams,
+            description="Start or reach one configured MCP server, list its tools and keep the list "
+            "(what `tether mcp tools --refresh` runs); the allowlist then picks what is imported.",
+            aliases=("刷新 MCP 工具", "refresh mcp tools"),
+            exposed_to=frozenset({CLI}),
+            resources=(),
+            danger=Danger.CAUTION,
+            idempotent=True,
+            available=AVAILABLE,
+            env=KEYRING_ENV,
+        )
+    )
+
+
+registry = Registry(ref="tether.toolkits.mcp.specs:registry", homes=(HOME_TASKS,))
+add_tasks(registry)
