@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
@@ -18,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.errors import RegistryError, ToolNotFound
+from tether.errors import ConfigError, RegistryError, ToolNotFound
 from tether.tasks.callers import AGENT as AGENT  # re-exported: tasks meet their callers here
 from tether.tasks.callers import CLI as CLI
 from tether.tasks.callers import EVERYONE as EVERYONE
@@ -209,21 +210,29 @@ class Registry:
 
     ``homes`` names functions ``function(home) -> Iterable[TaskSpec]`` (``"package.module:function"``)
     that add the tasks one home's settings define (tools imported from the MCP servers it configures):
-    ``for_home`` is the registry as that home sees it, which the executor and the worker both use.
+    ``for_home`` is the registry as that home sees it, which the executor and the worker both use. It
+    makes them again when a file or folder ``home_files`` names (relative to the home) has changed, so
+    a long-running server sees a refreshed tool list or edited settings without a restart.
     """
 
     ref: str | None = None
     env: tuple[str, ...] = ()
     preload: tuple[str, ...] = ()
     homes: tuple[str, ...] = ()
+    home_files: tuple[str, ...] = ("settings.toml",)
     _specs: dict[str, TaskSpec] = field(default_factory=dict)
     _preconditions: dict[str, Precondition] = field(default_factory=dict)
-    _home: Path | None = None  # set on the registry ``for_home`` made
+    # On the registry ``for_home`` made: its home, the tasks of its own (without the home's), and the
+    # state of ``home_files`` when the home's tasks were last made.
+    _home: Path | None = None
+    _own: dict[str, TaskSpec] = field(default_factory=dict)
+    _stamp: tuple[object, ...] = ()
 
     def __post_init__(self) -> None:
         self.env = tuple(self.env)
         self.preload = tuple(self.preload)
         self.homes = tuple(self.homes)
+        self.home_files = tuple(self.home_files)
         for path in self.homes:
             if not OBJECT_PATH_RE.match(path):
                 raise RegistryError(f"registry homes: {path!r} is not 'package.module:function'")
@@ -239,15 +248,54 @@ class Registry:
         it has none or was made for ``home`` already. ``ConfigError`` when the settings are invalid."""
         if not self.homes or self._home == home:
             return self
-        made = Registry(ref=self.ref, env=self.env, preload=self.preload, homes=self.homes)
-        made._specs = dict(self._specs)
+        made = Registry(
+            ref=self.ref, env=self.env, preload=self.preload, homes=self.homes, home_files=self.home_files
+        )
+        made._own = dict(self._specs if self._home is None else self._own)
         made._preconditions = dict(self._preconditions)
         made._home = home
+        made._stamp = made._home_stamp()
+        made._specs = made._with_home_tasks()
+        return made
+
+    def _home_stamp(self) -> tuple[object, ...]:
+        assert self._home is not None
+        stamp: list[object] = []
+        for name in self.home_files:
+            try:
+                found = (self._home / name).stat()
+            except OSError:
+                stamp.append(None)
+            else:
+                stamp.append((found.st_mtime_ns, found.st_size, found.st_ino))
+        return tuple(stamp)
+
+    def _with_home_tasks(self) -> dict[str, TaskSpec]:
+        assert self._home is not None
+        specs = dict(self._own)
         for path in self.homes:
             tasks: Callable[[Path], Iterable[TaskSpec]] = load_object(path)
-            for spec in tasks(home):
-                made.add(spec)
-        return made
+            for spec in tasks(self._home):
+                if spec.task_id in specs or spec.task_id in OWN:
+                    raise RegistryError(f"task {spec.task_id!r} of this home's settings is registered twice")
+                specs[spec.task_id] = spec
+        return specs
+
+    def _current(self) -> dict[str, TaskSpec]:
+        """The tasks, the home's made again first if its files changed since (a registry made by
+        ``for_home``). Settings that became invalid meanwhile keep the tasks made before, logged."""
+        if self._home is None:
+            return self._specs
+        stamp = self._home_stamp()
+        if stamp != self._stamp:
+            self._stamp = stamp
+            try:
+                self._specs = self._with_home_tasks()
+            except ConfigError as exc:
+                logging.getLogger("tether.registry").warning(
+                    "this home's tasks were kept as they were: %s", exc
+                )
+        return self._specs
 
     def add(self, spec: TaskSpec) -> TaskSpec:
         if spec.task_id in OWN:
@@ -258,6 +306,8 @@ class Registry:
         if missing:
             raise RegistryError(f"task {spec.task_id!r} requires unknown preconditions {missing}")
         self._specs[spec.task_id] = spec
+        if self._home is not None:
+            self._own[spec.task_id] = spec  # kept when the home's tasks are made again
         return spec
 
     def task(
@@ -304,7 +354,7 @@ class Registry:
     def get(self, task_id: str, caller: str | None = None, grants: Grants | None = None) -> TaskSpec | None:
         """The spec, or None when it does not exist, is not exposed to ``caller`` (None = internal) or
         is outside ``grants`` (an agent's, ``tasks/grants.py``; None = no narrowing)."""
-        spec = self._specs.get(task_id) or _OWN_BY_ID.get(task_id)
+        spec = self._current().get(task_id) or _OWN_BY_ID.get(task_id)
         if spec is None or (caller is not None and not spec.exposed(caller)):
             return None
         # (tether's own code, asking with no caller and no grants, sees every task)
@@ -314,22 +364,22 @@ class Registry:
 
     def spec(self, task_id: str) -> TaskSpec:
         """The spec regardless of exposure (for tether's own code); ``ToolNotFound`` if unknown."""
-        spec = self._specs.get(task_id) or _OWN_BY_ID.get(task_id)
+        spec = self._current().get(task_id) or _OWN_BY_ID.get(task_id)
         if spec is None:
             raise ToolNotFound(f"no task {task_id!r} is registered", task_id=task_id)
         return spec
 
     def for_caller(self, caller: str, grants: Grants | None = None) -> list[TaskSpec]:
         """The tasks ``caller`` may reach within ``grants``: its own, then the two control tasks."""
-        every = (*self._specs.values(), *OWN_SPECS)
+        every = (*self._current().values(), *OWN_SPECS)
         return [spec for spec in every if spec.exposed(caller) and allowed(spec.task_id, grants)]
 
     def __iter__(self) -> Iterator[TaskSpec]:
         """The tasks added to it, in order (``get`` and ``for_caller`` also answer the control tasks)."""
-        return iter(self._specs.values())
+        return iter(self._current().values())
 
     def __len__(self) -> int:
-        return len(self._specs)
+        return len(self._current())
 
     def unmet(self, spec: TaskSpec, home: Path) -> str | None:
         """The first unmet precondition of ``spec`` as a sentence, else None."""

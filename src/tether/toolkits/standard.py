@@ -38,7 +38,11 @@ PRELOAD = (
 )
 
 registry = Registry(
-    ref="tether.toolkits.standard:registry", env=demo.ENV, preload=PRELOAD, homes=(mcp.HOME_TASKS,)
+    ref="tether.toolkits.standard:registry",
+    env=demo.ENV,
+    preload=PRELOAD,
+    homes=(mcp.HOME_TASKS,),
+    home_files=mcp.HOME_FILES,
 )
 for toolkit in (demo, documents, web, workspace, shell, skills, mcp):
     toolkit.add_tasks(registry)

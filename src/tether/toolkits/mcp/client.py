@@ -66,8 +66,30 @@ def _target(server: McpServer, secrets: dict[str, str], errlog: IO[str]) -> Any:
     return StdioServerParameters(command=server.command, args=list(server.args), env=env, cwd=cwd)
 
 
+class Faults:
+    """What the transport could not read (a server writing something that is not JSON-RPC): the SDK
+    hands it to the client's message handler and goes on waiting; the handler ends the call instead."""
+
+    def __init__(self) -> None:
+        self.first: BaseException | None = None
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, Exception) and self.first is None:
+            self.first = message
+
+    def said(self) -> str:
+        """What went wrong, after "the MCP server 'x'"."""
+        text = " ".join(credentials.scrub(str(self.first)).split())
+        text = text if len(text) <= 300 else text[:300] + "…"
+        if isinstance(self.first, ValueError):  # pydantic's ValidationError too: a line that is not JSON-RPC
+            return f"wrote something that is not MCP (JSON-RPC): {text}"
+        return f"could not be read: {type(self.first).__name__}: {text}"
+
+
 @contextlib.asynccontextmanager
-async def session(server: McpServer, secrets: dict[str, str], errlog: IO[str]) -> AsyncIterator[Any]:
+async def session(
+    server: McpServer, secrets: dict[str, str], errlog: IO[str], faults: Faults | None = None
+) -> AsyncIterator[Any]:
     """An initialized ``mcp.Client`` on ``server``; ``TaskFailed`` when it cannot be started or reached."""
     from mcp import Client
     from mcp.client.stdio import stdio_client
@@ -78,7 +100,9 @@ async def session(server: McpServer, secrets: dict[str, str], errlog: IO[str]) -
     target = _target(server, secrets, errlog)
     if not server.url:
         target = stdio_client(target, errlog=cast(TextIO, errlog))
-    client = Client(target, client_info=Implementation(name="tether", version=__version__))
+    client = Client(
+        target, client_info=Implementation(name="tether", version=__version__), message_handler=faults
+    )
     try:
         entered = await client.__aenter__()
     except OSError as exc:

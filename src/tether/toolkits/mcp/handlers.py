@@ -126,18 +126,22 @@ async def _session_work(
     work: Callable[[Any], Awaitable[T]],
     limit_s: float,
 ) -> T:
+    faults = client.Faults()
+
     async def in_session() -> T:
-        async with client.session(server, secrets, log) as session:
+        async with client.session(server, secrets, log, faults) as session:
             return await work(session)
 
     task = asyncio.ensure_future(asyncio.wait_for(in_session(), limit_s))
     while not task.done():
         await asyncio.wait({task}, timeout=STOP_POLL_S)
-        if not task.done() and ctx.should_stop():
+        stop = ctx.should_stop()
+        if not task.done() and (stop or faults.first is not None):
             task.cancel()  # the session's exit ends the server (its shutdown is shielded)
             with _quiet():
                 await task
             ctx.check_stop()
+            raise TaskFailed(f"the MCP server {server.name!r} {faults.said()}")
     try:
         return task.result()
     except TimeoutError:

@@ -3,8 +3,8 @@ allowlist takes it, and its danger.
 
 Task ids: ``mcp.<server>.<tool>``, the tool's name made a task-id segment predictably: camelCase words
 split with ``_`` (``readFile`` → ``read_file``), lowercase, every other character ``_``, runs of ``_``
-folded, a leading digit prefixed with ``t_``. Two tools of one server that come out the same are both
-left out, and said so: neither may be called by the other's name.
+folded, a leading digit prefixed with ``t_``, cut at 40 characters. Two tools of one server that come
+out the same are both left out, and said so: neither may be called by the other's name.
 
 Danger: the server's annotations are hints, never permissions. A tool is ``caution`` unless the
 person's ``danger`` setting says otherwise; ``destructiveHint: true`` makes it ``destructive``, and no
@@ -22,7 +22,7 @@ from typing import Any
 from tether.tasks.spec import Danger
 
 PREFIX = "mcp"
-MAX_SEGMENT = 64
+MAX_SEGMENT = 40  # with a server's 16: mcp__<server>__<tool> fits a provider's 64 characters
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _OTHER = re.compile(r"[^a-z0-9_]+")
 

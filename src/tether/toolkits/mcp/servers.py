@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tether.config import SETTINGS_FILE, EnvName, McpSettings, PositiveSeconds
 from tether.errors import ConfigError
 
-SERVER_NAME = r"^[a-z][a-z0-9_]{0,23}$"  # one segment of its tasks' ids: mcp.<name>.<tool>
+# One segment of its tasks' ids (mcp.<name>.<tool>): short, so that a tool's function name for a model
+# (mcp__<name>__<tool>) stays within the 64 characters providers allow.
+SERVER_NAME = r"^[a-z][a-z0-9_]{0,15}$"
 ToolPattern = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.*?/:-]{1,128}$")]  # a name, or a glob
 DangerName = Literal["safe", "caution", "destructive"]
 DEFAULT_TIMEOUT_S = 120.0

@@ -33,6 +33,7 @@ from tether.toolkits.mcp.servers import SERVER_NAME, McpServer, load_servers
 H = "tether.toolkits.mcp.handlers:"
 AVAILABLE = "tether.toolkits.mcp.specs:sdk_problem"
 HOME_TASKS = "tether.toolkits.mcp.specs:home_tasks"
+HOME_FILES = ("settings.toml", "mcp/tools")  # a change in either makes a home's imported tasks again
 # What a worker needs to reach the OS keyring (the session bus on Linux; a chosen backend): given only
 # to the workers of a server that has secrets.
 KEYRING_ENV = ("DBUS_SESSION_BUS_ADDRESS", "PYTHON_KEYRING_BACKEND")
@@ -201,5 +202,5 @@ def add_tasks(registry: Registry) -> None:
     )
 
 
-registry = Registry(ref="tether.toolkits.mcp.specs:registry", homes=(HOME_TASKS,))
+registry = Registry(ref="tether.toolkits.mcp.specs:registry", homes=(HOME_TASKS,), home_files=HOME_FILES)
 add_tasks(registry)

@@ -1,0 +1,67 @@
+"""A home whose settings name the test suite's notes server (``notes_server.py``, a real process)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.helpers import FAST
+from tether.config import Settings
+from tether.execution.executor import Executor
+from tether.tasks.result import TaskResult, TaskStatus
+from tether.toolkits.mcp.specs import registry
+
+SERVER = Path(__file__).with_name("notes_server.py")
+EVERY_TOOL = ["read_note", "delete_note", "countWords", "whoami", "wait", "crash", "fail", "read*file"]
+# The test keyring (a file) reaches a worker that may read the keyring only through this variable.
+KEYRING_SETTINGS = Settings(**{**FAST.model_dump(), "worker_env": ("TETHER_TEST_KEYRING",)})
+
+
+def server_entry(name: str, log: Path, *, tools: list[str] | None = None, **more: Any) -> str:
+    """One [[mcp.servers]] entry starting the notes server over stdio, in TOML."""
+    lines = [
+        "[[mcp.servers]]",
+        f"name = {json.dumps(name)}",
+        f"command = {json.dumps(sys.executable)}",
+        f"args = [{json.dumps(str(SERVER))}]",
+        f"env = {{ NOTES_LOG = {json.dumps(str(log))} }}",
+        f"tools = {json.dumps(EVERY_TOOL if tools is None else tools)}",
+    ]
+    lines += [f"{key} = {json.dumps(value)}" for key, value in more.items() if not isinstance(value, dict)]
+    for key, value in more.items():
+        if isinstance(value, dict):
+            inline = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in value.items())
+            lines.append(f"{key} = {{ {inline} }}")
+    return "\n".join(lines) + "\n"
+
+
+def ran(log: Path) -> list[dict[str, Any]]:
+    """The calls the notes server ran, in order."""
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def refresh(executor: Executor, server: str = "notes") -> TaskResult:
+    result = executor.execute_sync("mcp.refresh", {"server": server}, caller="cli")
+    assert result.status is TaskStatus.COMPLETED, result
+    return result
+
+
+@pytest.fixture
+def notes_log(tmp_path: Path) -> Path:
+    return tmp_path / "notes-calls.jsonl"
+
+
+@pytest.fixture
+def notes(home: Path, notes_log: Path, make_executor: Callable[..., Executor]) -> Executor:
+    """An executor on a home that imports the notes server's tools, listed once."""
+    (home / "settings.toml").write_text(server_entry("notes", notes_log, timeout_s=30), encoding="utf-8")
+    executor = make_executor(registry)
+    refresh(executor)
+    return executor
