@@ -29,14 +29,14 @@ def _ran(tool: str, **arguments: object) -> None:
             log.write(json.dumps({"tool": tool, "arguments": arguments, "pid": os.getpid()}) + "\n")
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def read_note(name: str, mode: Literal["short", "full"] = "short") -> str:
     """Read one note by its name."""
     _ran("read_note", name=name, mode=mode)
     return f"note {name} ({mode}): buy milk"
 
 
-@server.tool(annotations=ToolAnnotations(destructiveHint=True))
+@server.tool(annotations=ToolAnnotations(destructive_hint=True))
 def delete_note(name: str) -> str:
     """Delete one note for good."""
     _ran("delete_note", name=name)

@@ -50,7 +50,7 @@ def secrets_of(server: McpServer) -> dict[str, str]:
     return found
 
 
-def _target(server: McpServer, secrets: dict[str, str], errlog: IO[str]) -> Any:
+def _target(server: McpServer, secrets: dict[str, str], faults: Faults | None) -> Any:
     from mcp.client.stdio import StdioServerParameters
 
     if server.url:
@@ -58,7 +58,10 @@ def _target(server: McpServer, secrets: dict[str, str], errlog: IO[str]) -> Any:
         from mcp.shared._httpx_utils import create_mcp_http_client
 
         headers = {name: secrets[name] for name in server.secret_headers}
-        return streamable_http_client(server.url, http_client=create_mcp_http_client(headers=headers))
+        http = create_mcp_http_client(headers=headers)
+        if faults is not None:
+            http.event_hooks["response"].append(faults.on_response)
+        return streamable_http_client(server.url, http_client=http)
     cwd = os.path.expanduser(server.cwd) if server.cwd else None
     if cwd is not None and not Path(cwd).is_dir():
         raise TaskFailed(f"the MCP server {server.name!r}: cwd {server.cwd!r} is not a folder")
@@ -72,6 +75,11 @@ class Faults:
 
     def __init__(self) -> None:
         self.first: BaseException | None = None
+        self.http_status: int | None = None  # the last HTTP error a URL server answered (the SDK drops it)
+
+    async def on_response(self, response: Any) -> None:
+        if response.status_code >= 400:
+            self.http_status = response.status_code
 
     async def __call__(self, message: Any) -> None:
         if isinstance(message, Exception) and self.first is None:
@@ -97,7 +105,7 @@ async def session(
 
     from tether import __version__
 
-    target = _target(server, secrets, errlog)
+    target = _target(server, secrets, faults)
     if not server.url:
         target = stdio_client(target, errlog=cast(TextIO, errlog))
     client = Client(

@@ -99,21 +99,28 @@ def _run(
         secrets = client.secrets_of(server)
     except ConfigError as exc:
         raise TaskFailed(exc.message) from exc
+    faults = client.Faults()
     with client.server_log() as log:
         try:
-            return asyncio.run(_session_work(ctx, server, secrets, log, work, timeout))
+            return asyncio.run(_session_work(ctx, server, secrets, log, faults, work, timeout))
         except (TaskFailed, StopRequested):
             raise
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
             said = client.tail(log)
-            ctx.log.warning("the MCP server %s failed while %s: %s", server.name, doing, _reason(exc))
+            reason = _reason(exc)
+            if faults.http_status is not None:
+                reason = f"it answered HTTP {faults.http_status}"
+                if faults.http_status in (401, 403) and server.secret_headers:
+                    entries = ", ".join(f"`tether auth set {e}`" for e in server.secret_names().values())
+                    reason += f" (is its secret header right? {entries})"
+            ctx.log.warning("the MCP server %s failed while %s: %s", server.name, doing, reason)
             if said:
                 ctx.log.warning("its standard error ends with:\n%s", said)
             heard = f"; it said: {said[-500:]}" if said else ""
             raise TaskFailed(
-                f"the MCP server {server.name!r} failed while {doing}: {_reason(exc)}{heard}",
+                f"the MCP server {server.name!r} failed while {doing}: {reason}{heard}",
                 server=server.name,
             ) from None
 
@@ -123,11 +130,10 @@ async def _session_work(
     server: McpServer,
     secrets: dict[str, str],
     log: Any,
+    faults: client.Faults,
     work: Callable[[Any], Awaitable[T]],
     limit_s: float,
 ) -> T:
-    faults = client.Faults()
-
     async def in_session() -> T:
         async with client.session(server, secrets, log, faults) as session:
             return await work(session)

@@ -1,0 +1,60 @@
+"""An MCP server's secrets come from the keyring into that server's worker and process only: never
+into settings, the home's records and logs, or another server's process."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.toolkits.mcp.conftest import KEYRING_SETTINGS, refresh, server_entry
+from tether import credentials
+from tether.execution.executor import Executor
+from tether.execution.protocol import ExecutionPaths
+from tether.tasks.result import TaskStatus
+from tether.toolkits.mcp.specs import KEYRING_ENV, registry
+
+TOKEN = "notes-token-4f1c9a27be"
+# What the SDK hands a stdio server from its starter's environment, and the locale Python may add.
+BASICS = {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LC_CTYPE"}
+
+
+def _request_env(home: Path, execution_id: str) -> dict[str, str]:
+    paths = ExecutionPaths(home / "executions" / execution_id)
+    return json.loads(paths.request.read_text(encoding="utf-8"))["env"]
+
+
+def test_a_secret_reaches_its_server_and_nowhere_else(
+    home: Path, notes_log: Path, make_executor: Callable[..., Executor]
+) -> None:
+    (home / "settings.toml").write_text(
+        server_entry("vault", notes_log, tools=["whoami"], secret_env=["NOTES_TOKEN"])
+        + server_entry("notes", notes_log, tools=["whoami"]),
+        encoding="utf-8",
+    )
+    executor = make_executor(registry, settings=KEYRING_SETTINGS)
+    missing = executor.execute_sync("mcp.refresh", {"server": "vault"}, caller="cli")
+    assert missing.status is TaskStatus.FAILED  # listing needs the secret too; it is not stored yet
+    assert "NOTES_TOKEN (`tether auth set mcp.vault.notes_token`)" in missing.message
+    assert not notes_log.exists()  # so nothing was started
+
+    credentials.set_key("mcp.vault.notes_token", TOKEN)
+    refresh(executor, "vault")
+    seen = executor.execute_sync("mcp.vault.whoami", {}, caller="cli")
+    assert seen.status is TaskStatus.COMPLETED, seen
+    mine = seen.data["structured"]
+    assert mine["token_sha256"] == hashlib.sha256(TOKEN.encode()).hexdigest()
+    assert set(mine["env"]) <= BASICS | {"NOTES_LOG", "NOTES_TOKEN"}, mine["env"]
+
+    refresh(executor, "notes")
+    other = executor.execute_sync("mcp.notes.whoami", {}, caller="cli")
+    assert other.status is TaskStatus.COMPLETED and other.data["structured"]["token_sha256"] is None
+    # only the worker of a server with secrets may reach the keyring
+    assert "PYTHON_KEYRING_BACKEND" in _request_env(home, seen.execution_id)
+    assert not set(KEYRING_ENV) & set(_request_env(home, other.execution_id))
+
+    for path in [p for p in home.rglob("*") if p.is_file()]:
+        assert TOKEN.encode() not in path.read_bytes(), f"the secret was written to {path}"
+    for record in executor.store.list():
+        assert TOKEN not in json.dumps([record.message, record.data], default=str)
