@@ -100,8 +100,11 @@ def load_registry(ref: str) -> Registry:
 
 
 def registry() -> Registry:
-    """The registry this command was given (``--registry``, ``$TETHER_REGISTRY`` or the default)."""
-    return load_registry(state.registry_ref)
+    """The registry this command was given (``--registry``, ``$TETHER_REGISTRY`` or the default), as
+    this command's home sees it (with the tasks its settings add: tools imported from MCP servers)."""
+    from tether.config import resolve_home
+
+    return load_registry(state.registry_ref).for_home(resolve_home(state.home))
 
 
 def open_executor() -> Executor:

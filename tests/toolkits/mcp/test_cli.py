@@ -1,0 +1,90 @@
+"""``tether mcp tools`` and the imported tools through the real ``tether`` command: listed, run, and
+in ``tether job list`` like any task; the SDK's absence said with the command that installs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.support.helpers import ROOT, tether_cli
+from tests.toolkits.mcp.conftest import ran, server_entry
+from tether.execution.executor import Executor
+from tether.tasks.result import TaskStatus
+from tether.toolkits.mcp import specs
+
+
+def test_tools_are_listed_then_run_with_task_run_and_appear_in_job_list(home: Path, notes_log: Path) -> None:
+    (home / "settings.toml").write_text(server_entry("notes", notes_log), encoding="utf-8")
+    code, out, err = tether_cli("mcp", "tools", home=home)
+    assert code == 0, err
+    assert "never listed: run `tether mcp tools notes --refresh`" in " ".join(out.split())
+
+    code, out, err = tether_cli("mcp", "tools", "--refresh", "--json", home=home)
+    assert code == 0, err
+    [notes] = json.loads(out)["servers"]
+    imported = {tool["task_id"]: tool["danger"] for tool in notes["tools"] if tool["imported"]}
+    assert imported["mcp.notes.read_note"] == "caution" and imported["mcp.notes.delete_note"] == "destructive"
+    skipped = {tool["name"]: tool["why"] for tool in notes["tools"] if not tool["imported"]}
+    assert "also becomes mcp.notes.read_file" in skipped["read-file"]
+
+    code, out, err = tether_cli("tasks", "--json", home=home)
+    listed = {task["task_id"]: task for task in json.loads(out)}
+    assert listed["mcp.notes.read_note"]["params"]["properties"]["mode"]["enum"] == ["short", "full"]
+
+    code, out, err = tether_cli("task", "run", "mcp.notes.read_note", "-p", "name=草稿", "--json", home=home)
+    assert code == 0, (out, err)
+    result = json.loads(out)
+    assert result["status"] == "completed" and result["message"] == "note 草稿 (short): buy milk"
+    assert ran(notes_log)[-1]["arguments"] == {"name": "草稿", "mode": "short"}
+
+    code, out, _ = tether_cli("job", "list", "--json", home=home)
+    jobs = {job["execution_id"]: job for job in json.loads(out)}
+    assert jobs[result["execution_id"]]["task_id"] == "mcp.notes.read_note"
+    assert jobs[result["execution_id"]]["status"] == "completed"
+
+    code, out, _ = tether_cli("task", "run", "mcp.notes.read_note", "-p", "mode=long", home=home)
+    assert code == 2 and "allowed: short, full" in out  # refused, and the allowed values said
+
+
+def test_a_setting_that_is_wrong_is_named_by_every_command(home: Path) -> None:
+    (home / "settings.toml").write_text(
+        '[[mcp.servers]]\nname = "Bad Name"\nurl = "ftp://x"\n', encoding="utf-8"
+    )
+    code, out, err = tether_cli("tasks", home=home)
+    assert code != 0
+    said = " ".join((out + err).split())
+    assert "[[mcp.servers]] #1 'Bad Name'" in said and "name:" in said
+
+
+def test_without_the_sdk_imported_tools_are_refused_naming_the_install_command(
+    notes: Executor, home: Path, monkeypatch: pytest.MonkeyPatch, make_executor: Callable[..., Executor]
+) -> None:
+    monkeypatch.setitem(sys.modules, "mcp", None)  # what a home without tether[mcp] finds
+    executor = make_executor(specs.registry)
+    for task_id, params in (("mcp.notes.read_note", {"name": "a"}), ("mcp.refresh", {"server": "notes"})):
+        result = executor.execute_sync(task_id, params, caller="cli")
+        assert result.status is TaskStatus.REJECTED
+        assert "pip install 'tether[mcp]'" in result.message
+    assert specs.sdk_problem(home) is not None
+
+
+def test_no_command_start_imports_the_sdk_or_starts_a_server(
+    notes: Executor, home: Path, notes_log: Path
+) -> None:
+    before = len(ran(notes_log))
+    code = (
+        "import sys; from tether.execution.executor import Executor; "
+        "from tether.toolkits.standard import registry; "
+        f"e = Executor(registry, home={str(home)!r}); print(len(e.registry)); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types'))); e.close()"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    count, modules = done.stdout.split("\n")[:2]
+    assert int(count) > 25 and modules == "[]"  # the imported tasks are there, the SDK is not
+    assert len(ran(notes_log)) == before
