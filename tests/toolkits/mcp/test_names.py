@@ -1,0 +1,67 @@
+"""Tool names to task ids, the allowlist, and annotations to danger: hints, never permissions."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tether.tasks.spec import TASK_ID_RE, Danger
+from tether.toolkits.mcp import names
+
+
+@pytest.mark.parametrize(
+    ("tool", "segment"),
+    [
+        ("read_file", "read_file"),
+        ("readFile", "read_file"),
+        ("getHTTPResponse", "get_http_response"),
+        ("read-file", "read_file"),
+        ("search.web", "search_web"),
+        ("2fa_code", "t_2fa_code"),
+        ("___", "tool"),
+        ("查询", "tool"),
+        ("x" * 80, "x" * 40),
+    ],
+)
+def test_a_tool_name_becomes_a_task_id_segment_predictably(tool: str, segment: str) -> None:
+    assert names.segment(tool) == segment
+
+
+@given(st.text(min_size=1, max_size=100))
+def test_every_tool_name_makes_a_valid_task_id(tool: str) -> None:
+    task_id = names.task_id("notes", tool)
+    assert TASK_ID_RE.match(task_id) and len(task_id.replace(".", "__")) <= 64 - 2 * 15
+
+
+def test_the_allowlist_takes_names_and_globs_by_the_servers_name_or_the_mapped_one() -> None:
+    assert names.matches("readFile", ["readFile"]) == "readFile"
+    assert names.matches("readFile", ["read_file"]) == "read_file"
+    assert names.matches("read_note", ["write_*", "read_*"]) == "read_*"
+    assert names.matches("delete_note", ["read_*"]) is None
+    assert names.matches("Read", ["read"]) == "read"  # by its task-id segment
+    assert names.matches("Read", ["READ"]) is None  # a glob matches case-sensitively
+
+
+@pytest.mark.parametrize(
+    ("annotations", "overrides", "trust", "danger"),
+    [
+        ({}, {}, False, Danger.CAUTION),
+        (None, {}, False, Danger.CAUTION),
+        ({"readOnlyHint": True}, {}, False, Danger.CAUTION),  # the server's word alone
+        ({"readOnlyHint": True}, {}, True, Danger.SAFE),  # the person trusts it
+        ({"readOnlyHint": True, "destructiveHint": True}, {}, True, Danger.DESTRUCTIVE),
+        ({"destructiveHint": True}, {}, False, Danger.DESTRUCTIVE),
+        ({"destructiveHint": True}, {"t": "safe"}, False, Danger.DESTRUCTIVE),  # never lowered
+        ({"destructiveHint": True}, {"*": "caution"}, False, Danger.DESTRUCTIVE),
+        ({"destructiveHint": "true"}, {}, False, Danger.CAUTION),  # only a real true counts
+        ({}, {"t": "safe"}, False, Danger.SAFE),
+        ({}, {"t*": "destructive"}, False, Danger.DESTRUCTIVE),  # raised by the person
+        ({"readOnlyHint": True}, {"t": "destructive"}, True, Danger.DESTRUCTIVE),
+    ],
+)
+def test_annotations_are_hints_and_the_persons_settings_decide_within_them(
+    annotations: dict[str, object] | None, overrides: dict[str, str], trust: bool, danger: Danger
+) -> None:
+    found, why = names.danger_of("t", annotations, overrides, trust_read_only=trust)
+    assert found is danger and why
