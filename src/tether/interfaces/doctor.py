@@ -346,6 +346,30 @@ def check_skills(path: Path) -> Check:
     return Check(name="skills", status=OK, detail=names)
 
 
+def check_mcp(path: Path) -> Check | None:
+    """The MCP servers this home imports tools from (None when it configures none): the SDK, each
+    server's kept tool list and its secrets."""
+    from tether import credentials
+    from tether.toolkits.mcp import specs
+
+    plans = specs.plan(path)
+    if not plans:
+        return None
+    imported = sum(1 for plan in plans for tool in plan.tools if tool.spec is not None)
+    detail = f"{len(plans)} servers, {imported} tools imported"
+    missing = specs.sdk_problem(path)
+    if missing:
+        return Check(name="mcp", status=FAIL, detail=detail, fix=missing)
+    for plan in plans:
+        if plan.problem:
+            return Check(name="mcp", status=WARN, detail=detail, fix=f"{plan.server.name}: {plan.problem}")
+        for name, entry in plan.server.secret_names().items():
+            if credentials.key_info(entry).source == "none":
+                fix = f"{plan.server.name}: store its secret {name}: `tether auth set {entry}`"
+                return Check(name="mcp", status=WARN, detail=detail, fix=fix)
+    return Check(name="mcp", status=OK, detail=detail)
+
+
 def run_checks(home: str | None, registry_ref: str) -> list[Check]:
     checks: list[Check] = []
     first, path = check_home(home)
@@ -365,5 +389,8 @@ def run_checks(home: str | None, registry_ref: str) -> list[Check]:
     checks.append(check_documents())
     if settings.status != FAIL:
         checks.append(check_research(path))
+        mcp = check_mcp(path)
+        if mcp is not None:
+            checks.append(mcp)
     checks.append(check_skills(path))
     return checks

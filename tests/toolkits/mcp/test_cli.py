@@ -88,3 +88,13 @@ def test_no_command_start_imports_the_sdk_or_starts_a_server(
     count, modules = done.stdout.split("\n")[:2]
     assert int(count) > 25 and modules == "[]"  # the imported tasks are there, the SDK is not
     assert len(ran(notes_log)) == before
+
+
+def test_doctor_says_what_an_mcp_server_still_needs(home: Path, notes_log: Path) -> None:
+    (home / "settings.toml").write_text(
+        server_entry("vault", notes_log, tools=["whoami"], secret_env=["NOTES_TOKEN"]), encoding="utf-8"
+    )
+    _, out, _ = tether_cli("doctor", "--json", home=home)
+    mcp = {check["check"]: check for check in json.loads(out)}["mcp"]
+    assert mcp["status"] == "warn", mcp
+    assert "vault: its tools were never listed: run `tether mcp tools vault --refresh`" in mcp["fix"]
