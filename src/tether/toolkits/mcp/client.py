@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
-from tether import credentials
+from tether.credentials import env_names, get_key, key_info, scrub
 from tether.errors import TaskFailed
 from tether.toolkits.mcp.servers import McpServer
 
@@ -32,12 +32,8 @@ def secrets_of(server: McpServer) -> dict[str, str]:
     missing: list[str] = []
     for name, entry in server.secret_names().items():
         # Only the entry's own keyring item or its own variable: never the model's TETHER_API_KEY.
-        info = credentials.key_info(entry)
-        value = (
-            credentials.get_key(entry)
-            if info.source in ("keyring", credentials.env_names(entry)[0])
-            else None
-        )
+        info = key_info(entry)
+        value = get_key(entry) if info.source in ("keyring", env_names(entry)[0]) else None
         if value:
             found[name] = value
         else:
@@ -87,7 +83,7 @@ class Faults:
 
     def said(self) -> str:
         """What went wrong, after "the MCP server 'x'"."""
-        text = " ".join(credentials.scrub(str(self.first)).split())
+        text = " ".join(scrub(str(self.first)).split())
         text = text if len(text) <= 300 else text[:300] + "…"
         if isinstance(self.first, ValueError):  # pydantic's ValidationError too: a line that is not JSON-RPC
             return f"wrote something that is not MCP (JSON-RPC): {text}"
@@ -99,12 +95,16 @@ async def session(
     server: McpServer, secrets: dict[str, str], errlog: IO[str], faults: Faults | None = None
 ) -> AsyncIterator[Any]:
     """An initialized ``mcp.Client`` on ``server``; ``TaskFailed`` when it cannot be started or reached."""
+    from importlib.metadata import PackageNotFoundError, version
+
     from mcp import Client
     from mcp.client.stdio import stdio_client
     from mcp_types import Implementation
 
-    from tether import __version__
-
+    try:
+        __version__ = version("tether")
+    except PackageNotFoundError:
+        __version__ = "0"
     target = _target(server, secrets, faults)
     if not server.url:
         target = stdio_client(target, errlog=cast(TextIO, errlog))
@@ -136,5 +136,5 @@ def tail(log: IO[str]) -> str:
         text = log.read()
     except (OSError, ValueError):
         return ""
-    text = credentials.scrub(text.strip())
+    text = scrub(text.strip())
     return text[-STDERR_TAIL_CHARS:]
