@@ -86,6 +86,10 @@ RUN_BY: dict[tuple[str, str], str] = {
     ("Documents, research", "# <home>/settings.toml"): "test_every_settings_block_is_valid_settings",
     ("Storage, events", "# <home>/settings.toml"): "test_every_settings_block_is_valid_settings",
     ("Storage, events", "import asyncio"): "test_the_python_examples_run_as_files",
+    (
+        "Tools from other MCP servers",
+        "# <home>/settings.toml",
+    ): "test_the_mcp_servers_block_is_read_as_printed",
 }
 
 
@@ -224,6 +228,28 @@ def test_every_settings_block_is_valid_settings(tmp_path: Path) -> None:
             load_section(SECTIONS[name], home, environ={})
         checked += 1
     assert checked >= 3
+
+
+def test_the_mcp_servers_block_is_read_as_printed(tmp_path: Path) -> None:
+    """The block as a home's settings: every entry passes the toolkit's own checks, and `tether mcp
+    tools` reads it (starting nothing: no tool list was kept yet) and names each server's secret."""
+    from tests.support.helpers import tether_cli
+    from tether.config import McpSettings, load_section
+    from tether.toolkits.mcp.servers import load_servers
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "settings.toml").write_text(the_block("Tools from other MCP servers", "#").body, encoding="utf-8")
+    load_section(McpSettings, home, environ={})
+    servers = load_servers(home, environ={})
+    assert sorted(servers) == ["files", "tracker"] and servers["tracker"].transport == "http"
+    code, out, err = tether_cli("mcp", "tools", "--json", home=home)
+    assert code == 0, err
+    listed = {server["server"]: server for server in json.loads(out)["servers"]}
+    assert all("never listed" in server["problem"] for server in listed.values())
+    assert listed["tracker"]["secrets"] == {
+        "Authorization": {"keyring": "mcp.tracker.authorization", "stored": False}
+    }
 
 
 def test_the_key_block_stores_shows_and_checks_a_key(tmp_path: Path) -> None:
