@@ -19,7 +19,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tether.models.base import ALLOW_REQUESTS_ENV, Message, ModelResponse, ToolCall, ToolDef, TurnContext
+from tether.models.base import (
+    ALLOW_REQUESTS_ENV,
+    Message,
+    ModelResponse,
+    ToolCall,
+    ToolDef,
+    TurnContext,
+    Usage,
+)
 
 Turn = ModelResponse | Callable[[Sequence[Message], Sequence[ToolDef]], ModelResponse]
 
@@ -36,17 +44,28 @@ def call(name: str, arguments: dict[str, Any] | None = None, *, id: str | None =
     )
 
 
-def calls(*items: ToolCall, text: str = "") -> ModelResponse:
-    """A scripted turn that asks for these tool calls (several at once = a parallel-call response)."""
-    return ModelResponse(text=text, tool_calls=tuple(items), model="scripted")
+def _usage(usage: tuple[int, int] | None) -> Usage:
+    return (
+        Usage() if usage is None else Usage(prompt_tokens=usage[0], completion_tokens=usage[1], reported=True)
+    )
 
 
-def say(text: str, *, finish_reason: str | None = None) -> ModelResponse:
-    """An answer in words; ``finish_reason=tether.models.base.UNABLE`` says the request cannot be done."""
-    return ModelResponse(text=text, model="scripted", finish_reason=finish_reason)
+def calls(*items: ToolCall, text: str = "", usage: tuple[int, int] | None = None) -> ModelResponse:
+    """A scripted turn that asks for these tool calls (several at once = a parallel-call response);
+    ``usage`` is the (input, output) tokens it reports (None: it reports none)."""
+    return ModelResponse(text=text, tool_calls=tuple(items), model="scripted", usage=_usage(usage))
+
+
+def say(
+    text: str, *, finish_reason: str | None = None, usage: tuple[int, int] | None = None
+) -> ModelResponse:
+    """An answer in words; ``finish_reason=tether.models.base.UNABLE`` says the request cannot be done;
+    ``usage`` is the (input, output) tokens it reports (None: it reports none)."""
+    return ModelResponse(text=text, model="scripted", finish_reason=finish_reason, usage=_usage(usage))
 
 
 class ScriptedModel:
+    provider = "scripted"
     supports_tools = True
     supports_images = False  # set True to be sent the images a person attaches
 

@@ -341,3 +341,37 @@ def test_an_answer_that_repeats_the_repair_request_is_not_the_answer() -> None:
             asyncio.run(client(fake.url).complete(MESSAGES, [START, FARM]))
     finally:
         fake.close()
+
+
+# -- usage, as the service reports it --------------------------------------------------------------
+
+
+def test_replayed_usage_is_read_from_a_streams_last_chunk_and_from_a_plain_answer() -> None:
+    """The exchange a llama.cpp-style server has when asked with ``include_usage`` (recorded from the
+    suite's fake server in that shape): a stream whose last chunk has no choices and the usage, then a
+    plain answer with its usage. Both are the service's own counts; a stream without that chunk (the
+    cut-then-retried recording above) reports none, and says so rather than 0."""
+    cassette = Cassette(CASSETTES / "stream_and_plain_usage.json", mode="replay")
+    ask = [
+        {"role": "system", "content": "You are tether's assistant."},
+        {"role": "user", "content": "is the game on?"},
+    ]
+    transport = httpx.AsyncClient(transport=cassette.transport())
+    streamed = asyncio.run(
+        client("http://127.0.0.1:8080/v1", stream=True, http_client=transport).complete(ask, [])
+    )
+    plain = asyncio.run(
+        client("http://127.0.0.1:8080/v1", stream=False, http_client=transport).complete(ask, [])
+    )
+    cassette.assert_consumed()
+    assert (streamed.usage.prompt_tokens, streamed.usage.completion_tokens, streamed.usage.reported) == (
+        731,
+        6,
+        True,
+    )
+    assert streamed.finish_reason == "stop" and streamed.text == "The game is running."
+    assert (plain.usage.prompt_tokens, plain.usage.completion_tokens, plain.usage.reported) == (733, 8, True)
+    model, retried = replaying("llama_server_cut_stream_then_retry", stream=True)
+    silent = asyncio.run(model.complete(MESSAGES, []))
+    retried.assert_consumed()
+    assert silent.usage.reported is False

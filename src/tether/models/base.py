@@ -41,13 +41,18 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
+    """The tokens a model service says an answer took. ``reported`` is False when it said nothing (the
+    offline model, servers that send no usage): the counts are then 0 by default, not a measurement."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reported: bool = False
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
+            reported=self.reported or other.reported,
         )
 
 
@@ -75,6 +80,7 @@ class ModelResponse:
             "usage": {
                 "prompt_tokens": self.usage.prompt_tokens,
                 "completion_tokens": self.usage.completion_tokens,
+                "reported": self.usage.reported,
             },
             "finish_reason": self.finish_reason,
             "model": self.model,

@@ -95,6 +95,7 @@ def model_from_settings(
         supports_images=settings.images,
         temperature=settings.temperature,
         first_token_timeout_s=settings.first_token_timeout_s,
+        provider=settings.provider,
     )
     if settings.json_decisions:
         from tether.models.jsondecide import JsonDecisionModel

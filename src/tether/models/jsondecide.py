@@ -57,6 +57,7 @@ class JsonDecisionModel:
     def __init__(self, inner: Model) -> None:
         self.inner = inner
         self.name = f"{inner.name} (json decisions)"
+        self.provider = str(getattr(inner, "provider", "") or "")
         self.supports_images = bool(getattr(inner, "supports_images", False))
         self._calls = 0
 

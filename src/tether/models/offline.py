@@ -48,6 +48,7 @@ class OfflineModel:
     without it each request's own script decides."""
 
     name = "offline"
+    provider = "offline"  # it reports no usage: it counts no tokens (the trace says "not reported")
     supports_tools = True
     supports_images = False  # a turn with images is answered "I cannot see images" (agent/images.py)
 

@@ -137,8 +137,10 @@ class OpenAICompatModel:
         temperature: float | None = DEFAULT_TEMPERATURE,
         first_token_timeout_s: float | None = None,
         progress_every_s: float = PROGRESS_EVERY_S,
+        provider: str = "openai",
     ) -> None:
         self.name = model
+        self.provider = provider  # [model].provider: who serves it (deepseek, ollama, …), for the record
         self.base_url = base_url
         self.supports_tools = supports_tools
         self.supports_images = supports_images  # image parts in user messages ([model].images)
@@ -475,6 +477,20 @@ def _tool_call(index: int, call_id: str | None, name: str, raw: str) -> ToolCall
     return ToolCall(id=call_id, name=name, arguments=arguments)
 
 
+def usage_of(usage: Any) -> Usage:
+    """A completion's ``usage`` (in a plain answer, or the last chunk of a stream asked with
+    ``include_usage``); a server that sends none, or no counts, has not reported any."""
+    if not isinstance(usage, dict) or all(
+        usage.get(k) is None for k in ("prompt_tokens", "completion_tokens")
+    ):
+        return Usage()
+    return Usage(
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        reported=True,
+    )
+
+
 def from_completion(payload: dict[str, Any]) -> ModelResponse:
     choice = (payload.get("choices") or [{}])[0]
     message = choice.get("message") or {}
@@ -487,14 +503,10 @@ def from_completion(payload: dict[str, Any]) -> ModelResponse:
         )
         for i, call in enumerate(message.get("tool_calls") or [])
     )
-    usage = payload.get("usage") or {}
     return ModelResponse(
         text=message.get("content") or "",
         tool_calls=calls,
-        usage=Usage(
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-        ),
+        usage=usage_of(payload.get("usage")),
         finish_reason=choice.get("finish_reason"),
         model=payload.get("model") or "",
     )
@@ -513,11 +525,7 @@ async def assemble_stream(chunks: AsyncIterator[dict[str, Any]], *, model: str =
         received += 1
         seen_model = chunk.get("model") or seen_model
         if chunk.get("usage"):
-            u = chunk["usage"]
-            usage = Usage(
-                prompt_tokens=int(u.get("prompt_tokens") or 0),
-                completion_tokens=int(u.get("completion_tokens") or 0),
-            )
+            usage = usage_of(chunk["usage"])
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             if delta.get("content"):
