@@ -47,6 +47,9 @@ class ModelDecided(_TurnEvent):
     index: int
     text: str
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    # The call's record (``agent/usage.py``): model, provider, input/output tokens (None: not
+    # reported), duration_s, finish_reason. None in events written before calls were measured.
+    call: dict[str, Any] | None = None
 
 
 class ModelThinking(_TurnEvent):

@@ -504,6 +504,17 @@ def test_an_agent_turn_killed_mid_tool_resumes_from_its_last_step_asking_nothing
                      (1, "final", "finished")], kinds  # fmt: skip
     assert events.count("turn_started") == 1 and events.count("tool_started") == 1, events
     assert events.count("turn_finished") == 1, events
+    # What the run cost: each model call once (11 in / 7 out each, as the service reported), the
+    # replayed one included once; the task's and the run's totals say the same.
+    recorded = [c for s in steps if s.kind == "model" for c in (s.result or {})["model_calls"]]
+    assert [(c["model"], c["provider"], c["input_tokens"], c["output_tokens"]) for c in recorded] == [
+        ("gpt-4o-mini", "vllm", 11, 7),
+        ("gpt-4o-mini", "vllm", 11, 7),
+    ]
+    spent = (final["usage"]["model_calls"], final["usage"]["input_tokens"], final["usage"]["output_tokens"])
+    assert spent == (2, 22, 14) and agent["usage"] == final["usage"], final
+    code, shown, _ = tether_cli("--registry", FLOWS, "flow", "show", run["run_id"], home=home, COLUMNS="200")
+    assert code == 0 and "2 model calls · 22 in / 14 out tokens" in shown, shown
 
 
 def test_a_persons_turn_handed_to_an_executor_survives_its_crash_and_finishes_where_it_was(

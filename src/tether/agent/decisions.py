@@ -12,17 +12,21 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tether.agent import outputs
 from tether.agent.steps import MODEL, Steps, perform
 from tether.agent.turn import Turn
+from tether.agent.usage import call_record
 from tether.errors import ModelError
 from tether.events import BudgetReviewed, ModelThinking
 from tether.execution.protocol import clip
 from tether.models.base import BudgetReview, Message, Model, ModelResponse, ToolCall, TurnContext
 from tether.models.jsonfix import loads_lenient
 from tether.store.threads import ThreadStore
+from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.validation import MAX_PARAMS_BYTES
 
 # A model's text answer as stored and shown; longer answers are cut with a note.
@@ -57,19 +61,29 @@ def bounded(response: ModelResponse) -> ModelResponse:
 
 async def complete(
     steps: Steps, model: Model, messages: list[Message], tools: Any, context: TurnContext
-) -> ModelResponse:
-    """One model call as one step (its failure too: a replay fails the same way, asks nothing)."""
+) -> tuple[ModelResponse, dict[str, Any]]:
+    """One model call as one step (its failure too: a replay fails the same way, asks nothing); the
+    answer and the call's record (``agent/usage.py``: model, tokens, duration), measured inside the
+    step so that a replay returns the same record and nothing is counted twice."""
 
     async def work() -> dict[str, Any]:
+        started = time.monotonic()
         try:
-            return {"response": bounded(await model.complete(messages, tools, context=context)).to_dict()}
+            response = bounded(await model.complete(messages, tools, context=context))
         except ModelError as exc:
             return {"error": {"code": exc.code, "message": exc.message, "data": exc.data}}
+        return {
+            "response": response.to_dict(),
+            "call": call_record(model, response, time.monotonic() - started),
+        }
 
     out = await perform(steps, MODEL, work)
     if "error" in out:
         raise ModelError(str(out["error"].get("message")), **(out["error"].get("data") or {}))
-    return ModelResponse.from_dict(out["response"])
+    response = ModelResponse.from_dict(out["response"])
+    # (a step recorded before calls were measured has none: its record says so, with no numbers)
+    call = out.get("call") or {**call_record(model, response, 0.0), "duration_s": None}
+    return response, call
 
 
 async def review(
@@ -96,8 +110,9 @@ async def review(
     )
     extra = 0
     reason = "the hard ceiling of steps is reached"
+    asked: list[dict[str, Any]] = []
     if room > 0:
-        answer = await complete(
+        answer, call = await complete(
             steps,
             manager,
             [
@@ -107,6 +122,7 @@ async def review(
             (),
             TurnContext(review=budget, language=language),
         )
+        asked.append(call)
         decision = loads_lenient(answer.text) or {}
         try:
             extra = max(0, min(int(decision.get("extend", 0)), extend_by, room))
@@ -116,7 +132,7 @@ async def review(
     await turn.record(
         "budget",
         args=budget.to_dict(),
-        result={"extend": extra},
+        result={"extend": extra, **({"model_calls": asked} if asked else {})},
         text=reason,
         event=BudgetReviewed(
             topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=len(turn.steps),
@@ -139,3 +155,34 @@ def thinking(threads: ThreadStore, turn: Turn) -> Callable[[float, int], Awaitab
         turn.emit(await asyncio.to_thread(threads.emit, event))
 
     return tell
+
+
+async def settle_formats(
+    steps: Steps, model: Model, turn: Turn, call: ToolCall, language: str
+) -> tuple[ToolCall, TaskResult | None]:
+    """The formats a generate call runs with (``agent/outputs.py``): the person's ticked ones, else the
+    model's, else one follow-up decision; (call, None) to run it, or (call, result) when no file is
+    wanted. The follow-up is no step of the turn's record: its cost goes on the final step."""
+    if turn.formats:
+        return dataclasses.replace(call, arguments=outputs.with_formats(call.arguments, turn.formats)), None
+    if outputs.named(call.arguments):
+        return call, None
+    answer, asked = await complete(
+        steps,
+        model,
+        outputs.follow_up(turn.message),
+        (),
+        TurnContext(formats_question=turn.message, language=language),
+    )
+    turn.side_calls.append(asked)
+    chosen = outputs.answer_formats(answer.text)
+    if chosen:
+        return dataclasses.replace(call, arguments=outputs.with_formats(call.arguments, chosen)), None
+    declined = TaskResult(
+        task_id=outputs.GENERATE_TASK,
+        execution_id="",
+        status=TaskStatus.COMPLETED,
+        message="no file generated: the request names no format (md, html, pptx or pdf)",
+        data={"formats": []},
+    )
+    return call, declined

@@ -489,7 +489,9 @@ class ConversationSession:
                 index = len(turn.steps)
                 declined = None
                 if not control and self.surface.task_id(call.name) == outputs.GENERATE_TASK:
-                    call, declined = await self._settle_formats(turn, call)
+                    call, declined = await decisions.settle_formats(
+                        self.steps, self.model, turn, call, self.settings.language
+                    )
                 result = await self.calls.execute(turn, call, answer=declined)
                 if result.status is TaskStatus.REJECTED and result.data.get("needs_confirmation"):
                     # The executor checked everything else first: only the person's word is missing.
@@ -524,47 +526,20 @@ class ConversationSession:
         context = dataclasses.replace(context, memories=turn.recalled)
         messages = await asyncio.to_thread(self._messages, turn.state, context)
         context = dataclasses.replace(context, progress=decisions.thinking(self.threads, turn))
-        response = await decisions.complete(self.steps, self.model, messages, tools, context)
+        response, call = await decisions.complete(self.steps, self.model, messages, tools, context)
         decided = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
         await turn.record(
             "model",
             text=response.text,
             args={"tool_calls": decided} if decided else None,
+            result={"model_calls": [call]},
             message=response.to_message(),
             event=ModelDecided(
                 topic=turn.topic, thread_id=turn.thread_id, turn=turn.turn, index=len(turn.steps),
-                text=response.text, tool_calls=decided,
+                text=response.text, tool_calls=decided, call=call,
             ),
         )  # fmt: skip
         return response
-
-    async def _settle_formats(self, turn: Turn, call: ToolCall) -> tuple[ToolCall, TaskResult | None]:
-        """The formats a generate call runs with: the person's ticked ones, else the model's, else one
-        follow-up decision; (call, None) to run it, or (call, result) when no file is wanted."""
-        if turn.formats:
-            return dataclasses.replace(
-                call, arguments=outputs.with_formats(call.arguments, turn.formats)
-            ), None
-        if outputs.named(call.arguments):
-            return call, None
-        answer = await decisions.complete(
-            self.steps,
-            self.model,
-            outputs.follow_up(turn.message),
-            (),
-            TurnContext(formats_question=turn.message, language=self.settings.language),
-        )
-        chosen = outputs.answer_formats(answer.text)
-        if chosen:
-            return dataclasses.replace(call, arguments=outputs.with_formats(call.arguments, chosen)), None
-        declined = TaskResult(
-            task_id=outputs.GENERATE_TASK,
-            execution_id="",
-            status=TaskStatus.COMPLETED,
-            message="no file generated: the request names no format (md, html, pptx or pdf)",
-            data={"formats": []},
-        )
-        return call, declined
 
     def _zh(self, turn: Turn) -> bool:
         return texts.zh(turn.message, self.settings.language)

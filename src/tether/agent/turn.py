@@ -91,6 +91,8 @@ class Turn:
         self.limits: dict[str, int] = {}  # the step budget, fixed when the turn opened
         self.images: list[dict[str, Any]] = []  # references of the images sent with the message
         self.recalled: tuple[RecalledMemory, ...] = ()  # what earlier threads said about the request
+        # Model calls that are no step of their own (which formats a request wants): on the final step.
+        self.side_calls: list[dict[str, Any]] = []
 
     @property
     def thread_id(self) -> str:
@@ -141,7 +143,9 @@ class Turn:
 
     async def done(self, status: TurnStatus, final: str) -> TurnResult:
         index = len(self.steps)
-        await self.record("final", text=final)
+        await self.record(
+            "final", text=final, result={"model_calls": self.side_calls} if self.side_calls else None
+        )
         event = TurnFinished(
             topic=self.topic,
             thread_id=self.thread_id,

@@ -160,13 +160,14 @@ def drive_and_report(rt: Any, reg: Any, record: Any, as_json: bool, detach: bool
             )
         raise
     if as_json:
-        print(json.dumps(run_document(final), ensure_ascii=False))
+        print(json.dumps(run_document(final, rt.threads), ensure_ascii=False))
     elif detach:
         out.print(f"started in the background: tether flow show {final.run_id} --follow", markup=False)
     else:
         from tether.interfaces.runview import summary
+        from tether.supervisor.service import run_usage
 
-        out.print(summary(final), markup=False, soft_wrap=True)
+        out.print(summary(final, run_usage(rt.threads, final)), markup=False, soft_wrap=True)
     return 0 if detach else exit_code_of(final)
 
 
@@ -213,12 +214,13 @@ def show_command(
 
                 with Live(tree(record), console=out.real(), refresh_per_second=8) as live:
                     record = asyncio.run(follow_run(rt, record.run_id, lambda r: live.update(tree(r))))
+                    live.update(tree(record, service.run_usage(rt.threads, record)))  # what it cost
             elif follow:
                 record = asyncio.run(follow_run(rt, record.run_id))
             if as_json:
-                print(json.dumps(service.run_document(record), ensure_ascii=False))
+                print(json.dumps(service.run_document(record, rt.threads), ensure_ascii=False))
             elif not follow:
-                out.print(tree(record))
+                out.print(tree(record, service.run_usage(rt.threads, record)))
             return exit_code_of(record) if follow else 0
 
     guarded(as_json, body)
@@ -346,7 +348,7 @@ def resume_command(run_id: RunArg, detach: DetachFlag = False, as_json: JsonFlag
                 out.print(f"run {record.run_id}: {done}", markup=False)
             if record.status != "running":
                 if as_json:
-                    print(json.dumps(service.run_document(record), ensure_ascii=False))
+                    print(json.dumps(service.run_document(record, rt.threads), ensure_ascii=False))
                 return 0
             return drive_and_report(rt, reg, record, as_json, detach)
 

@@ -31,7 +31,17 @@ def _duration(run: RunRecord, task_id: str) -> float:
     return sum(a.duration_seconds for a in run.attempts_of(task_id))
 
 
-def tree(run: RunRecord) -> Tree:
+def _cost(usage: dict[str, Any] | None) -> str:
+    """A task's (or run's) model calls, when it made any: "2 model calls · 812 in / 40 out tokens · 1.2 s"."""
+    if not usage or not usage.get("model_calls"):
+        return ""
+    from tether.agent.usage import describe
+
+    return describe(usage)
+
+
+def tree(run: RunRecord, usage: dict[str, Any] | None = None) -> Tree:
+    """The run as a tree; with ``usage`` (``service.run_usage``), each task's model calls and the total."""
     mark, style = MARKS.get(run.status, ("?", ""))
     title = f"[{style}]{mark} run {escape(run.run_id)}: {run.status}[/{style}]"
     if run.goal:
@@ -42,6 +52,8 @@ def tree(run: RunRecord) -> Tree:
         attempts = f" · {state.attempts} attempt(s)" if state.attempts > 1 else ""
         took = _duration(run, state.task_id)
         took_text = f" · {took:.1f} s" if took else ""
+        cost = _cost((usage or {}).get("tasks", {}).get(state.task_id))
+        took_text += f" [dim]· {escape(cost)}[/dim]" if cost else ""
         node = root.add(
             f"[{style}]{mark} {escape(state.task_id)}[/{style}] {state.status}{attempts}{took_text}"
         )
@@ -54,10 +66,20 @@ def tree(run: RunRecord) -> Tree:
             node.add(f"[dim]evidence: {escape(str(evidence)[:300])}[/dim]")
     if run.message and run.status != "running":
         root.add(f"[dim]{escape(run.message[:300])}[/dim]")
+    total = _cost((usage or {}).get("total"))
+    if total:
+        root.add(f"Σ {escape(total)}")
     return root
 
 
-def summary(run: RunRecord) -> str:
+def summary(run: RunRecord, usage: dict[str, Any] | None = None) -> str:
+    """One paragraph: how the run ended, what waits, what to do, and (with ``usage``) what it cost."""
+    text = _summary(run)
+    total = _cost((usage or {}).get("total"))
+    return f"{text}\n  Σ {total}" if total else text
+
+
+def _summary(run: RunRecord) -> str:
     counts: dict[str, int] = {}
     for state in run.tasks:
         counts[state.status] = counts.get(state.status, 0) + 1

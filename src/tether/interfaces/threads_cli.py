@@ -114,8 +114,12 @@ def trace_command(
 
     def body() -> int:
 
+        from tether.agent.usage import Totals, describe, turn_totals
+
         given = thread_id
-        store = _thread_store(state.home)
+        runtime = _runtime(state.home)
+        store = runtime.threads
+        zh = runtime.agent_settings.language == "zh"
         found = given if store.load(given) is not None else None
         if found is None and len(given) >= 3:
             matches = store.ids_with_prefix(given, 2)
@@ -125,10 +129,20 @@ def trace_command(
             return 2
         thread = found
         steps = _step_tree(store, thread)
+        turns = turn_totals(store, thread)  # each turn's model calls, its delegations' included
+        total = Totals()
+        for each in turns.values():
+            total.add(each)
         if as_json:
-            print(json.dumps({"thread_id": thread, "steps": steps}, ensure_ascii=False))
+            usage = {
+                "turns": [{"turn": n, **t.to_dict()} for n, t in sorted(turns.items())],
+                "total": total.to_dict(),
+            }
+            print(json.dumps({"thread_id": thread, "steps": steps, "usage": usage}, ensure_ascii=False))
             return 0
-        _print_steps(steps, "")
+        _print_steps(steps, "", zh, turns)
+        if len(turns) > 1:
+            out.print(f"Σ {'全部' if zh else 'all turns'}: {describe(total, zh=zh)}", markup=False)
         return 0
 
     guarded(as_json, body)
@@ -155,9 +169,15 @@ def _step_tree(store: Any, thread: str, depth: int = 0) -> list[dict[str, Any]]:
     return steps
 
 
-def _print_steps(steps: list[dict[str, Any]], indent: str) -> None:
-    for s in steps:
+def _print_steps(steps: list[dict[str, Any]], indent: str, zh: bool, turns: dict[int, Any] | None) -> None:
+    """Each step a line (a model call's cost after it); with ``turns``, each turn's totals after its
+    last step (a delegated thread's steps show their own calls; the totals of the turn above include
+    them)."""
+    from tether.agent.usage import calls_of, describe, describe_call
+
+    for position, s in enumerate(steps):
         head = f"{indent}{s['turn']}:{s['index']:<2} {STEP_ICONS.get(s['kind'], '·')} {s['kind']:<12}"
+        cost = "".join(f"  [{describe_call(c, zh=zh)}]" for c in calls_of(s))
         if s["kind"] == "tool":
             result = s["result"] or {}
             args = json.dumps(s["args"], ensure_ascii=False)
@@ -165,12 +185,16 @@ def _print_steps(steps: list[dict[str, Any]], indent: str) -> None:
             out.print(f"{head} {shown}", markup=False)
         elif s["kind"] == "model" and s["args"]:
             names = ", ".join(c["name"] for c in s["args"]["tool_calls"])
-            out.print(f"{head} → {names}", markup=False)
+            out.print(f"{head} → {names}{cost}", markup=False)
         else:
-            out.print(f"{head} {s['text']}", markup=False)
+            out.print(f"{head} {s['text']}{cost}", markup=False)
         if "delegation" in s:
             out.print(f"{indent}     └─ in thread {s['delegation']['thread_id']}:", markup=False)
-            _print_steps(s["delegation"]["steps"], indent + "     │ ")
+            _print_steps(s["delegation"]["steps"], indent + "     │ ", zh, None)
+        last = position + 1 == len(steps) or steps[position + 1]["turn"] != s["turn"]
+        if turns is not None and last and s["turn"] in turns:
+            word = f"第 {s['turn']} 轮" if zh else f"turn {s['turn']}"
+            out.print(f"{indent}Σ {word}: {describe(turns[s['turn']], zh=zh)}", markup=False)
 
 
 @threads_app.command("private")
@@ -228,7 +252,7 @@ def _print_threads(rows: list[dict[str, Any]], zh: bool) -> None:
     print_table(columns, cells)
 
 
-def _thread_store(home: str | None) -> Any:
+def _runtime(home: str | None) -> Any:
     from tether.runtime import Runtime
 
-    return Runtime.open(home).threads
+    return Runtime.open(home)

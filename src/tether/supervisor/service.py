@@ -19,6 +19,7 @@ from tether.errors import ConfigError, PlanError, ToolRejected
 from tether.execution import faults
 from tether.runtime import Runtime
 from tether.store.runs import RunRecord
+from tether.store.threads import ThreadStore
 from tether.supervisor import durable
 from tether.supervisor.plan import Plan
 from tether.supervisor.policies import as_text_where_text, call_args, context_of
@@ -267,9 +268,27 @@ def resume(runtime: Runtime, run_id: str) -> tuple[RunRecord, str]:
     return record, done
 
 
-def run_document(run: RunRecord) -> dict[str, Any]:
-    """The ``--json`` shape of one run."""
-    return {
+def run_usage(threads: ThreadStore, run: RunRecord) -> dict[str, Any]:
+    """What a run's model calls cost (``agent/usage.py``): each task's (the turns of its agent
+    attempts, their delegations included) and the run's total. A task that calls a registry task
+    directly asks no model: it costs nothing here."""
+    from tether.agent.usage import Totals, threads_totals
+    from tether.supervisor.conversations import AGENT_THREAD
+
+    total = Totals()
+    tasks: dict[str, Any] = {}
+    for state in run.tasks:
+        ids = [f"{AGENT_THREAD}{a.execution_id}" for a in run.attempts_of(state.task_id)]
+        spent = threads_totals(threads, [i for i in ids if threads.load(i) is not None])
+        total.add(spent)
+        tasks[state.task_id] = spent.to_dict()
+    return {"total": total.to_dict(), "tasks": tasks}
+
+
+def run_document(run: RunRecord, threads: ThreadStore | None = None) -> dict[str, Any]:
+    """The ``--json`` shape of one run; with ``threads``, what its model calls cost (``usage``)."""
+    usage = run_usage(threads, run) if threads is not None else None
+    document = {
         "run_id": run.run_id,
         "status": run.status,
         "goal": run.goal,
@@ -289,10 +308,14 @@ def run_document(run: RunRecord) -> dict[str, Any]:
                     }
                     for a in run.attempts_of(t.task_id)
                 ],
+                **({"usage": usage["tasks"].get(t.task_id)} if usage is not None else {}),
             }
             for t in run.tasks
         ],
     }
+    if usage is not None:
+        document["usage"] = usage["total"]
+    return document
 
 
 __all__ = [
@@ -305,5 +328,6 @@ __all__ = [
     "new_run_id",
     "resume",
     "run_document",
+    "run_usage",
     "start",
 ]

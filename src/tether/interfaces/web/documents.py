@@ -231,8 +231,24 @@ class Step(_Doc):
     created_at: str
 
 
+class Usage(_Doc):
+    """What some model calls cost (``agent/usage.py``): tokens are null when no call reported any."""
+
+    model_calls: int
+    reported_calls: int
+    input_tokens: int | None
+    output_tokens: int | None
+    duration_s: float
+
+
+class TurnUsage(Usage):
+    turn: int
+
+
 class Steps(_Doc):
     items: list[Step]
+    # Each turn's model calls, the turns it delegated included (the trace's turn headings).
+    usage: list[TurnUsage] = Field(default_factory=list)
 
 
 class Job(_Doc):
@@ -278,6 +294,7 @@ class RunTask(_Doc):
     call: Call | None
     description: str | None
     steps: list[Attempt]
+    usage: Usage | None = None  # its agent attempts' model calls
 
 
 class Review(_Doc):
@@ -300,6 +317,7 @@ class Run(_Doc):
     created_at: str
     ended_at: str | None
     tasks: list[RunTask]
+    usage: Usage | None = None  # every model call of its agent tasks
 
 
 class RunSummary(_Doc):

@@ -26,14 +26,16 @@ from tether.interfaces.web.documents import (
     not_found,
 )
 from tether.store.runs import RunRecord
+from tether.store.threads import ThreadStore
 from tether.supervisor import service
 
 # -- goal runs -----------------------------------------------------------------------------------
 
 
-def _run(run: RunRecord) -> Run:
+def _run(run: RunRecord, threads: ThreadStore | None = None) -> Run:
+    """The run as the page reads it; with ``threads``, what its model calls cost (``usage``)."""
     tasks_by_id = {t.get("id"): t for t in run.plan.get("tasks", []) if isinstance(t, dict)}
-    document = service.run_document(run)
+    document = service.run_document(run, threads)
     items = []
     for task in document["tasks"]:
         planned = tasks_by_id.get(task["id"], {})
@@ -58,6 +60,7 @@ def _run(run: RunRecord) -> Run:
                 call=call,
                 description=None if call is not None else str(planned.get("description", "")),
                 steps=[Attempt(**s) for s in task["steps"]],
+                usage=task.get("usage"),
             )
         )
     return Run(
@@ -68,6 +71,7 @@ def _run(run: RunRecord) -> Run:
         created_at=run.created_at,
         ended_at=run.ended_at,
         tasks=items,
+        usage=document.get("usage"),
     )
 
 
@@ -127,16 +131,16 @@ def router(ctx: WebContext) -> APIRouter:
         if not goal:
             raise ApiError(400, "invalid", "say what you want done")
         record = await service.begin_goal(ctx.runtime, ctx.registry, goal, offline=ctx.offline)
-        return _run(await asyncio.to_thread(_find_run, ctx, record.run_id))
+        return _run(await asyncio.to_thread(_find_run, ctx, record.run_id), ctx.runtime.threads)
 
     @router.get("/api/runs/{run_id}", response_model=Run)
     def get_run(run_id: RunId) -> Run:
-        return _run(_find_run(ctx, run_id))
+        return _run(_find_run(ctx, run_id), ctx.runtime.threads)
 
     def answer(run_id: str, task_id: str, verb: service.Verb, **extra: Any) -> Run:
         _find_run(ctx, run_id)
         record = service.answer(ctx.runtime, ctx.registry, run_id, task_id, verb, by=CALLER, **extra)
-        return _run(record)
+        return _run(record, ctx.runtime.threads)
 
     @router.post("/api/runs/{run_id}/tasks/{task_id}/approve", response_model=Run)
     def approve_task(run_id: RunId, task_id: TaskId, body: Annotated[Answer | None, Body()] = None) -> Run:
@@ -155,12 +159,13 @@ def router(ctx: WebContext) -> APIRouter:
     @router.post("/api/runs/{run_id}/cancel", response_model=Run)
     async def cancel_run(run_id: RunId) -> Run:
         await asyncio.to_thread(_find_run, ctx, run_id)
-        return _run(await service.cancel_run(ctx.runtime, ctx.executor, run_id, by=CALLER))
+        record = await service.cancel_run(ctx.runtime, ctx.executor, run_id, by=CALLER)
+        return _run(record, ctx.runtime.threads)
 
     @router.post("/api/runs/{run_id}/resume", response_model=Resumed)
     def resume_run(run_id: RunId) -> Resumed:
         _find_run(ctx, run_id)
         record, done = service.resume(ctx.runtime, run_id)
-        return Resumed(run=_run(record), done=done)
+        return Resumed(run=_run(record, ctx.runtime.threads), done=done)
 
     return router

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query
 
 from tether.agent.session import THREAD_ID_RE
+from tether.agent.usage import turn_totals
 from tether.interfaces.web.context import (
     AGENT_THREAD,
     CALLER,
@@ -35,6 +36,7 @@ from tether.interfaces.web.documents import (
     Thread,
     ThreadPage,
     TurnCancelled,
+    TurnUsage,
     not_found,
 )
 from tether.store.agents import DEFAULT_AGENT
@@ -201,7 +203,9 @@ def _conversation_routes(router: APIRouter, ctx: WebContext) -> None:
     @router.get("/api/threads/{thread_id}/steps", response_model=Steps)
     def list_steps(thread_id: ThreadId, turn: Annotated[int | None, Query(ge=1, le=MAX_INT)] = None) -> Steps:
         load_thread(ctx, thread_id)
-        return Steps(items=[Step(**s.to_dict()) for s in threads.steps(thread_id, turn)])
+        spent = turn_totals(threads, thread_id)
+        usage = [TurnUsage(turn=n, **t.to_dict()) for n, t in sorted(spent.items()) if turn in (None, n)]
+        return Steps(items=[Step(**s.to_dict()) for s in threads.steps(thread_id, turn)], usage=usage)
 
     @router.get("/api/confirmations", response_model=Confirmations)
     def list_confirmations() -> Confirmations:

@@ -45,6 +45,7 @@ const state = {
   messages: [],
   optimistic: [],
   cards: new Map(),
+  turnUsage: new Map(), // turn → what its model calls cost, delegations included (from the record)
   openTrees: new Set(), // delegations unfolded in the trace (child thread ids): kept open across redraws
   sending: false,
   // live turn state, by thread id
@@ -581,6 +582,7 @@ function resetConversation() {
   state.messages = [];
   state.optimistic = [];
   state.cards = new Map();
+  state.turnUsage = new Map();
   keyedCaches.delete($('conversation'));
   keyedCaches.delete($('trace'));
   delegationTrees.clear();
@@ -693,6 +695,7 @@ async function loadCurrentThread({ scroll = false } = {}) {
     state.messages = messages.items || [];
     dropSettledOptimistic();
     mergeSteps(steps.items || []);
+    state.turnUsage = new Map((steps.usage || []).map((u) => [u.turn, u]));
     renderThreads();
     renderChat({ scroll });
     renderTrace({ scroll });
@@ -1282,7 +1285,8 @@ function cardsFromStep(step) {
   const at = secondsOf(step.created_at);
   let cards = [];
   if (step.kind === 'model') {
-    cards = [{ kind: 'plan', text: step.text, tools: toolNames(step.args && step.args.tool_calls), ts: at }];
+    const calls = (step.result && step.result.model_calls) || [];
+    cards = [{ kind: 'plan', text: step.text, tools: toolNames(step.args && step.args.tool_calls), call: calls[0] || null, ts: at }];
   } else if (step.kind === 'tool') {
     cards = toolCards(step, at);
   } else if (step.kind === 'confirmation') {
@@ -1296,7 +1300,7 @@ function cardsFromStep(step) {
 }
 
 const EVENT_CARDS = {
-  model_decided: (e) => ({ kind: 'plan', text: e.text, tools: toolNames(e.tool_calls) }),
+  model_decided: (e) => ({ kind: 'plan', text: e.text, tools: toolNames(e.tool_calls), call: e.call || null }),
   tool_started: (e) => ({ kind: 'action', tool: e.tool, args: e.args }),
   tool_finished: (e) => ({
     kind: 'observation',
@@ -1357,7 +1361,7 @@ function traceItems() {
       turn = card.turn;
       const ask = turnAsk(turn);
       previous = ask ? secondsOf(ask.at) : NaN;
-      items.push({ key: `turn:${turn}`, heading: turn, ask: ask ? ask.text : '' });
+      items.push({ key: `turn:${turn}`, heading: turn, ask: ask ? ask.text : '', usage: turnUsageOf(turn, cards) });
     }
     const delta = card.ts - previous;
     items.push({
@@ -1369,6 +1373,43 @@ function traceItems() {
     if (Number.isFinite(card.ts)) previous = card.ts;
   }
   return items;
+}
+
+/** What some model calls cost, for a person: "2 model calls · 1,234 in / 56 out tokens · 3.4 s"; tokens
+ * a service did not report are said to be not reported, never shown as 0. */
+function usageText(u) {
+  const n = u.model_calls || 0;
+  const r = u.reported_calls || 0;
+  let tokens = t('usage.notReported');
+  if (r) {
+    tokens = t('usage.tokens', { i: (u.input_tokens || 0).toLocaleString(), o: (u.output_tokens || 0).toLocaleString() });
+    if (r < n) tokens += ` ${t('usage.partial', { r, n })}`;
+  }
+  return [n === 1 ? t('usage.call') : t('usage.calls', { n }), tokens, formatSeconds(u.duration_s || 0)].join(' · ');
+}
+
+function callUsageText(call) {
+  const reported = typeof call.input_tokens === 'number' || typeof call.output_tokens === 'number';
+  const tokens = reported
+    ? t('usage.tokens', { i: (call.input_tokens || 0).toLocaleString(), o: (call.output_tokens || 0).toLocaleString() })
+    : t('usage.notReported');
+  const took = typeof call.duration_s === 'number' ? formatSeconds(call.duration_s) : '';
+  return [call.model, tokens, took].filter(Boolean).join(' · ');
+}
+
+/** A turn's cost: the record's (its delegations included) once read, else what its live cards say. */
+function turnUsageOf(turn, cards) {
+  if (state.turnUsage.has(turn)) return state.turnUsage.get(turn);
+  const calls = cards.filter((c) => c.turn === turn && c.call).map((c) => c.call);
+  if (!calls.length) return null;
+  const reported = calls.filter((c) => typeof c.input_tokens === 'number' || typeof c.output_tokens === 'number');
+  return {
+    model_calls: calls.length,
+    reported_calls: reported.length,
+    input_tokens: reported.reduce((sum, c) => sum + (c.input_tokens || 0), 0),
+    output_tokens: reported.reduce((sum, c) => sum + (c.output_tokens || 0), 0),
+    duration_s: calls.reduce((sum, c) => sum + (c.duration_s || 0), 0),
+  };
 }
 
 function cardTiming(card, delta) {
@@ -1400,7 +1441,11 @@ function toolChips(tools) {
 function cardBody(card, repeat) {
   switch (card.kind) {
     case 'plan':
-      return [card.text && !repeat ? h('p', { class: 'prewrap' }, card.text) : null, toolChips(card.tools || [])];
+      return [
+        card.text && !repeat ? h('p', { class: 'prewrap' }, card.text) : null,
+        toolChips(card.tools || []),
+        card.call ? h('p', { class: 'muted small', 'data-testid': 'model-usage', title: t('usage.title') }, callUsageText(card.call)) : null,
+      ];
     case 'action':
       return [h('code', { class: 'json block' }, compactJson(card.args))];
     case 'observation':
@@ -1514,6 +1559,7 @@ function traceItem(item) {
       { class: 'turn-heading', 'data-testid': 'trace-turn' },
       h('span', {}, t('trace.turn', { n: item.heading })),
       item.ask ? h('span', { class: 'turn-ask', title: item.ask }, item.ask) : null,
+      item.usage ? h('span', { class: 'turn-usage muted small', 'data-testid': 'turn-usage', title: t('usage.title') }, usageText(item.usage)) : null,
     );
   }
   return traceCard(item);
@@ -1521,7 +1567,7 @@ function traceItem(item) {
 
 function traceSig(item) {
   if (item.empty) return item.empty;
-  if (item.heading !== undefined) return item.ask;
+  if (item.heading !== undefined) return `${item.ask}|${compactJson(item.usage)}`;
   const delta = item.delta === null ? '' : item.delta.toFixed(2);
   return `${compactJson(item.card)}|${delta}|${item.repeat}`;
 }
@@ -1857,6 +1903,7 @@ function runHeader(run) {
     { class: 'run-head' },
     h('h3', { class: 'run-title' }, run.goal || t('runs.noGoal')),
     h('p', { class: 'run-meta' }, chip(run.status), h('code', { class: 'muted small' }, run.run_id)),
+    run.usage && run.usage.model_calls ? h('p', { class: 'muted small', 'data-testid': 'run-usage', title: t('usage.title') }, usageText(run.usage)) : null,
     run.message ? h('p', { class: 'muted prewrap' }, run.message) : null,
     h(
       'div',
