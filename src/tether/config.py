@@ -474,23 +474,23 @@ class WebSettings(_Section):
     max_connections: Annotated[int, Field(ge=16, le=100_000)] = 256
 
 
+class TelemetrySettings(_Section):
+    """``[telemetry]``: OpenTelemetry traces of turns, model and tool calls and runs (``tether[otel]``,
+    ``tether/telemetry.py``). The SDK's ``OTEL_*`` variables (headers, sampler, …) apply as it reads them."""
+
+    section: ClassVar[str] = "telemetry"
+
+    exporter: Literal["none", "otlp", "console"] = "none"  # none: nothing of OpenTelemetry is imported
+    # OTLP/HTTP traces URL (http://127.0.0.1:4318/v1/traces); empty: OTEL_EXPORTER_OTLP_* or the SDK's own.
+    otlp_endpoint: Annotated[str, Field(max_length=2000)] = ""
+    service_name: Annotated[str, Field(min_length=1, max_length=200)] = "tether"
+
+
 S = TypeVar("S", bound=_Section)
 
-SECTIONS: dict[str, type[_Section]] = {
-    section.section: section
-    for section in (
-        Settings,
-        StoreSettings,
-        ModelSettings,
-        AgentSettings,
-        InitiativeSettings,
-        ResearchSettings,
-        WorkspaceSettings,
-        ShellSettings,
-        WebSettings,
-        McpSettings,
-    )
-}
+_SOME = (Settings, StoreSettings, ModelSettings, AgentSettings, InitiativeSettings, ResearchSettings)
+_MORE = (WorkspaceSettings, ShellSettings, WebSettings, McpSettings, TelemetrySettings)
+SECTIONS: dict[str, type[_Section]] = {section.section: section for section in (*_SOME, *_MORE)}
 
 
 def setting_variables() -> tuple[str, ...]:
