@@ -17,7 +17,9 @@ from tether.tasks.result import TaskResult, TaskStatus
 from tether.toolkits.mcp.specs import registry
 
 SERVER = Path(__file__).with_name("notes_server.py")
-EVERY_TOOL = ["read_note", "delete_note", "countWords", "whoami", "wait", "crash", "fail", "read*file"]
+EVERY_TOOL = [
+    "read_note", "delete_note", "countWords", "whoami", "wait", "summarize", "crash", "fail", "read*file"
+]  # fmt: skip
 # The test keyring (a file) reaches a worker that may read the keyring only through this variable.
 KEYRING_SETTINGS = Settings(**{**FAST.model_dump(), "worker_env": ("TETHER_TEST_KEYRING",)})
 
@@ -61,7 +63,8 @@ def notes_log(tmp_path: Path) -> Path:
 @pytest.fixture
 def notes(home: Path, notes_log: Path, make_executor: Callable[..., Executor]) -> Executor:
     """An executor on a home that imports the notes server's tools, listed once."""
-    (home / "settings.toml").write_text(server_entry("notes", notes_log, timeout_s=30), encoding="utf-8")
+    entry = server_entry("notes", notes_log, timeout_s=30, background=["wait"])
+    (home / "settings.toml").write_text(entry, encoding="utf-8")
     executor = make_executor(registry)
     refresh(executor)
     return executor

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 
@@ -68,6 +68,15 @@ def wait(seconds: float = 600.0) -> str:
     _ran("wait", seconds=seconds)
     time.sleep(seconds)
     return "waited"
+
+
+@server.tool()
+async def summarize(parts: int, ctx: Context) -> str:
+    """Work through some parts, saying how far it got after each."""
+    _ran("summarize", parts=parts)
+    for done in range(1, parts + 1):
+        await ctx.report_progress(done, parts, f"part {done} of {parts}")
+    return f"summarized {parts} parts"
 
 
 @server.tool()

@@ -12,6 +12,7 @@ from pathlib import Path
 from tests.support.helpers import exited, wait_for
 from tests.toolkits.mcp.conftest import ran, refresh, server_entry
 from tether.execution.executor import Executor
+from tether.execution.protocol import ExecutionPaths
 from tether.tasks.result import TaskStatus
 from tether.tasks.spec import Danger
 from tether.toolkits.mcp import specs
@@ -39,6 +40,7 @@ def test_the_allowlist_picks_the_tools_and_names_are_mapped_predictably(
         "mcp.notes.delete_note",
         "mcp.notes.fail",
         "mcp.notes.read_note",
+        "mcp.notes.summarize",
         "mcp.notes.wait",
         "mcp.notes.whoami",
     ]
@@ -106,22 +108,49 @@ def test_a_destructive_hint_needs_the_persons_confirmation_and_the_call_then_run
     assert asked.status is TaskStatus.REJECTED and asked.data["danger"] == "caution"
 
 
-def test_a_stop_ends_the_call_and_no_server_process_survives(notes: Executor, notes_log: Path) -> None:
+def test_a_stop_of_a_background_call_ends_it_and_no_server_process_survives(
+    notes: Executor, notes_log: Path
+) -> None:
+    started = notes.execute_sync("mcp.notes.wait", {}, caller="cli")
+    assert started.status is TaskStatus.RUNNING, started  # background, as the settings say
+    server_pid = wait_for(lambda: ran(notes_log), what="the server to start the call")[0]["pid"]
+    stopped = asyncio.run(notes.jobs.stop(started.execution_id, reason="test"))
+    assert stopped.status is TaskStatus.STOPPED, stopped
+    wait_for(lambda: exited(server_pid), what="the server process to end")
+    assert notes.jobs.record(started.execution_id).status == "stopped"
+
+
+def test_a_stop_of_a_foreground_call_ends_it_too(
+    home: Path, notes_log: Path, make_executor: Callable[..., Executor]
+) -> None:
+    (home / "settings.toml").write_text(server_entry("notes", notes_log, tools=["wait"]), encoding="utf-8")
+    executor = make_executor(registry)
+    refresh(executor)
+
     async def scenario() -> tuple[TaskStatus, str]:
-        call = asyncio.create_task(notes.execute("mcp.notes.wait", {}, caller="cli"))
-        while not ran(notes_log) or not notes.store.list(active=True):
+        call = asyncio.create_task(executor.execute("mcp.notes.wait", {}, caller="cli"))
+        while not ran(notes_log) or not executor.store.list(active=True):
             assert not call.done(), call.result()
             await asyncio.sleep(0.02)  # polling observable state: the server said it started
-        [record] = notes.store.list(active=True)
-        await notes.jobs.stop(record.execution_id, reason="test")
-        result = await call
-        return result.status, record.execution_id
+        [record] = executor.store.list(active=True)
+        await executor.jobs.stop(record.execution_id, reason="test")
+        return (await call).status, record.execution_id
 
     status, execution_id = asyncio.run(scenario())
     assert status is TaskStatus.STOPPED
-    server_pid = ran(notes_log)[0]["pid"]
-    wait_for(lambda: exited(server_pid), what="the server process to end")
-    assert notes.jobs.record(execution_id).status == "stopped"
+    wait_for(lambda: exited(ran(notes_log)[0]["pid"]), what="the server process to end")
+    assert executor.jobs.record(execution_id).status == "stopped"
+
+
+def test_the_servers_progress_reports_become_the_jobs_progress(notes: Executor, home: Path) -> None:
+    result = notes.execute_sync("mcp.notes.summarize", {"parts": 3}, caller="cli")
+    assert result.status is TaskStatus.COMPLETED and result.message == "summarized 3 parts"
+    events = ExecutionPaths(home / "executions" / result.execution_id).events.read_text(encoding="utf-8")
+    reports = [json.loads(line) for line in events.splitlines() if '"progress"' in line]
+    shown = [
+        (r.get("fraction"), r.get("message")) for r in reports if r.get("message", "").startswith("part")
+    ]
+    assert shown[-1] == (1.0, "part 3 of 3") and len(shown) == 3
 
 
 def test_a_server_that_crashes_mid_call_fails_the_job_with_its_last_words(notes: Executor) -> None:

@@ -51,6 +51,9 @@ class McpServer(BaseModel):
     # A tool's danger by name or glob (the first that matches): raises the default caution, or lowers
     # it to safe; a tool the server marks destructive stays destructive whatever this says.
     danger: Annotated[dict[ToolPattern, DangerName], Field(max_length=256)] = {}
+    # Tools (names or globs) that run in the background: a call answers with its job at once, its
+    # progress streams, and it runs until it ends, is stopped or reaches timeout_s.
+    background: Annotated[tuple[ToolPattern, ...], Field(strict=False, max_length=256)] = ()
     # readOnlyHint is the server's own word: only with this set does it make a tool safe.
     trust_read_only: bool = False
     timeout_s: PositiveSeconds = DEFAULT_TIMEOUT_S  # one call: the server's start and its answer

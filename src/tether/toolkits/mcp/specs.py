@@ -149,6 +149,7 @@ def _tool(server: McpServer, entry: dict[str, object], *, shared: bool) -> Tool:
         description=f"{description} (the tool {name!r} of the MCP server {server.name!r})".lstrip(),
         aliases=tuple(dict.fromkeys(a for a in (name, str(entry.get("title") or "")) if a)),
         resources=(),
+        background=names.matches(name, server.background) is not None,
         danger=danger,
         idempotent=read_only and danger is Danger.SAFE,
         exposed_to=EVERYONE,
