@@ -134,10 +134,12 @@ def test_a_stop_of_a_foreground_call_ends_it_too(
             await asyncio.sleep(0.02)  # polling observable state: the server said it started
         [record] = executor.store.list(active=True)
         await executor.jobs.stop(record.execution_id, reason="test")
-        return (await call).status, record.execution_id
+        result = await call
+        return result.status, f"{record.execution_id} {result.message}"
 
-    status, execution_id = asyncio.run(scenario())
-    assert status is TaskStatus.STOPPED
+    status, said = asyncio.run(scenario())
+    execution_id = said.split()[0]
+    assert status is TaskStatus.STOPPED, said
     wait_for(lambda: exited(ran(notes_log)[0]["pid"]), what="the server process to end")
     assert executor.jobs.record(execution_id).status == "stopped"
 

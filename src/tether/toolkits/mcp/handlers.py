@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from tether.config import McpSettings
-from tether.errors import ConfigError, StopRequested, TaskFailed
+from tether.errors import CredentialError, StopRequested, TaskFailed
 from tether.tasks.context import TaskContext
 from tether.toolkits.mcp import cache, client, specs
 from tether.toolkits.mcp.servers import McpServer, load_servers
@@ -66,7 +66,7 @@ def refresh(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
             tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor or len(tools) > cache.MAX_TOOLS:
-                return tools, session.server_info if hasattr(session, "server_info") else None
+                return tools, session.server_info
 
     tools, info = _run(ctx, server, work, timeout, "listing its tools")
     entries = [
@@ -97,8 +97,8 @@ def _run(
     can go wrong as ``TaskFailed`` (or ``StopRequested``) with the server's own last words."""
     try:
         secrets = client.secrets_of(server)
-    except ConfigError as exc:
-        raise TaskFailed(exc.message) from exc
+    except CredentialError as exc:  # a keyring that cannot be read says why
+        raise TaskFailed(f"the MCP server {server.name!r}: {exc.message}") from exc
     faults = client.Faults()
     with client.server_log() as log:
         try:
@@ -143,6 +143,8 @@ async def _session_work(
         await asyncio.wait({task}, timeout=STOP_POLL_S)
         stop = ctx.should_stop()
         if not task.done() and (stop or faults.first is not None):
+            if stop:
+                client.end_servers()
             task.cancel()  # the session's exit ends the server (its shutdown is shielded)
             with _quiet():
                 await task

@@ -37,6 +37,7 @@ HOME_FILES = ("settings.toml", "mcp/tools")  # a change in either makes a home's
 # What a worker needs to reach the OS keyring (the session bus on Linux; a chosen backend): given only
 # to the workers of a server that has secrets.
 KEYRING_ENV = ("DBUS_SESSION_BUS_ADDRESS", "PYTHON_KEYRING_BACKEND")
+TIMEOUT_GRACE_S = 10.0
 
 
 def sdk_problem(home: Path) -> str | None:
@@ -153,7 +154,8 @@ def _tool(server: McpServer, entry: dict[str, object], *, shared: bool) -> Tool:
         danger=danger,
         idempotent=read_only and danger is Danger.SAFE,
         exposed_to=EVERYONE,
-        timeout_s=server.timeout_s,
+        # The handler's own limit says "did not answer within …"; the executor's is the backstop.
+        timeout_s=server.timeout_s + TIMEOUT_GRACE_S,
         available=AVAILABLE,
         env=KEYRING_ENV if server.secret_names() else (),
     )
