@@ -205,3 +205,17 @@ def test_a_changed_command_makes_the_kept_list_stale_until_it_is_refreshed(
     assert "settings changed since its tools were listed" in plan.problem
     refresh(notes)
     assert "mcp.notes.read_note" in {s.task_id for s in notes.registry}
+
+
+def test_a_server_that_does_not_answer_in_time_fails_the_call_and_is_ended(
+    home: Path, notes_log: Path, make_executor: Callable[..., Executor]
+) -> None:
+    (home / "settings.toml").write_text(
+        server_entry("notes", notes_log, tools=["wait"], timeout_s=3), encoding="utf-8"
+    )
+    executor = make_executor(registry)
+    refresh(executor)
+    result = executor.execute_sync("mcp.notes.wait", {"seconds": 60}, caller="cli")
+    assert result.status is TaskStatus.FAILED
+    assert "the MCP server 'notes' did not answer within 3 s" in result.message
+    wait_for(lambda: exited(ran(notes_log)[0]["pid"]), what="the server process to end")
