@@ -350,9 +350,13 @@ def check_mcp(path: Path) -> Check | None:
     """The MCP servers this home imports tools from (None when it configures none): the SDK, each
     server's kept tool list and its secrets."""
     from tether import credentials
+    from tether.errors import ConfigError
     from tether.toolkits.mcp import specs
 
-    plans = specs.plan(path)
+    try:
+        plans = specs.plan(path)
+    except ConfigError as exc:
+        return Check(name="mcp", status=FAIL, detail="[[mcp.servers]] is not valid", fix=exc.message)
     if not plans:
         return None
     imported = sum(1 for plan in plans for tool in plan.tools if tool.spec is not None)

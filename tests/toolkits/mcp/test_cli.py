@@ -98,3 +98,10 @@ def test_doctor_says_what_an_mcp_server_still_needs(home: Path, notes_log: Path)
     mcp = {check["check"]: check for check in json.loads(out)}["mcp"]
     assert mcp["status"] == "warn", mcp
     assert "vault: its tools were never listed: run `tether mcp tools vault --refresh`" in mcp["fix"]
+
+
+def test_doctor_names_a_wrong_server_entry(home: Path) -> None:
+    (home / "settings.toml").write_text('[[mcp.servers]]\nname = "x"\n', encoding="utf-8")
+    _, out, _ = tether_cli("doctor", "--json", home=home)
+    mcp = {check["check"]: check for check in json.loads(out)}["mcp"]
+    assert mcp["status"] == "fail" and "give either command (a program to start) or url" in mcp["fix"]
