@@ -49,6 +49,20 @@ def ran(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def live_servers(log: Path) -> list[int]:
+    """The pids of notes servers still running for this test (their NOTES_LOG is ``log``)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["pid"]):
+        try:
+            if process.environ().get("NOTES_LOG") == str(log) and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
 def refresh(executor: Executor, server: str = "notes") -> TaskResult:
     result = executor.execute_sync("mcp.refresh", {"server": server}, caller="cli")
     assert result.status is TaskStatus.COMPLETED, result

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.helpers import exited, wait_for
-from tests.toolkits.mcp.conftest import ran, refresh, server_entry
+from tests.toolkits.mcp.conftest import live_servers, ran, refresh, server_entry
 from tether.execution.executor import Executor
 from tether.execution.protocol import ExecutionPaths
 from tether.tasks.result import TaskStatus
@@ -211,11 +211,12 @@ def test_a_server_that_does_not_answer_in_time_fails_the_call_and_is_ended(
     home: Path, notes_log: Path, make_executor: Callable[..., Executor]
 ) -> None:
     (home / "settings.toml").write_text(
-        server_entry("notes", notes_log, tools=["wait"], timeout_s=3), encoding="utf-8"
+        server_entry("notes", notes_log, tools=["wait"], timeout_s=4), encoding="utf-8"
     )
     executor = make_executor(registry)
     refresh(executor)
     result = executor.execute_sync("mcp.notes.wait", {"seconds": 60}, caller="cli")
     assert result.status is TaskStatus.FAILED
-    assert "the MCP server 'notes' did not answer within 3 s" in result.message
-    wait_for(lambda: exited(ran(notes_log)[0]["pid"]), what="the server process to end")
+    assert "the MCP server 'notes' did not answer within 4 s" in result.message
+    # (under load the server may not even have reached the call by then: what matters is that none lives)
+    wait_for(lambda: not live_servers(notes_log), what="no server process to be left")
