@@ -112,7 +112,7 @@ def _server_plan(home: Path, server: McpServer) -> ServerPlan:
             name=entry["name"],
             task_id=names.task_id(server.name, entry["name"]),
             description=str(entry.get("description", "")),
-            skipped="not in the allowlist (tools = [...])",
+            skipped="not in this server's tools allowlist",
         )
         for entry in listing.tools
         if entry["name"] not in taken
