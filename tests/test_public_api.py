@@ -159,6 +159,7 @@ ALLOWED: dict[str, set[str]] = {
     "tether.resilience": {"tether.errors"},
     "tether.credentials": {"tether.errors"},
     "tether.config": {"tether.errors", "tether.resilience"},
+    "tether.telemetry": {"tether.config"},  # traces (tether[otel]): below everything that is traced
     "tether.tasks": {"tether.tasks", "tether.errors"},
     "tether.store": {"tether.store", "tether.tasks", "tether.errors", "tether.events"},
     "tether.runtime": {
@@ -190,6 +191,7 @@ ALLOWED: dict[str, set[str]] = {
         "tether.errors",
         "tether.runtime",
         "tether.events",
+        "tether.telemetry",
     },
     "tether.models": {
         "tether.models",
@@ -211,6 +213,7 @@ ALLOWED: dict[str, set[str]] = {
         "tether.runtime",
         "tether.resilience",
         "tether.toolkits.skills",  # the skills listed in the system prompt (the library, no handler)
+        "tether.telemetry",
     },
 }
 # The supervisor stands on the agent: it may use everything the agent may, and the agent itself.

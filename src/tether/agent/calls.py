@@ -15,6 +15,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
+import tether.telemetry as telemetry
 from tether.agent import texts
 from tether.agent.skillruns import SKILL_RUN_NAME
 from tether.agent.steps import TOOL, Steps, perform
@@ -107,6 +108,38 @@ class ToolCalls:
                 activity=activity_of(task_id),
             ),
         )  # fmt: skip
+        # The call's span takes its id from its step's: a replayed call, or a job re-attached after a
+        # crash, is the same span, and a delegated turn or a worker hangs under it.
+        with telemetry.span(
+            f"execute_tool {task_id}", _traced(task_id, call, None if no_job else execution_id),
+            ids=telemetry.child_ids(step_id),
+        ) as traced:  # fmt: skip
+            result = await self._dispatch(
+                turn, call, task_id, index, execution_id, consent=consent, delegated=delegated, answer=answer
+            )
+            traced.set_attribute("tether.task.status", result.status.value)
+            if result.status not in OK and not result.data.get("needs_confirmation"):
+                traced.error(result.message)
+        if not (may_ask and result.status is TaskStatus.REJECTED and result.data.get("needs_confirmation")):
+            await self.observe(turn, call, result, index)
+        return result
+
+    async def _dispatch(
+        self,
+        turn: Turn,
+        call: ToolCall,
+        task_id: str,
+        index: int,
+        execution_id: str,
+        *,
+        consent: Confirmation | None,
+        delegated: dict[str, Any] | None,
+        answer: TaskResult | None,
+    ) -> TaskResult:
+        """What the call does: nothing (answered or refused as it stands), a skill's run, a delegation,
+        a control call or one execution through the executor, as one step."""
+        step_id = f"{turn.thread_id}:{turn.turn}:{index}"
+        control = self.surface.is_control(call.name)
         if answer is not None:  # settled without running (no file was wanted): recorded like any outcome
             result = answer
         elif call.error is not None:
@@ -117,10 +150,10 @@ class ToolCalls:
                 message=f"{call.name}: {call.error}",
                 data={"errors": [{"param": None, "message": call.error}]},
             )
-        elif skill_run:
+        elif self.skill_runs is not None and call.name == SKILL_RUN_NAME:
             assert self.skill_runs is not None
             result = await self.skill_runs.run(turn, call, index)
-        elif delegation:
+        elif self.delegations is not None and call.name == DELEGATE_NAME:
             assert self.delegations is not None
             result = await self.delegations.run(turn, call, index, consent, delegated)
         else:
@@ -143,8 +176,6 @@ class ToolCalls:
                 return {"result": done.model_dump(mode="json")}
 
             result = TaskResult.model_validate((await perform(self.steps, TOOL, work))["result"])
-        if not (may_ask and result.status is TaskStatus.REJECTED and result.data.get("needs_confirmation")):
-            await self.observe(turn, call, result, index)
         return result
 
     async def control(self, turn: Turn, call: ToolCall) -> TaskResult:
@@ -265,4 +296,15 @@ def tool_message(call: ToolCall, payload: dict[str, Any]) -> Message:
         "tool_call_id": call.id,
         "name": call.name,
         "content": json.dumps(payload, ensure_ascii=False),
+    }
+
+
+def _traced(task_id: str, call: ToolCall, execution_id: str | None) -> dict[str, Any]:
+    """An ``execute_tool`` span's attributes, as the GenAI conventions name them (and tether's own)."""
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": task_id,
+        "gen_ai.tool.call.id": call.id,
+        "gen_ai.tool.type": "function",
+        "tether.execution.id": execution_id,
     }

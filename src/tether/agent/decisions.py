@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import tether.telemetry as telemetry
 from tether.agent import outputs
 from tether.agent.steps import MODEL, Steps, perform
 from tether.agent.turn import Turn
@@ -67,15 +68,18 @@ async def complete(
     step so that a replay returns the same record and nothing is counted twice."""
 
     async def work() -> dict[str, Any]:
-        started = time.monotonic()
-        try:
-            response = bounded(await model.complete(messages, tools, context=context))
-        except ModelError as exc:
-            return {"error": {"code": exc.code, "message": exc.message, "data": exc.data}}
-        return {
-            "response": response.to_dict(),
-            "call": call_record(model, response, time.monotonic() - started),
-        }
+        # (the span lives inside the step: a replayed step is not traced again)
+        with telemetry.span(f"chat {model.name}", _asked(model)) as traced:
+            started = time.monotonic()
+            try:
+                response = bounded(await model.complete(messages, tools, context=context))
+            except ModelError as exc:
+                traced.set_attribute("error.type", exc.code)
+                traced.error(exc.message)
+                return {"error": {"code": exc.code, "message": exc.message, "data": exc.data}}
+            call = call_record(model, response, time.monotonic() - started)
+            traced.set_attributes(_answered(call))
+        return {"response": response.to_dict(), "call": call}
 
     out = await perform(steps, MODEL, work)
     if "error" in out:
@@ -84,6 +88,25 @@ async def complete(
     # (a step recorded before calls were measured has none: its record says so, with no numbers)
     call = out.get("call") or {**call_record(model, response, 0.0), "duration_s": None}
     return response, call
+
+
+def _asked(model: Model) -> dict[str, Any]:
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": str(getattr(model, "provider", "") or "") or None,
+        "gen_ai.request.model": model.name,
+    }
+
+
+def _answered(call: dict[str, Any]) -> dict[str, Any]:
+    """A model call's record (``agent/usage.py``) as the GenAI conventions name it (tokens only when the
+    service reported them)."""
+    return {
+        "gen_ai.response.model": call.get("model") or None,
+        "gen_ai.usage.input_tokens": call.get("input_tokens"),
+        "gen_ai.usage.output_tokens": call.get("output_tokens"),
+        "gen_ai.response.finish_reasons": (call["finish_reason"],) if call.get("finish_reason") else None,
+    }
 
 
 async def review(

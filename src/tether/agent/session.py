@@ -38,6 +38,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import tether.telemetry as telemetry
 from tether.agent import decisions, memory, outputs, texts
 from tether.agent import images as images_of
 from tether.agent.calls import OK, ToolCalls, call_key
@@ -104,6 +105,7 @@ class ConversationSession:
         it stands in a chain of delegations; ``flows`` the skills that run (read from the home when
         None: a durable turn passes the ones it recorded, so a replay sees the tools it saw)."""
         self.executor = executor
+        telemetry.configure(executor.home)  # as [telemetry] says (nothing, by default)
         self.detach = detach  # background jobs outlive this session's process
         self.model = model
         self.model_label = model.name  # what people are told answered (e.g. "deepseek/deepseek-chat")
@@ -231,39 +233,56 @@ class ConversationSession:
                 raise ConfigError(str(opened["error"]))
             number = int(opened["number"])
             pending = opened.get("pending")
-            try:
-                state = await asyncio.to_thread(self.threads.load, thread_id)
-                assert state is not None
-                turn = Turn(self.threads, self.events, state, number, message)
-                turn.images = list(images or ()) if pending is None else []
-                turn.limits = dict(opened.get("limits") or self._limits())
-                await turn.started()
-                turn.stray_answer = bool(opened.get("stray"))
-                # An answer carries on the request that asked: with the files that request ticked.
-                turn.formats = outputs.normalize(pending.get("formats") or ()) if pending else formats
-                if pending is None and not turn.stray_answer:
-                    turn.recalled = await asyncio.to_thread(self._recall, state, message)
+            # The turn's span: its identity was decided in the opening step, so a replay continues it.
+            with telemetry.span(
+                f"invoke_agent {self.agent_name}", self._traced(thread_id, number), ids=opened.get("trace")
+            ) as traced:
                 try:
-                    result = await self._run(turn, pending, answer if pending is not None else None, source)
-                except TurnHalted as halt:
-                    if halt.taken_over:
-                        raise  # another process recovered this turn: its record is theirs now
-                    return await turn.done(TurnStatus.FAILED, halt.reason)
-                noted = any(s.kind == "tool" and s.tool == REMEMBER for s in result.steps)
-                if pending is None and worth_remembering(result) and not noted:
-                    # (a turn that noted a fact is remembered as that fact: forgetting it forgets it)
-                    await asyncio.to_thread(self._keep, state, number, message, result.final)
-                return result
-            except TurnHalted:
-                raise
-            except asyncio.CancelledError:
-                if not self.steps.durable:  # a durable turn is resumed by the next executor
+                    state = await asyncio.to_thread(self.threads.load, thread_id)
+                    assert state is not None
+                    turn = Turn(self.threads, self.events, state, number, message)
+                    turn.images = list(images or ()) if pending is None else []
+                    turn.limits = dict(opened.get("limits") or self._limits())
+                    await turn.started()
+                    turn.stray_answer = bool(opened.get("stray"))
+                    # An answer carries on the request that asked: with the files that request ticked.
+                    turn.formats = outputs.normalize(pending.get("formats") or ()) if pending else formats
+                    if pending is None and not turn.stray_answer:
+                        turn.recalled = await asyncio.to_thread(self._recall, state, message)
+                    try:
+                        result = await self._run(
+                            turn, pending, answer if pending is not None else None, source
+                        )
+                    except TurnHalted as halt:
+                        if halt.taken_over:
+                            raise  # another process recovered this turn: its record is theirs now
+                        traced.error(halt.reason)
+                        return await turn.done(TurnStatus.FAILED, halt.reason)
+                    noted = any(s.kind == "tool" and s.tool == REMEMBER for s in result.steps)
+                    if pending is None and worth_remembering(result) and not noted:
+                        # (a turn that noted a fact is remembered as that fact: forgetting it forgets it)
+                        await asyncio.to_thread(self._keep, state, number, message, result.final)
+                    traced.set_attribute("tether.turn.status", result.status.value)
+                    if result.status is TurnStatus.FAILED:
+                        traced.error(result.final)
+                    return result
+                except TurnHalted:
+                    raise
+                except asyncio.CancelledError:
+                    if not self.steps.durable:  # a durable turn is resumed by the next executor
+                        await asyncio.shield(asyncio.to_thread(self._end_failed, thread_id, number))
+                    raise
+                except BaseException:
+                    # Whatever ends this turn abnormally, the record says so (the page never spins).
                     await asyncio.shield(asyncio.to_thread(self._end_failed, thread_id, number))
-                raise
-            except BaseException:
-                # Whatever ends this turn abnormally, the record says so (the page never spins).
-                await asyncio.shield(asyncio.to_thread(self._end_failed, thread_id, number))
-                raise
+                    raise
+
+    def _traced(self, thread_id: str, number: int) -> dict[str, Any]:
+        return {
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.agent_name,
+            "gen_ai.conversation.id": thread_id, "gen_ai.request.model": self.model_label,
+            "tether.turn": number, "tether.caller": self.caller,
+        }  # fmt: skip
 
     def _memories(self, state: ThreadState) -> MemoryStore | None:
         """Where this session's agent remembers, when it does: not with its memory off, not in a private
@@ -347,6 +366,7 @@ class ConversationSession:
             "pending": pending,
             "stray": pending is None and (is_yes(message) or is_no(message)),
             "limits": self._limits(),  # the step budget of this turn, as it was when it opened
+            "trace": telemetry.turn_ids(),  # the turn's span (None: nothing is traced)
         }
 
     def _end_failed(self, thread_id: str, number: int, why: str = "the turn ended abnormally") -> None:

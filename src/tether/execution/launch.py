@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import tether.telemetry as telemetry
 from tether.config import Settings, setting_variables
 from tether.errors import ConfigError, JobError, StoreError
 from tether.execution import faults, process
@@ -169,6 +170,7 @@ class Launch:
             parent_poll_s=settings.parent_poll_s,
             stop_grace_s=settings.stop_grace_cooperative_s,
             created_at=time.time(),
+            trace=telemetry.traceparent(),
         )
 
     async def _start_and_follow(self, paths: ExecutionPaths, wake: Wake) -> TaskResult:

@@ -146,6 +146,9 @@ class Request(BaseModel):
     parent_poll_s: float
     stop_grace_s: float
     created_at: float
+    # The W3C traceparent of the call that started it (``tether/telemetry.py``): its worker's span hangs
+    # under it. None when nothing is traced (the worker then imports nothing of OpenTelemetry).
+    trace: str | None = None
     signature: str = ""
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+import tether.telemetry as telemetry
 from tether.errors import LockBusy, StopRequested, TaskFailed, TetherError, ToolRejected
 from tether.execution import faults, process
 from tether.execution.lock import LockSet
@@ -495,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     _adopt_environment(request, signed)
     log = _logger(request.execution_id)
     try:
-        return run(request, paths, log, signed=signed)
+        with telemetry.worker_span(request.trace, Path(request.home), request.task_id, request.execution_id):
+            return run(request, paths, log, signed=signed)
     finally:
         with contextlib.suppress(Exception):
             sys.stdout.flush()

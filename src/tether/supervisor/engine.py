@@ -29,6 +29,7 @@ from typing import Any
 
 from dbos import DBOS, SetWorkflowID
 
+import tether.telemetry as telemetry
 from tether.execution.admission import execution_id_for
 from tether.execution.executor import Executor
 from tether.runtime import Runtime
@@ -71,8 +72,10 @@ async def run_segment(run_id: str, segment: int) -> str:
                 await continue_later(run_id, segment, decision["delay_s"])
                 return "later"
             if decision["end"]:
+                if decision["end"] in ("completed", "failed", "cancelled"):
+                    await _trace_run(run_id, str(decision["end"]))
                 return str(decision["end"])
-            await asyncio.gather(*(_attempt_of(run_id, item) for item in decision["run"]))
+            await asyncio.gather(*(_traced_attempt(run_id, item) for item in decision["run"]))
     except Exception as exc:  # a bug or a broken store: the run must not stay "running"
         if type(exc).__name__ in ("DBOSWorkflowCancelledError", "DBOSAwaitedWorkflowCancelledError"):
             raise
@@ -84,6 +87,53 @@ async def run_segment(run_id: str, segment: int) -> str:
             raise  # this executor is starting or shutting down: the segment is recovered, never given up
         await give_up(run_id, f"{type(exc).__name__}: {exc}"[:1000])
         raise
+
+
+def _run_ids(run_id: str) -> tuple[str, str]:
+    """A run's trace and the id of its span: derived from the run, the same in every segment and
+    process (``tether/telemetry.py``), so a recovered segment's spans join the run's one tree."""
+    return telemetry.ids_for(f"run:{run_id}")
+
+
+async def _traced_attempt(run_id: str, item: list[Any]) -> dict[str, Any]:
+    """An attempt under its ``flow_task`` span (a child of the run's span; a call's worker and an
+    agent's turn hang under it)."""
+    if not telemetry.enabled():
+        return await _attempt_of(run_id, item)
+    trace_id, run_span = _run_ids(run_id)
+    task_id, number = str(item[0]), int(item[1])
+    ids = {
+        "trace_id": trace_id,
+        "span_id": telemetry.ids_for(f"run:{run_id}:{task_id}:{number}")[1],
+        "parent_id": run_span,
+    }
+    attributes = {"tether.run.id": run_id, "tether.task.id": task_id, "tether.attempt": number,
+                  "tether.executor": str(item[2]) if len(item) > 2 else None}  # fmt: skip
+    with telemetry.span(f"flow_task {task_id}", attributes, ids=ids) as traced:
+        outcome = await _attempt_of(run_id, item)
+        status = outcome.get("status") if isinstance(outcome, dict) else None
+        traced.set_attribute("tether.task.status", status if isinstance(status, str) else None)
+        return outcome
+
+
+async def _trace_run(run_id: str, end: str) -> None:
+    """The run's span, sent once the run ends (from its start: its tasks' spans, sent as they ended,
+    hang under its id)."""
+    if not telemetry.enabled():
+        return
+    run = await io(host().runtime.runs.view, run_id, task_ids=[])
+    if run is None:
+        return
+    trace_id, span_id = _run_ids(run_id)
+    started = int(epoch(run.created_at) * 1e9)
+    attributes = {
+        "gen_ai.operation.name": "invoke_workflow", "tether.run.id": run_id, "tether.run.status": end,
+        "tether.run.goal": run.goal[:500] or None,
+    }  # fmt: skip
+    ids = {"trace_id": trace_id, "span_id": span_id}
+    with telemetry.span(f"invoke_workflow {run_id}", attributes, ids=ids, start_ns=started) as traced:
+        if end != "completed":
+            traced.error(run.message or end)
 
 
 async def _attempt_of(run_id: str, item: list[Any]) -> dict[str, Any]:
@@ -298,6 +348,7 @@ async def launch(
     slot = await io(durable.take_slot, runtime.home)
     # The host is in place before DBOS launches: its queue and its own recovery may start a segment at
     # once, and a segment that found no host failed its run ("not a tether executor") under load.
+    telemetry.configure(runtime.home)  # as [telemetry] says (nothing, by default)
     made = Host(runtime=runtime, executor=executor, model_for=model_for, slot=slot)
     install(made)
     try:
