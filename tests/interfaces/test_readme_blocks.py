@@ -86,6 +86,7 @@ RUN_BY: dict[tuple[str, str], str] = {
     ("Documents, research", "# <home>/settings.toml"): "test_every_settings_block_is_valid_settings",
     ("Storage, events", "# <home>/settings.toml"): "test_every_settings_block_is_valid_settings",
     ("Storage, events", "import asyncio"): "test_the_python_examples_run_as_files",
+    ("Cost and traces", "# <home>/settings.toml"): "test_every_settings_block_is_valid_settings",
     (
         "Tools from other MCP servers",
         "# <home>/settings.toml",
