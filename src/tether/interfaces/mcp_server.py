@@ -45,7 +45,7 @@ from tether.errors import ToolError
 from tether.execution.protocol import last_progress
 from tether.tasks.callers import MCP
 from tether.tasks.result import TaskResult, TaskStatus
-from tether.tasks.spec import Danger
+from tether.tasks.spec import CONTROL, Danger
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -148,10 +148,15 @@ def tool(spec: TaskSpec, unavailable: str | None = None) -> types.Tool:
     )
 
 
-def tool_result(result: TaskResult) -> types.CallToolResult:
+def tool_result(result: TaskResult, *, control: bool = False) -> types.CallToolResult:
     """The executor's answer as a tool result: its message as text, the whole result as structured
-    content, an error unless it completed or runs."""
-    ok = result.status in (TaskStatus.COMPLETED, TaskStatus.RUNNING)
+    content, an error unless it completed or runs. For ``jobs.status`` and ``jobs.stop`` (``control``)
+    the answer is the job's state: the call is an error only when it found no job or was refused (a
+    stop that stopped the job, or the status of a job that failed, is the call working)."""
+    if control:
+        ok = result.status not in (TaskStatus.NOT_FOUND, TaskStatus.REJECTED)
+    else:
+        ok = result.status in (TaskStatus.COMPLETED, TaskStatus.RUNNING)
     text = f"{result.task_id} {result.status.value}: {result.message}"
     if result.status is TaskStatus.RUNNING:
         text += f"\nexecution id: {result.execution_id} (jobs.status to follow it, jobs.stop to stop it)"
@@ -224,7 +229,7 @@ class Bridge:
         result = await self._run(ctx, name, args, None)
         if result.status is TaskStatus.REJECTED and result.data.get("needs_confirmation"):
             return await self._ask(ctx, name, args, result)
-        return tool_result(result)
+        return tool_result(result, control=name in CONTROL)
 
     async def _run(
         self, ctx: ServerRequestContext[Any], name: str, args: dict[str, Any], consent: Any

@@ -4,15 +4,6 @@ home's token as a bearer, a loopback Host), then a real MCP session over streama
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import select
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import httpx2
@@ -22,11 +13,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.interfaces.mcp.peers import DEMO, MODES, Person, text
-from tests.support.helpers import ROOT
-from tether.interfaces.web.security import token_path
+from tests.interfaces.mcp.peers import MODES, Person, text
 
-URL_RE = re.compile(r"tether mcp serve: (http://\S+)")
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -38,51 +26,6 @@ INITIALIZE = {
     },
 }
 ACCEPTS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-def _url(proc: subprocess.Popen[str], timeout: float = 60.0) -> str:
-    """The URL the server prints once it serves (the test fails at the deadline)."""
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
-        if ready:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            found = URL_RE.search(line)
-            if found:
-                return found.group(1)
-    proc.kill()
-    pytest.fail(f"tether mcp serve --http did not start: {proc.stderr.read() if proc.stderr else ''}")
-
-
-@pytest.fixture
-def served(home: Path) -> Iterator[tuple[str, str]]:
-    """(the /mcp URL, the home's token) of a running ``tether mcp serve --http --port 0``."""
-    env = {**os.environ, "TETHER_HOME": str(home), "TETHER_REGISTRY": DEMO}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tether.interfaces.cli", "mcp", "serve", "--http", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-    try:
-        url = _url(proc)
-        yield url, token_path(home).read_text().strip()
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
 
 
 def test_a_request_without_the_token_or_from_another_host_is_refused(served: tuple[str, str]) -> None:
