@@ -82,7 +82,7 @@ def mcp_tools(
     ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """The tools of the MCP servers in settings.toml ([[mcp.servers]]): which become mcp.<server>.<tool>
+    """The tools of the MCP servers in settings.toml ([[mcp.servers]]): which become mcp.SERVER.TOOL
     tasks (the allowlist, their danger and why), which do not and why. --refresh asks the servers again
     (a job like any task); otherwise the list kept from the last refresh is shown and nothing starts."""
 
