@@ -85,6 +85,23 @@ def running_game(executor: Executor) -> Executor:
     return executor
 
 
+# Each test process gets its own CLI server (``tether_cli`` hands commands to it): a private runtime folder,
+# so no test meets the person's own server or another test process's, and the server is stopped at the end.
+_RUNTIME = Path(f"/tmp/tether-tests-{os.getpid()}")
+_RUNTIME.mkdir(mode=0o700, exist_ok=True)
+os.environ["XDG_RUNTIME_DIR"] = str(_RUNTIME)
+
+
+def _stop_cli_server() -> None:
+    import shutil
+    import subprocess
+
+    from tests.support.helpers import CLI
+
+    subprocess.run([*CLI, "server", "stop"], capture_output=True, timeout=60, check=False)
+    shutil.rmtree(_RUNTIME, ignore_errors=True)
+
+
 # No test may reach a real model service; loopback servers of the tests themselves are allowed.
 os.environ["TETHER_ALLOW_MODEL_REQUESTS"] = "0"
 
@@ -269,6 +286,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """A worker hands its figures and PostgreSQL skips to the controller, which prints them."""
+    _stop_cli_server()
     output = getattr(session.config, "workeroutput", None)
     if output is not None:
         from tests.support.figures import FIGURES

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.figures import count
-from tests.support.helpers import ROOT, tether_cli, wait_for
+from tests.support.helpers import CLI, ROOT, tether_cli, wait_for
 
 Arg = str | bytes
 
@@ -163,7 +163,12 @@ CONDITIONS = [
 ]
 
 
-def run_case(home: Path, condition: Condition, command: str) -> tuple[str, str, list[str]]:
+FRESH = [sys.executable, "-m", "tether.interfaces.cli"]  # a fresh interpreter; CLI: through the CLI server
+
+
+def run_case(
+    home: Path, condition: Condition, command: str, *, cli: list[str] = FRESH
+) -> tuple[str, str, list[str]]:
     """Run one command under one condition; returns (condition, command, problems)."""
     args: list[Arg] = list(COMMANDS[command])
     if condition.replace_args is not None:
@@ -171,12 +176,7 @@ def run_case(home: Path, condition: Condition, command: str) -> tuple[str, str, 
     env = {**os.environ, "TETHER_HOME": str(home)}
     env.update(condition.setup(home) if not condition.notes else {})
     proc = subprocess.run(
-        [
-            sys.executable.encode(),
-            b"-m",
-            b"tether.interfaces.cli",
-            *(a if isinstance(a, bytes) else a.encode() for a in args),
-        ],
+        [*map(os.fsencode, cli), *(a if isinstance(a, bytes) else a.encode() for a in args)],
         input=b"exit\n",
         capture_output=True,
         timeout=120,
@@ -207,15 +207,34 @@ def fresh_home(root: Path, name: str) -> Iterator[Path]:
     yield home
 
 
+def _fresh_sample() -> list[tuple[Condition, str]]:
+    """Three commands per condition, rotating, so every command meets several conditions."""
+    names = list(COMMANDS)
+    return [
+        (condition, name)
+        for index, condition in enumerate(CONDITIONS)
+        for name in (names[(3 * index + k) % len(names)] for k in range(3))
+        if name in condition.commands
+    ]
+
+
 @pytest.mark.timeout(600)
-def test_every_command_under_every_hostile_condition(tmp_path: Path) -> None:
-    cases = [(c, cmd) for c in CONDITIONS for cmd in c.commands]
+@pytest.mark.parametrize("how", ["through the CLI server", "in a fresh interpreter"])
+def test_every_command_under_every_hostile_condition(tmp_path: Path, how: str) -> None:
+    """Every pair runs as a person's ``tether`` runs it (handed to the warm CLI server, which forks it);
+    a rotating sample of them also starts a fresh interpreter, the way the first command of the day and
+    ``TETHER_CLI_SERVER=0`` run."""
+    fresh = how == "in a fresh interpreter"
+    cases = _fresh_sample() if fresh else [(c, cmd) for c in CONDITIONS for cmd in c.commands]
+    cli = FRESH if fresh else CLI
     homes = [tmp_path / f"case{index}" for index in range(len(cases))]
     for home in homes:
         home.mkdir()
     try:
         with ThreadPoolExecutor(max_workers=4) as pool:
-            results = list(pool.map(lambda item: run_case(item[1], *item[0]), zip(cases, homes, strict=True)))
+            results = list(
+                pool.map(lambda item: run_case(item[1], *item[0], cli=cli), zip(cases, homes, strict=True))
+            )
     finally:
         for locker in _LOCKERS:
             locker.kill()
@@ -265,7 +284,7 @@ def test_a_read_only_or_full_disk_is_one_clear_line(small_fs: Path, trouble: str
                 filler.write(b"\0" * 65536)
     for command, args in COMMANDS.items():
         proc = subprocess.run(
-            [sys.executable, "-m", "tether.interfaces.cli", *map(str, args)],
+            [*CLI, *map(str, args)],
             input="exit\n",
             capture_output=True,
             text=True,

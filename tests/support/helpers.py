@@ -16,6 +16,16 @@ from tether.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# The `tether` command as a person runs it: handed to this test process's CLI server (a warm image that
+# forks each command; ``interfaces/zygote.py``), which the conftest gives each test process of its own.
+# TETHER_TEST_DIRECT_CLI=1 runs every command in a fresh interpreter instead.
+_SCRIPT = Path(sys.executable).with_name("tether")
+CLI = (
+    [sys.executable, "-m", "tether.interfaces.cli"]
+    if os.environ.get("TETHER_TEST_DIRECT_CLI") == "1" or not _SCRIPT.exists()
+    else [str(_SCRIPT)]
+)
+
 # Graces long enough that a loaded 2-core machine never skips a stop step; a responsive worker ends early.
 FAST = Settings(
     handshake_timeout_s=15.0,
@@ -42,7 +52,7 @@ def tether_cli(
     *args: str, home: Path, timeout: float = 60.0, env: dict[str, str] | None = None, **more_env: str
 ) -> tuple[int, str, str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "tether.interfaces.cli", *args],
+        [*CLI, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
