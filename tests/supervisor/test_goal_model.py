@@ -67,6 +67,15 @@ def test_a_recorded_model_session_replays_a_whole_goal_deterministically(
     assert first["status"] == "completed", first
     assert shape(first) == shape(second)
     assert [t["id"] for t in first["tasks"]] == ["start", "farm", "status"]
+    # What the goal cost is every model call it made, the planner's too (each reply reports 11 in / 7 out).
+    replies = len(json.loads(SESSION.read_text(encoding="utf-8"))["replies"])
+    spent = first["usage"]
+    assert (spent["model_calls"], spent["input_tokens"], spent["output_tokens"]) == (
+        replies, 11 * replies, 7 * replies,
+    )  # fmt: skip
+    assert first["planning_usage"]["model_calls"] == 1 and first["planning_usage"]["input_tokens"] == 11
+    code, shown, _ = tether_cli("flow", "show", first["run_id"], home=tmp_path / "home0", COLUMNS="160")
+    assert code == 0 and "planning · 1 model call · 11 in / 7 out tokens" in shown, shown
     assert first["tasks"][1]["message"] == "刷了 2 次藏珍之蕾。"
     # The planner saw the goal and the tools, and was asked to submit through one tool.
     planner = fake_openai.requests[0]
@@ -293,3 +302,8 @@ def test_a_goal_whose_plan_could_not_be_made_says_why_not_failed_empty(
     )
     assert code == 1
     assert "failed ()" not in out + err and "I cannot plan that" in out + err, (out, err)
+    # Planning that came to nothing still cost its model calls (asked, then asked to repair): on record.
+    code, out, err = tether_cli("flow", "list", "--json", home=home)
+    run_id = json.loads(out)[0]["run_id"]
+    code, out, err = tether_cli("flow", "show", run_id, "--json", home=home)
+    assert json.loads(out)["planning_usage"]["model_calls"] == 2, out

@@ -47,6 +47,9 @@ def tree(run: RunRecord, usage: dict[str, Any] | None = None) -> Tree:
     if run.goal:
         title += f"  [dim]{escape(run.goal[:120])}[/dim]"
     root = Tree(title)
+    planning = _cost((usage or {}).get("planning"))
+    if planning:
+        root.add(f"[dim]planning · {escape(planning)}[/dim]")
     for state in run.tasks:
         mark, style = MARKS.get(state.status, ("?", ""))
         attempts = f" · {state.attempts} attempt(s)" if state.attempts > 1 else ""

@@ -408,6 +408,8 @@ MIGRATIONS: tuple[str | dict[str, str], ...] = (
         CREATE INDEX memory_vectors_owner ON memory_vectors(installation, agent, model, memory_id);
         """,
     },
+    # 16: what planning a goal cost: the planner's model calls (``agent/usage.py`` records), JSON.
+    "ALTER TABLE runs ADD COLUMN planning TEXT NOT NULL DEFAULT '[]';",
 )
 
 SCHEMA_TABLE = "tether_schema"

@@ -131,6 +131,8 @@ class RunRecord:
     rev: int = 0  # grows with every write that changes a task (see ``SqlRunStore.changes``)
     installation: str | None = None  # the home whose executors run it
     host: str | None = None
+    # A goal's planner's model calls (``agent/usage.py`` records): what planning it cost.
+    planning: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def from_row(
@@ -154,6 +156,7 @@ class RunRecord:
             rev=int(m["rev"]),
             installation=m["installation"],
             host=m["host"],
+            planning=tuple(json.loads(m["planning"] or "[]")) if "planning" in m else (),
         )
 
     @property

@@ -298,6 +298,11 @@ class SqlRunStore(ResourceQueue):
                         ),
                     )  # fmt: skip
 
+    def set_planning(self, run_id: str, calls: list[dict[str, Any]]) -> None:
+        """What planning the run's goal cost: its planner's model calls (``agent/usage.py`` records)."""
+        with self.db.write() as conn:
+            conn.execute(update(R).where(R.c.run_id == run_id).values(planning=_dumps(calls)))
+
     def set_status(
         self, run_id: str, status: str, message: str = "", *, only_from: tuple[str, ...] | None = None
     ) -> bool:

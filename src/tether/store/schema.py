@@ -168,6 +168,7 @@ runs = Table(
     Column("ended_at", String),
     Column("installation", String),
     Column("host", String),
+    Column("planning", Text, nullable=False, server_default="[]"),
 )
 
 run_tasks = Table(

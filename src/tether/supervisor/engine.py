@@ -204,15 +204,20 @@ async def plan_run(run_id: str) -> dict[str, Any]:
     goal, caller = str(document.get("goal", "")), str(document.get("caller") or "agent")
     why = "this executor has no model configured to plan goals"
     if h.model_for is not None:
+        spent: list[dict[str, Any]] = []
+        plan, note = None, ""
         try:
             plan, note = await plan_goal(
-                goal, h.executor.registry, h.model_for(None), caller=caller, home=h.runtime.home
-            )
+                goal, h.executor.registry, h.model_for(None), caller=caller, home=h.runtime.home,
+                spent=spent,
+            )  # fmt: skip
         except PlanError as exc:
             why = f"the goal cannot be planned: {exc.message}"
         except ModelError as exc:
             why = f"the model service failed while planning: {exc.message}"
-        else:
+        if spent:  # what planning cost, whether or not a plan came of it
+            await io(h.runtime.runs.set_planning, run_id, spent)
+        if plan is not None:
             done = plan.model_dump(mode="json", exclude_defaults=True)
             ids = [t.id for t in plan.tasks]
             await io(h.runtime.runs.add_tasks, run_id, done, ids, why=note or "planned")

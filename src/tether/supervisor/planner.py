@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from tether.agent.surface import ToolSurface
+from tether.agent.usage import call_record
 from tether.errors import PlanError
 from tether.models.base import Message, Model, ModelResponse, ToolDef
 from tether.models.offline import OfflineModel
@@ -67,7 +69,13 @@ PLAN_SCHEMA: dict[str, Any] = {
 
 
 async def plan_goal(
-    goal: str, registry: Registry, model: Model, *, caller: str = "agent", home: Path | None = None
+    goal: str,
+    registry: Registry,
+    model: Model,
+    *,
+    caller: str = "agent",
+    home: Path | None = None,
+    spent: list[dict[str, Any]] | None = None,
 ) -> tuple[Plan, str]:
     """The plan for ``goal`` and a note on how it was made ("" when as asked): milestones from
     ``model``, or direct calls with the offline model. With ``home``, the home's installed skills are
@@ -75,7 +83,7 @@ async def plan_goal(
 
     A plan the model gets wrong is sent back once, with what is wrong with it; wrong again, the goal is
     planned offline when the offline planner can (the note says why), else ``PlanError`` names the
-    model's problems."""
+    model's problems. Each model call's cost (``agent/usage.py``) is appended to ``spent``."""
     if isinstance(model, OfflineModel):
         return plan_offline(goal, registry, caller=caller, home=home), ""
     surface = ToolSurface(registry, caller, home)
@@ -91,7 +99,7 @@ async def plan_goal(
         item["skill"] = {"type": "string", "enum": sorted(skills), "description": "a skill to follow"}
     messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": goal}]
     submit = ToolDef(name=SUBMIT, description="Submit the plan (milestones in order).", parameters=schema)
-    response = await model.complete(messages, [submit])
+    response = await _complete(model, messages, submit, spent)
     try:
         return _plan(goal, _document(response), registry, caller, skills=sorted(skills)), ""
     except PlanError as exc:
@@ -103,7 +111,7 @@ async def plan_goal(
         *_answers(response, first.message),
         {"role": "user", "content": REPAIR.format(why=first.message)},
     ]
-    response = await model.complete(messages, [submit])
+    response = await _complete(model, messages, submit, spent)
     try:
         return _plan(goal, _document(response), registry, caller, skills=sorted(skills)), ""
     except PlanError as exc:
@@ -118,6 +126,16 @@ async def plan_goal(
             problems=second.data.get("problems", []),
         ) from exc
     return plan, f"planned offline: the model's plan could not be used ({second.message})"
+
+
+async def _complete(
+    model: Model, messages: list[Message], submit: ToolDef, spent: list[dict[str, Any]] | None
+) -> ModelResponse:
+    started = time.monotonic()
+    response = await model.complete(messages, [submit])
+    if spent is not None:
+        spent.append(call_record(model, response, time.monotonic() - started))
+    return response
 
 
 REPAIR = (

@@ -269,20 +269,22 @@ def resume(runtime: Runtime, run_id: str) -> tuple[RunRecord, str]:
 
 
 def run_usage(threads: ThreadStore, run: RunRecord) -> dict[str, Any]:
-    """What a run's model calls cost (``agent/usage.py``): each task's (the turns of its agent
-    attempts, their delegations included) and the run's total. A task that calls a registry task
+    """What a run's model calls cost (``agent/usage.py``): its goal's planning, each task's (the turns
+    of its agent attempts, their delegations included) and the run's total. A task that calls a registry task
     directly asks no model: it costs nothing here."""
-    from tether.agent.usage import Totals, threads_totals
+    from tether.agent.usage import Totals, threads_totals, totals_of
     from tether.supervisor.conversations import AGENT_THREAD
 
+    planning = totals_of(run.planning)
     total = Totals()
+    total.add(planning)
     tasks: dict[str, Any] = {}
     for state in run.tasks:
         ids = [f"{AGENT_THREAD}{a.execution_id}" for a in run.attempts_of(state.task_id)]
         spent = threads_totals(threads, [i for i in ids if threads.load(i) is not None])
         total.add(spent)
         tasks[state.task_id] = spent.to_dict()
-    return {"total": total.to_dict(), "tasks": tasks}
+    return {"total": total.to_dict(), "tasks": tasks, "planning": planning.to_dict()}
 
 
 def run_document(run: RunRecord, threads: ThreadStore | None = None) -> dict[str, Any]:
@@ -315,6 +317,7 @@ def run_document(run: RunRecord, threads: ThreadStore | None = None) -> dict[str
     }
     if usage is not None:
         document["usage"] = usage["total"]
+        document["planning_usage"] = usage["planning"]
     return document
 
 
