@@ -85,6 +85,10 @@ def running_game(executor: Executor) -> Executor:
     return executor
 
 
+# A suite started under nohup (or by a CI runner that ignores SIGHUP) would pass that on to every command
+# a test starts, which then rightly keeps ignoring it: the tests that hang a command up would wait forever.
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
 # Each test process gets its own CLI server (``tether_cli`` hands commands to it): a private runtime folder,
 # so no test meets the person's own server or another test process's, and the server is stopped at the end.
 _RUNTIME = Path(f"/tmp/tether-tests-{os.getpid()}")

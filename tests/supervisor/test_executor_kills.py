@@ -6,7 +6,7 @@ Nobody resumes anything: what a dead executor held, the live ones take over by t
 printed at the end of the session: kills, runs stranded ``running`` (0), steps run twice (0), runs sent
 to a person (0; a busy arm is a wait, not a failure), and two moves of the arm at once (0).
 
-The default run lands 60 kills on SQLite and 40 on PostgreSQL; ``TETHER_EXECUTOR_KILLS=N`` lands N on
+The default run lands 30 kills on SQLite and 20 on PostgreSQL; ``TETHER_EXECUTOR_KILLS=N`` lands N on
 SQLite (and two thirds of N on PostgreSQL), ``TETHER_EXECUTOR_SEED`` replays a storm.
 """
 
@@ -38,7 +38,7 @@ from tether.supervisor import durable, service
 from tether.supervisor.plan import Plan
 
 FLOWS = "tests.support.flowkit:flows"
-KILLS = int(os.environ.get("TETHER_EXECUTOR_KILLS", "60"))
+KILLS = int(os.environ.get("TETHER_EXECUTOR_KILLS", "30"))
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 
