@@ -33,6 +33,10 @@ def mcp_serve(
     port: Annotated[
         int, typer.Option("--port", min=0, max=65535, help="With --http: 0 = any free port")
     ] = 8766,
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", help="Serve only the tasks within this agent's grants (tether agents list)"),
+    ] = None,
 ) -> None:
     """Serve the tasks exposed to the caller mcp as MCP tools; every call goes through the executor
     (destructive calls ask you through the client first). Stdio by default; Ctrl-C stops it."""
@@ -54,11 +58,22 @@ def mcp_serve(
             err.print(f"send the token as a bearer: Authorization: Bearer $(cat {token_file})", markup=False)
 
         with open_executor() as executor:
+            grants = None
+            if agent is not None:
+                from tether.errors import ConfigError
+
+                record = executor.runtime.agents.get(agent)
+                if record is None:
+                    names = ", ".join(a.name for a in executor.runtime.agents.list())
+                    raise ConfigError(f"no agent {agent!r}; agents: {names}")
+                grants = record.effective_grants
             try:
                 if http:
-                    asyncio.run(mcp_server.serve_http(executor, host=host, port=port, on_ready=ready))
+                    asyncio.run(
+                        mcp_server.serve_http(executor, host=host, port=port, on_ready=ready, grants=grants)
+                    )
                 else:
-                    asyncio.run(mcp_server.serve_stdio(executor))
+                    asyncio.run(mcp_server.serve_stdio(executor, grants))
             except KeyboardInterrupt:
                 pass
             except OSError as exc:

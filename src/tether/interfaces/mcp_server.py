@@ -44,6 +44,7 @@ from tether import __version__
 from tether.errors import ToolError
 from tether.execution.protocol import last_progress
 from tether.tasks.callers import MCP
+from tether.tasks.grants import Grants
 from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import CONTROL, Danger
 
@@ -184,15 +185,18 @@ def refusal(text: str) -> types.CallToolResult:
 class Bridge:
     """The MCP handlers of one server: the tools it lists, and each call through the executor."""
 
-    def __init__(self, executor: Executor) -> None:
+    def __init__(self, executor: Executor, grants: Grants | None = None) -> None:
+        """``grants``: an agent's (``tether mcp serve --agent``); the client reaches only the tasks within
+        them, and sees or stops only the jobs of those tasks."""
         self.executor = executor
+        self.grants = grants
         self._asked: dict[str, Question] = {}  # one-use keys of the questions waiting for an answer
         self.zh = executor.runtime.agent_settings.language == "zh"
 
     # -- tools --------------------------------------------------------------------------------------
 
     def specs(self) -> list[TaskSpec]:
-        return sorted(self.executor.registry.for_caller(MCP), key=lambda s: s.task_id)
+        return sorted(self.executor.registry.for_caller(MCP, self.grants), key=lambda s: s.task_id)
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -213,7 +217,7 @@ class Bridge:
         return found
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
-        spec = self.executor.registry.get(name, MCP)
+        spec = self.executor.registry.get(name, MCP, self.grants)
         if spec is None:
             return None
         return spec.params.model_json_schema() if spec.params is not None else dict(EMPTY_SCHEMA)
@@ -245,14 +249,15 @@ class Bridge:
 
         try:
             return await self.executor.execute(
-                name, args, caller=MCP, confirmation=consent, on_start=on_start
+                name, args, caller=MCP, confirmation=consent, on_start=on_start, grants=self.grants
             )
         except anyio.get_cancelled_exc_class():
             if started:
                 with anyio.CancelScope(shield=True):
                     await self.executor.control(
-                        started[0], "stop", caller=MCP, reason="cancelled by the MCP client"
-                    )
+                        started[0], "stop", caller=MCP, reason="cancelled by the MCP client",
+                        grants=self.grants,
+                    )  # fmt: skip
             raise
         finally:
             for relay in relays:
@@ -408,17 +413,22 @@ def build_server(bridge: Bridge) -> Server[Any]:
 # -- serving -----------------------------------------------------------------------------------------
 
 
-async def serve_stdio(executor: Executor) -> None:
+async def serve_stdio(executor: Executor, grants: Grants | None = None) -> None:
     """Serve one client on this process's stdin and stdout until it closes them."""
     from mcp.server.stdio import stdio_server
 
-    server = build_server(Bridge(executor))
+    server = build_server(Bridge(executor, grants))
     async with _relaying(executor), stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
 async def serve_http(
-    executor: Executor, *, host: str, port: int, on_ready: Callable[[str, str], None] | None = None
+    executor: Executor,
+    *,
+    host: str,
+    port: int,
+    on_ready: Callable[[str, str], None] | None = None,
+    grants: Grants | None = None,
 ) -> None:
     """Serve streamable HTTP at ``/mcp`` until interrupted, behind ``tether serve``'s own checks
     (``web/security.py``): the home's token as a bearer on every request, and on a loopback address
@@ -431,7 +441,7 @@ async def serve_http(
     settings = WebSettings.load(executor.home)
     token = security.load_or_create_token(executor.home)
     policy = security.Policy(token=token, loopback=security.is_loopback(host.strip("[]")))
-    server = build_server(Bridge(executor))
+    server = build_server(Bridge(executor, grants))
     app = security.Guard(server.streamable_http_app(host=host.strip("[]")), policy)
     limits = Limits(
         head_timeout_s=settings.request_head_timeout_s,

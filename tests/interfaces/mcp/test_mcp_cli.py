@@ -84,3 +84,8 @@ def test_a_progress_report_becomes_a_percent_or_one_step_on() -> None:
     assert progress_point({"fraction": 0.5, "message": "half"}, -1.0) == (50.0, 100.0, "half")
     assert progress_point({"fraction": None, "message": "working"}, 3.0) == (4.0, None, "working")
     assert progress_point({"fraction": 7, "message": ""}, 4.0) == (5.0, None, None)  # not a fraction
+
+
+def test_serving_as_an_agent_that_does_not_exist_names_the_agents(home: Path) -> None:
+    code, out, err = tether_cli("--registry", DEMO, "mcp", "serve", "--agent", "nosuch", home=home)
+    assert code == 2 and "no agent 'nosuch'; agents: assistant" in out + err, (out, err)

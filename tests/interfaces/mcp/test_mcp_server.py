@@ -305,3 +305,40 @@ def test_a_client_whose_question_fails_runs_nothing(executor: Executor, mode: st
     else:
         assert isinstance(outcome, MCPError)
     assert "completed" not in statuses(executor, "demo.salvage_relics")
+
+
+def test_an_agents_grants_narrow_what_the_client_reaches(running_game: Executor) -> None:
+    """``tether mcp serve --agent NAME``: the client sees and calls only the tasks within the agent's
+    grants, and sees or stops only the jobs of those tasks (a job of another task is not found)."""
+    from tether.store.agents import AgentRecord
+
+    executor = running_game
+    grants = AgentRecord(name="scout", grants=("demo.status", "demo.exit_game", "jobs")).effective_grants
+    farming = asyncio.run(executor.execute("demo.loop_farm", {}, caller=CLI))
+    assert farming.status is TaskStatus.RUNNING
+
+    async def session() -> dict[str, Any]:
+        async with Client(build_server(Bridge(executor, grants)), mode="auto") as client:
+            return {
+                "tools": {t.name for t in (await client.list_tools()).tools},
+                "status": await client.call_tool("demo.status", {}),
+                "salvage": await client.call_tool("demo.salvage_relics", {"rarity": 3}),
+                "job": await client.call_tool("jobs.status", {"execution_id": farming.execution_id}),
+                "stop": await client.call_tool("jobs.stop", {"execution_id": farming.execution_id}),
+            }
+
+    try:
+        seen = asyncio.run(asyncio.wait_for(session(), 60))
+    finally:
+        asyncio.run(executor.control(farming.execution_id, "stop", caller=CLI))
+    assert seen["tools"] == {"demo.status", "demo.exit_game", "jobs.status", "jobs.stop"}
+    assert not seen["status"].is_error
+    assert seen["salvage"].is_error and seen["salvage"].structured_content["status"] == "not_found"
+    for answer in (seen["job"], seen["stop"]):
+        assert answer.is_error and answer.structured_content["status"] == "not_found"
+    ran = {
+        r.task_id
+        for r in executor.store.list(limit=50)
+        if r.caller == MCP and r.status is TaskStatus.COMPLETED
+    }
+    assert ran == {"demo.status"}  # the refused call is on record, and nothing of it ran
