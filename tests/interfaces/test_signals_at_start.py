@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,3 +111,35 @@ def test_a_sigterm_during_start_up_ends_in_one_json_document(
         document = json.loads(out)
         said = document["error"]["code"] if "error" in document else document["status"]
         assert (proc.returncode, said) in OUTCOMES, (delay_ms, proc.returncode, out, err)
+
+
+# A command whose stdout's reconfigure sends itself SIGTERM first: the signal lands exactly where the
+# command makes its streams replace what they cannot encode.
+RECONFIGURE_HIT = """
+import io, json, os, signal, sys
+from tether.interfaces import cli
+
+class Out(io.TextIOWrapper):
+    def reconfigure(self, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        super().reconfigure(**kwargs)
+        sys.stderr.write("reconfigured\\n")
+
+sys.stdout = Out(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
+cli.main(["tasks", "--json"])
+"""
+
+
+def test_a_signal_while_the_streams_are_set_up_waits_until_they_are(home: Path) -> None:
+    """Found under load: a SIGTERM that landed inside ``reconfigure`` (its codec lookup runs Python code)
+    left stdout without an encoder, and the JSON document about the stop failed with "not writable" and
+    a traceback. The streams are set up with the stop signals blocked; the signal then ends the command
+    like any other, in one JSON document."""
+    done = subprocess.run(
+        [sys.executable, "-c", RECONFIGURE_HIT],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        env={**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0"},
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "reconfigured" in done.stderr, done.stderr  # the stream was set up whole before the stop acted
+    assert done.returncode == 130 and "error" in json.loads(done.stdout), (done.stdout, done.stderr)

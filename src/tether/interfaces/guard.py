@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,22 @@ def _install_handlers() -> None:
             signal.signal(sig, _interrupt_instead)
 
 
+@contextlib.contextmanager
+def _stops_blocked() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP wait (blocked, not lost) until the block ends, then act as ever."""
+    stops = {
+        s for s in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s
+    }
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: nothing to block with
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def settle(code: int) -> None:
     """The command has ended and said how: from now on a signal (during the interpreter's own
     shutdown) ends the process at once with ``code``, instead of killing it with another status or
@@ -217,9 +234,10 @@ def run(app: Any, argv: list[str]) -> int:
         # Keys handed to this command leave its environment before it starts anything (a worker, a
         # browser, a background executor): they stay in this process's memory, for its model client.
         credentials.adopt_environment()
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(AttributeError, ValueError):
-                stream.reconfigure(errors="replace")  # type: ignore[union-attr]
+        with _stops_blocked():  # a stop acting inside reconfigure would leave a stream without its encoder
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(AttributeError, ValueError):
+                    stream.reconfigure(errors="replace")  # type: ignore[union-attr]
         if handoff.pending_signals():  # a signal came while the command was starting
             raise KeyboardInterrupt
         bad = not_utf8(argv)
