@@ -148,10 +148,13 @@ def _child_thread(step: StepRecord, thread_id: str) -> str | None:
     return child if isinstance(child, str) and child != thread_id else None
 
 
-def turn_totals(threads: ThreadStore, thread_id: str, *, depth: int = 0) -> dict[int, Totals]:
-    """Each turn of a thread: its own model calls and those of the turns it delegated."""
+def turn_totals(
+    threads: ThreadStore, thread_id: str, *, steps: Sequence[StepRecord] | None = None, depth: int = 0
+) -> dict[int, Totals]:
+    """Each turn of a thread: its own model calls and those of the turns it delegated. ``steps``: the
+    thread's steps already read (all, or one turn's: then only that turn is counted), not read again."""
     found: dict[int, Totals] = {}
-    for step in threads.steps(thread_id):
+    for step in threads.steps(thread_id) if steps is None else steps:
         totals = found.setdefault(step.turn, Totals())
         for call in calls_of(step):
             totals.add_call(call)

@@ -281,7 +281,7 @@ def run_usage(threads: ThreadStore, run: RunRecord) -> dict[str, Any]:
     tasks: dict[str, Any] = {}
     for state in run.tasks:
         ids = [f"{AGENT_THREAD}{a.execution_id}" for a in run.attempts_of(state.task_id)]
-        spent = threads_totals(threads, [i for i in ids if threads.load(i) is not None])
+        spent = threads_totals(threads, ids)  # an attempt that made no thread has no steps
         total.add(spent)
         tasks[state.task_id] = spent.to_dict()
     return {"total": total.to_dict(), "tasks": tasks, "planning": planning.to_dict()}

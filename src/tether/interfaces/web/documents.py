@@ -317,7 +317,7 @@ class Run(_Doc):
     created_at: str
     ended_at: str | None
     tasks: list[RunTask]
-    usage: Usage | None = None  # every model call of its agent tasks
+    usage: Usage | None = None  # every model call of the run: its goal's planning and its agent tasks
 
 
 class RunSummary(_Doc):

@@ -203,9 +203,10 @@ def _conversation_routes(router: APIRouter, ctx: WebContext) -> None:
     @router.get("/api/threads/{thread_id}/steps", response_model=Steps)
     def list_steps(thread_id: ThreadId, turn: Annotated[int | None, Query(ge=1, le=MAX_INT)] = None) -> Steps:
         load_thread(ctx, thread_id)
-        spent = turn_totals(threads, thread_id)
-        usage = [TurnUsage(turn=n, **t.to_dict()) for n, t in sorted(spent.items()) if turn in (None, n)]
-        return Steps(items=[Step(**s.to_dict()) for s in threads.steps(thread_id, turn)], usage=usage)
+        steps = threads.steps(thread_id, turn)  # read once: one turn's cost does not grow with the thread
+        spent = turn_totals(threads, thread_id, steps=steps)
+        usage = [TurnUsage(turn=n, **t.to_dict()) for n, t in sorted(spent.items())]
+        return Steps(items=[Step(**s.to_dict()) for s in steps], usage=usage)
 
     @router.get("/api/confirmations", response_model=Confirmations)
     def list_confirmations() -> Confirmations:
