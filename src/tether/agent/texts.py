@@ -56,13 +56,20 @@ def confirmation_question(
 ) -> str:
     """The question that asks the person to confirm ``task_id`` with the arguments ``shown``; ``impact``
     is what the call would touch, measured as the person is asked."""
+    call = call_described(task_id, shown, impact, destructive=destructive, zh=zh)
+    return f"{call}确认执行吗？请回答“是”或“否”。" if zh else f"{call} Do you confirm? Answer yes or no."
+
+
+def call_described(task_id: str, shown: str, impact: str | None, *, destructive: bool, zh: bool) -> str:
+    """What a confirmation shows of the call, ending with a full stop: the task, how dangerous, its
+    arguments, and what it would touch (every interface that asks a person says it this way)."""
     if zh:
         kind = "破坏性操作" if destructive else "需要谨慎的操作"
         said = f"：{impact}" if impact else ""
-        return f"{task_id} 是{kind}（参数 {shown}）{said}。确认执行吗？请回答“是”或“否”。"
+        return f"{task_id} 是{kind}（参数 {shown}）{said}。"
     kind = "destructive" if destructive else "a caution task"
     said = f": {impact}" if impact else ""
-    return f"{task_id} is {kind} (arguments {shown}){said}. Do you confirm? Answer yes or no."
+    return f"{task_id} is {kind} (arguments {shown}){said}."
 
 
 def delegated_question(agent: str, question: str, *, zh: bool) -> str:

@@ -41,6 +41,7 @@ from mcp_types.version import is_version_at_least
 from pydantic import ValidationError
 
 from tether import __version__
+from tether.agent.texts import call_described
 from tether.errors import ToolError
 from tether.execution.protocol import last_progress
 from tether.tasks.callers import MCP
@@ -358,7 +359,7 @@ class Bridge:
 
     async def _question(self, name: str, refused: TaskResult) -> str:
         """What the person is shown: the exact task and arguments, and what the call would touch."""
-        spec = self.executor.registry.get(name, MCP)
+        spec = self.executor.registry.get(name, MCP, self.grants)
         clean = refused.data.get("params") or {}
         shown = json.dumps(clean, ensure_ascii=False, sort_keys=True)
         impact = None
@@ -366,13 +367,8 @@ class Bridge:
             language = "zh" if self.zh else "en"
             impact = await asyncio.to_thread(spec.impact_of, self.executor.home, clean, language)
         destructive = refused.data.get("danger") == Danger.DESTRUCTIVE.value
-        if self.zh:
-            kind = "破坏性操作" if destructive else "需要谨慎的操作"
-            said = f"：{impact}" if impact else ""
-            return f"{name} 是{kind}（参数 {shown}）{said}。只执行这一次调用吗？"
-        kind = "destructive" if destructive else "a caution task"
-        said = f": {impact}" if impact else ""
-        return f"{name} is {kind} (arguments {shown}){said}. Run exactly this call, once?"
+        call = call_described(name, shown, impact, destructive=destructive, zh=self.zh)
+        return f"{call}只执行这一次调用吗？" if self.zh else f"{call} Run exactly this call, once?"
 
     def _no_elicitation(self, name: str, refused: TaskResult) -> str:
         clean = json.dumps(refused.data.get("params") or {}, ensure_ascii=False)
