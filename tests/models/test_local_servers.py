@@ -375,3 +375,18 @@ def test_replayed_usage_is_read_from_a_streams_last_chunk_and_from_a_plain_answe
     silent = asyncio.run(model.complete(MESSAGES, []))
     retried.assert_consumed()
     assert silent.usage.reported is False
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [None, "lots", [], {}, {"prompt_tokens": None}, {"prompt_tokens": "abc"}, {"prompt_tokens": "12"},
+     {"prompt_tokens": -1, "completion_tokens": 3}, {"prompt_tokens": 1.5}, {"completion_tokens": True}],
+)  # fmt: skip
+def test_usage_a_server_garbled_is_not_reported_rather_than_a_crash(usage: object) -> None:
+    """A server's usage is outside text: counts that are not whole numbers of tokens count as not
+    reported (``int("abc")`` once stood between the answer and the turn)."""
+    from tether.models.openai_compat import from_completion
+
+    payload = {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}], "usage": usage}
+    response = from_completion(payload)
+    assert response.text == "ok" and not response.usage.reported and response.usage.prompt_tokens == 0

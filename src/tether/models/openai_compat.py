@@ -479,16 +479,17 @@ def _tool_call(index: int, call_id: str | None, name: str, raw: str) -> ToolCall
 
 def usage_of(usage: Any) -> Usage:
     """A completion's ``usage`` (in a plain answer, or the last chunk of a stream asked with
-    ``include_usage``); a server that sends none, or no counts, has not reported any."""
-    if not isinstance(usage, dict) or all(
-        usage.get(k) is None for k in ("prompt_tokens", "completion_tokens")
+    ``include_usage``); a server that sends none, no counts, or counts that are not whole numbers of
+    tokens, has not reported any."""
+    if not isinstance(usage, dict):
+        return Usage()
+    counts = [usage.get(k) for k in ("prompt_tokens", "completion_tokens")]
+    if all(c is None for c in counts) or not all(
+        c is None or (isinstance(c, int) and not isinstance(c, bool) and c >= 0) for c in counts
     ):
         return Usage()
-    return Usage(
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-        reported=True,
-    )
+    prompt, completion = (c or 0 for c in counts)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, reported=True)
 
 
 def from_completion(payload: dict[str, Any]) -> ModelResponse:
