@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -91,7 +92,7 @@ signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 # Each test process gets its own CLI server (``tether_cli`` hands commands to it): a private runtime folder,
 # so no test meets the person's own server or another test process's, and the server is stopped at the end.
-_RUNTIME = Path(f"/tmp/tether-tests-{os.getpid()}")
+_RUNTIME = Path(tempfile.gettempdir()) / f"tether-tests-{os.getpid()}"
 _RUNTIME.mkdir(mode=0o700, exist_ok=True)
 os.environ["XDG_RUNTIME_DIR"] = str(_RUNTIME)
 
@@ -267,8 +268,9 @@ def open_db(database_url: str) -> Iterator[Callable[[], object]]:
 
 # -- running in parallel (make test: pytest-xdist, two workers) --------------------------------------
 
-# Tests that start, stop or inspect this user's one CLI server (or run the `tether` script, which uses
-# it) share that server: they run one after another, on one worker.
+# Tests that start, stop or inspect a CLI server, or run the README's commands through the test process's
+# own server (and stop it at the end): one after another, on one worker, so none stops the server another
+# is using.
 ONE_CLI_SERVER = frozenset({"test_cli_server.py", "test_readme.py", "test_setup.py", "test_public_api.py"})
 
 
