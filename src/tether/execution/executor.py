@@ -88,7 +88,13 @@ class Executor:
         self.runtime = runtime if runtime is not None else Runtime.open(home, settings=settings)
         self.home = self.runtime.home
         # The tasks this home's settings add (tools imported from its MCP servers) are its registry too.
-        self.registry = registry = registry.for_home(self.home)
+        # Settings that cannot make them leave them out (commands that list tasks say why): job status
+        # and stop, the control plane, work whatever a [[mcp.servers]] entry says.
+        try:
+            registry = registry.for_home(self.home)
+        except ConfigError as exc:
+            log.warning("this home's own tasks are left out: %s", exc.message)
+        self.registry = registry
         self.settings = settings if settings is not None else self.runtime.settings
         self.store = self.runtime.jobs
         self._spawner = spawner

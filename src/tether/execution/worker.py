@@ -331,7 +331,9 @@ def _admit(
     if request.import_path and request.import_path not in sys.path:
         sys.path.append(request.import_path)
     try:
-        registry = Registry.load(request.registry_ref).for_home(Path(request.home))
+        registry = Registry.load(request.registry_ref)
+        if registry.get(request.task_id) is None:  # a task the home's settings add (an imported MCP tool)
+            registry = registry.for_home(Path(request.home))
     except TetherError as exc:
         publisher.final(TaskStatus.FAILED, f"worker cannot load the registry: {exc.message}")
         return None

@@ -111,7 +111,7 @@ def open_executor() -> Executor:
     """An executor on this command's home and registry, its store maintained (use it in ``with``)."""
     from tether.execution.executor import Executor
 
-    made = Executor(registry(), home=state.home)
+    made = Executor(load_registry(state.registry_ref), home=state.home)  # it adds the home's own tasks
     made.maintain()
     return made
 

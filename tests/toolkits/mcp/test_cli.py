@@ -105,3 +105,14 @@ def test_doctor_names_a_wrong_server_entry(home: Path) -> None:
     _, out, _ = tether_cli("doctor", "--json", home=home)
     mcp = {check["check"]: check for check in json.loads(out)}["mcp"]
     assert mcp["status"] == "fail" and "give either command (a program to start) or url" in mcp["fix"]
+
+
+def test_a_wrong_server_entry_leaves_the_jobs_reachable(home: Path) -> None:
+    """Review: one bad [[mcp.servers]] entry stopped `tether job list` and `tether job stop` (the
+    executor would not open): the control plane works whatever the entry says."""
+    (home / "settings.toml").write_text('[[mcp.servers]]\nname = "x"\n', encoding="utf-8")
+    code, out, err = tether_cli("job", "list", "--json", home=home)
+    assert code == 0 and json.loads(out) == [], (out, err)
+    code, out, err = tether_cli("job", "stop", "1a23b1d1da22368f5cf", "--json", home=home)
+    assert json.loads(out)["status"] == "not_found" and "Traceback" not in err, (out, err)
+    assert "left out: invalid setting" in err  # the person is told why imported tools are missing

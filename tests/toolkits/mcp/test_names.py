@@ -28,10 +28,12 @@ def test_a_tool_name_becomes_a_task_id_segment_predictably(tool: str, segment: s
     assert names.segment(tool) == segment
 
 
-@given(st.text(min_size=1, max_size=100))
+@given(st.text(min_size=1, max_size=100) | st.text("0aZ_-.", min_size=30, max_size=100))
 def test_every_tool_name_makes_a_valid_task_id(tool: str) -> None:
-    task_id = names.task_id("notes", tool)
-    assert TASK_ID_RE.match(task_id) and len(task_id.replace(".", "__")) <= 64 - 2 * 15
+    """With the longest server name allowed, a model's function name (dots as ``__``) fits the 64
+    characters providers allow. (CI: the bound was written wrong and hypothesis found it rarely.)"""
+    task_id = names.task_id("s" * 16, tool)
+    assert TASK_ID_RE.match(task_id) and len(task_id.replace(".", "__")) <= 64
 
 
 def test_the_allowlist_takes_names_and_globs_by_the_servers_name_or_the_mapped_one() -> None:

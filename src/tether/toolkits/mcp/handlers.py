@@ -30,20 +30,20 @@ T = TypeVar("T")
 
 def call(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
     try:
-        server, tool = specs.locate(ctx.home, ctx.task_id)
+        server, name = specs.locate(ctx.home, ctx.task_id)
     except KeyError:
         raise TaskFailed(f"{ctx.task_id} is no longer imported by this home's settings") from None
     arguments = ctx.params.model_dump(mode="json") if ctx.params is not None else {}
-    ctx.log.info("calling %s on the MCP server %s", tool.name, server.name)
+    ctx.log.info("calling %s on the MCP server %s", name, server.name)
 
     async def work(session: Any) -> Any:
         async def progress(done: float, total: float | None, message: str | None) -> None:
             ctx.progress(done / total if total else None, message or "")
 
-        return await session.call_tool(tool.name, arguments, progress_callback=progress)
+        return await session.call_tool(name, arguments, progress_callback=progress)
 
-    result = _run(ctx, server, work, server.timeout_s, f"calling {tool.name!r}")
-    return _answer(server, tool.name, result)
+    result = _run(ctx, server, work, server.timeout_s, f"calling {name!r}")
+    return _answer(server, name, result)
 
 
 def refresh(ctx: TaskContext) -> tuple[str, dict[str, Any]]:

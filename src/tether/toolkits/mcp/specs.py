@@ -79,13 +79,18 @@ def home_tasks(home: Path) -> list[TaskSpec]:
     return [tool.spec for server in plan(home) for tool in server.tools if tool.spec is not None]
 
 
-def locate(home: Path, task_id: str) -> tuple[McpServer, Tool]:
-    """The server and tool behind an imported task, for its worker (``KeyError`` if there is none)."""
+def locate(home: Path, task_id: str) -> tuple[McpServer, str]:
+    """The server behind an imported task and the tool's own name there, for its worker (``KeyError``
+    if there is none). Read from the kept list: the worker has checked the call against the task's
+    parameters already, so no tool's model is made again."""
     _, server_name, _ = task_id.split(".", 2)
     server = load_servers(home)[server_name]
-    for tool in _server_plan(home, server).tools:
-        if tool.task_id == task_id and tool.spec is not None:
-            return server, tool
+    listing = cache.read(home, server.name)
+    if isinstance(listing, cache.Listing) and listing.fingerprint == server.fingerprint():
+        for entry in listing.tools:
+            name = str(entry["name"])
+            if names.task_id(server.name, name) == task_id and names.matches(name, server.tools):
+                return server, name
     raise KeyError(task_id)
 
 
