@@ -33,6 +33,15 @@ def test_keyring_first_then_environment(monkeypatch: pytest.MonkeyPatch) -> None
     assert credentials.delete_key("openai") and not credentials.delete_key("openai")
 
 
+def test_a_key_a_worker_reads_is_found_in_the_keyring_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_API_KEY", "the-models-key")
+    monkeypatch.setenv("TETHER_API_KEY_MCP_VAULT_TOKEN", "a-variables-key")
+    assert credentials.keyring_key("mcp.vault.token") is None  # no variable reaches a worker
+    credentials.set_key("mcp.vault.token", SECRET)
+    assert credentials.keyring_key("mcp.vault.token") == SECRET
+    assert credentials.scrub(f"said {SECRET}") == "said ***"
+
+
 def test_bad_provider_names_are_refused() -> None:
     from tether.errors import CredentialError
 

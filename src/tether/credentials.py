@@ -159,6 +159,18 @@ def get_key(provider: str) -> str | None:
     return key or None
 
 
+def keyring_key(provider: str) -> str | None:
+    """The key the OS keyring holds for ``provider``, never a variable's: for a key that a worker reads
+    (an MCP server's secret). A worker inherits none of its starter's keys (its environment is an
+    allowlist, and a command takes ``TETHER_API_KEY_*`` out of its own at start-up), so a key found in a
+    variable would look stored to the command and be missing in the worker."""
+    _check(provider)
+    key = _keyring_get(provider) or None
+    if key and len(key) >= 8:
+        _SEEN.add(key)
+    return key
+
+
 def scrub(text: str) -> str:
     """``text`` without any key this process has read (for logs written when something went wrong)."""
     for key in _SEEN:

@@ -349,9 +349,9 @@ def check_skills(path: Path) -> Check:
 def check_mcp(path: Path) -> Check | None:
     """The MCP servers this home imports tools from (None when it configures none): the SDK, each
     server's kept tool list and its secrets."""
-    from tether import credentials
     from tether.errors import ConfigError
     from tether.toolkits.mcp import specs
+    from tether.toolkits.mcp.servers import stored_secrets
 
     try:
         plans = specs.plan(path)
@@ -367,9 +367,10 @@ def check_mcp(path: Path) -> Check | None:
     for plan in plans:
         if plan.problem:
             return Check(name="mcp", status=WARN, detail=detail, fix=f"{plan.server.name}: {plan.problem}")
+        stored = stored_secrets(plan.server)
         for name, entry in plan.server.secret_names().items():
-            if credentials.key_info(entry).source == "none":
-                fix = f"{plan.server.name}: store its secret {name}: `tether auth set {entry}`"
+            if stored[name] is None:
+                fix = f"{plan.server.name}: store its secret {name} in the keyring: `tether auth set {entry}`"
                 return Check(name="mcp", status=WARN, detail=detail, fix=fix)
     return Check(name="mcp", status=OK, detail=detail)
 

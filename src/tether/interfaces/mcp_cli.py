@@ -134,10 +134,11 @@ def mcp_tools(
 
 
 def _plan_document(plan: Any) -> dict[str, Any]:
-    from tether import credentials
+    from tether.toolkits.mcp.servers import stored_secrets
 
+    stored = stored_secrets(plan.server)
     secrets = {
-        name: {"keyring": entry, "stored": credentials.key_info(entry).source != "none"}
+        name: {"keyring": entry, "stored": stored[name] is not None}
         for name, entry in plan.server.secret_names().items()
     }
     listing = plan.listing

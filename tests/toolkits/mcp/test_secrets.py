@@ -8,11 +8,18 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+from pytest import MonkeyPatch
+
+from tests.support.helpers import tether_cli
 from tests.toolkits.mcp.conftest import KEYRING_SETTINGS, refresh, server_entry
 from tether import credentials
 from tether.execution.executor import Executor
 from tether.execution.protocol import ExecutionPaths
+from tether.interfaces import doctor
 from tether.tasks.result import TaskStatus
+from tether.toolkits.mcp import cache
+from tether.toolkits.mcp.servers import load_servers
 from tether.toolkits.mcp.specs import KEYRING_ENV, registry
 
 TOKEN = "notes-token-4f1c9a27be"
@@ -58,3 +65,47 @@ def test_a_secret_reaches_its_server_and_nowhere_else(
         assert TOKEN.encode() not in path.read_bytes(), f"the secret was written to {path}"
     for record in executor.store.list():
         assert TOKEN not in json.dumps([record.message, record.data], default=str)
+
+
+def _keep_a_list(home: Path, server: str) -> None:
+    """A kept tool list that is current, so that only the secrets can be missing."""
+    kept = load_servers(home)[server]
+    entry = cache.tool_entry("whoami", None, "", {"type": "object"}, {})
+    listing = cache.Listing(
+        server=server, fingerprint=kept.fingerprint(), listed_at=cache.now(), tools=(entry,)
+    )
+    cache.write(home, listing)
+
+
+@pytest.mark.parametrize("where", ["keyring", "its own variable", "the model's variable"])
+def test_the_doctor_the_tools_list_and_the_worker_agree_on_whether_a_secret_is_stored(
+    where: str, home: Path, notes_log: Path, make_executor: Callable[..., Executor], monkeypatch: MonkeyPatch
+) -> None:
+    """Review: the doctor and `tether mcp tools` counted a secret found in any variable as stored,
+    while the worker that needs it (whose environment is allowlisted) could not find it."""
+    (home / "settings.toml").write_text(
+        server_entry("vault", notes_log, tools=["whoami"], secret_env=["NOTES_TOKEN"])
+        + '[execution]\nworker_env = ["TETHER_TEST_KEYRING"]\n',
+        encoding="utf-8",
+    )
+    _keep_a_list(home, "vault")
+    if where == "keyring":
+        credentials.set_key("mcp.vault.notes_token", TOKEN)
+    elif where == "its own variable":
+        monkeypatch.setenv(credentials.env_names("mcp.vault.notes_token")[0], TOKEN)
+    else:
+        monkeypatch.setenv("TETHER_API_KEY", TOKEN)
+
+    check = doctor.check_mcp(home)
+    assert check is not None
+    doctor_says = "store its secret NOTES_TOKEN" not in check.fix
+    code, out, err = tether_cli("mcp", "tools", "vault", "--json", home=home)
+    assert code == 0, (out, err)
+    [vault] = json.loads(out)["servers"]
+    listing_says = vault["secrets"]["NOTES_TOKEN"]["stored"]
+    executor = make_executor(registry, settings=KEYRING_SETTINGS)
+    called = executor.execute_sync("mcp.vault.whoami", {}, caller="cli")
+    worker_found = called.status is TaskStatus.COMPLETED
+    assert worker_found or "needs secrets that are not stored" in called.message, called
+    assert doctor_says == listing_says == worker_found, (doctor_says, listing_says, called.message)
+    assert worker_found == (where == "keyring")

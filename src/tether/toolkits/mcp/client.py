@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
-from tether.credentials import env_names, get_key, key_info, scrub
+from tether.credentials import scrub
 from tether.errors import TaskFailed
-from tether.toolkits.mcp.servers import McpServer
+from tether.toolkits.mcp.servers import McpServer, stored_secrets
 
 STDERR_TAIL_CHARS = 1500
 
@@ -28,22 +28,16 @@ STDERR_TAIL_CHARS = 1500
 def secrets_of(server: McpServer) -> dict[str, str]:
     """Each secret of ``server`` (variable or header → value) from the keyring; ``TaskFailed`` naming
     every missing one and the command that stores it."""
-    found: dict[str, str] = {}
-    missing: list[str] = []
-    for name, entry in server.secret_names().items():
-        # Only the entry's own keyring item or its own variable: never the model's TETHER_API_KEY.
-        info = key_info(entry)
-        value = get_key(entry) if info.source in ("keyring", env_names(entry)[0]) else None
-        if value:
-            found[name] = value
-        else:
-            missing.append(f"{name} (`tether auth set {entry}`)")
+    stored = stored_secrets(server)
+    missing = [name for name, value in stored.items() if value is None]
     if missing:
+        entries = server.secret_names()
+        said = ", ".join(f"{name} (`tether auth set {entries[name]}`)" for name in missing)
         raise TaskFailed(
-            f"the MCP server {server.name!r} needs secrets that are not stored: {', '.join(missing)}",
-            missing=[name.split(" ")[0] for name in missing],
+            f"the MCP server {server.name!r} needs secrets that are not stored in the keyring: {said}",
+            missing=missing,
         )
-    return found
+    return {name: value for name, value in stored.items() if value is not None}
 
 
 def _target(server: McpServer, secrets: dict[str, str], faults: Faults | None) -> Any:

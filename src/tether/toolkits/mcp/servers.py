@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tether.config import SETTINGS_FILE, EnvName, McpSettings, PositiveSeconds
+from tether.credentials import keyring_key
 from tether.errors import ConfigError
 
 # One segment of its tasks' ids (mcp.<name>.<tool>): short, so that a tool's function name for a model
@@ -91,6 +92,14 @@ class McpServer(BaseModel):
 def secret_entry(server: str, name: str) -> str:
     """The keyring entry of one secret: ``mcp.<server>.<name>`` in lowercase, ``-`` as ``_``."""
     return f"mcp.{server}.{re.sub(r'[^a-z0-9_]', '_', name.lower())}"
+
+
+def stored_secrets(server: McpServer) -> dict[str, str | None]:
+    """Each secret of ``server`` (variable or header → its value; None when it is not stored): the one
+    answer to "is it stored" that its worker (``client.secrets_of``), ``tether mcp tools`` and the
+    doctor share. Only the keyring counts (``credentials.keyring_key``): a variable never reaches the
+    worker that needs it."""
+    return {name: keyring_key(entry) for name, entry in server.secret_names().items()}
 
 
 def load_servers(home: Path, environ: dict[str, str] | None = None) -> dict[str, McpServer]:
