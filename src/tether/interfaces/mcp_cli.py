@@ -151,7 +151,7 @@ def _plan_document(plan: Any) -> dict[str, Any]:
         "tools": [
             {
                 "name": tool.name,
-                "task_id": tool.task_id,
+                "task_id": tool.task_id or None,  # a name outside the MCP rule has none
                 "imported": tool.spec is not None,
                 "danger": tool.danger.value if tool.spec is not None else None,
                 "why": tool.why_danger if tool.spec is not None else tool.skipped,

@@ -24,14 +24,17 @@ EVERY_TOOL = [
 KEYRING_SETTINGS = Settings(**{**FAST.model_dump(), "worker_env": ("TETHER_TEST_KEYRING",)})
 
 
-def server_entry(name: str, log: Path, *, tools: list[str] | None = None, **more: Any) -> str:
+def server_entry(
+    name: str, log: Path, *, tools: list[str] | None = None, env: dict[str, str] | None = None, **more: Any
+) -> str:
     """One [[mcp.servers]] entry starting the notes server over stdio, in TOML."""
+    plain = ", ".join(f"{k} = {json.dumps(v)}" for k, v in {"NOTES_LOG": str(log), **(env or {})}.items())
     lines = [
         "[[mcp.servers]]",
         f"name = {json.dumps(name)}",
         f"command = {json.dumps(sys.executable)}",
         f"args = [{json.dumps(str(SERVER))}]",
-        f"env = {{ NOTES_LOG = {json.dumps(str(log))} }}",
+        f"env = {{ {plain} }}",
         f"tools = {json.dumps(EVERY_TOOL if tools is None else tools)}",
     ]
     lines += [f"{key} = {json.dumps(value)}" for key, value in more.items() if not isinstance(value, dict)]

@@ -3,7 +3,8 @@ real process: over stdio (``python notes_server.py``) or streamable HTTP on 127.
 (``python notes_server.py --http``: it prints its port, and with ``NOTES_EXPECT_TOKEN`` set answers
 401 to a request without ``Authorization: Bearer <token>``).
 
-Every call it runs is appended to ``$NOTES_LOG`` (one JSON line), so a test can tell what ran."""
+Every call it runs is appended to ``$NOTES_LOG`` (one JSON line), so a test can tell what ran; the
+names in ``$NOTES_ODD_NAMES`` are listed as tools too."""
 
 from __future__ import annotations
 
@@ -103,6 +104,11 @@ def read_file_dashed(path: str) -> str:
 def read_file_plain(path: str) -> str:
     """The other one."""
     return path
+
+
+# Tools whose names break the MCP rule ($NOTES_ODD_NAMES, a JSON list): the SDK only warns about them.
+for _odd in json.loads(os.environ.get("NOTES_ODD_NAMES") or "[]"):
+    server.add_tool(lambda: "odd", name=_odd, description="A tool whose name breaks the MCP rule.")
 
 
 def _serve_http() -> None:

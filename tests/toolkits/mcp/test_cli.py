@@ -51,6 +51,30 @@ def test_tools_are_listed_then_run_with_task_run_and_appear_in_job_list(home: Pa
     assert code == 2 and "allowed: short, full" in out  # refused, and the allowed values said
 
 
+def test_tool_names_outside_the_mcp_rule_are_left_out_and_printed_harmlessly(
+    home: Path, notes_log: Path
+) -> None:
+    """Review: a name with control characters reached the terminal as they were (``--json`` keeps
+    non-ASCII text as it is: the 8-bit CSI, a right-to-left override), and ``read note`` took
+    ``read_note``'s task id from it."""
+    odd = ["wipe\x9b2J\x1b[2J\x07", "evil\u202etxt.exe", "read note", "n" * 500]
+    entry = server_entry("notes", notes_log, tools=["*"], env={"NOTES_ODD_NAMES": json.dumps(odd)})
+    (home / "settings.toml").write_text(entry, encoding="utf-8")
+    code, out, err = tether_cli("mcp", "tools", "--refresh", "--json", home=home)
+    assert code == 0, err
+    assert out.rstrip("\n").isprintable(), out
+    [notes] = json.loads(out)["servers"]
+    left_out = [tool for tool in notes["tools"] if "not a valid MCP tool name" in tool["why"]]
+    shown = ["evil\\u202etxt.exe", "n" * 64 + "…", "read note", "wipe\\x9b2J\\x1b[2J\\x07"]
+    assert sorted(tool["name"] for tool in left_out) == shown
+    assert not any(tool["imported"] for tool in left_out)
+    assert {"mcp.notes.read_note", "mcp.notes.whoami"} <= {
+        t["task_id"] for t in notes["tools"] if t["imported"]
+    }
+    code, out, err = tether_cli("mcp", "tools", home=home)
+    assert code == 0 and out.replace("\n", "").isprintable() and "wipe\\x9b2J" in out, (out, err)
+
+
 def test_a_setting_that_is_wrong_is_named_by_every_command(home: Path) -> None:
     (home / "settings.toml").write_text(
         '[[mcp.servers]]\nname = "Bad Name"\nurl = "ftp://x"\n', encoding="utf-8"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.config import PRIVATE_FILE, private_dir
+from tether.toolkits.mcp import names
 
 PROTOCOL = 1
 MAX_TOOLS = 500  # a server listing more: the first ones are kept, and the listing says so
@@ -48,7 +49,13 @@ def tool_entry(
     name: str, title: str | None, description: str | None, schema: Any, annotations: Any
 ) -> dict[str, Any]:
     """One tool as kept: what the server said, its description clipped, a schema too large left out
-    (the tool is then reported as unusable rather than imported)."""
+    (the tool is then reported as unusable rather than imported). A name outside the MCP rule keeps
+    only its printable form and why it is left out (``names.valid``)."""
+    if not names.valid(name):
+        return {
+            "name": names.shown(name), "title": "", "description": "", "inputSchema": None,
+            "annotations": {}, "problem": names.INVALID_NAME,
+        }  # fmt: skip
     text = description or ""
     if len(text) > MAX_DESCRIPTION:
         text = text[:MAX_DESCRIPTION] + "…"

@@ -6,6 +6,10 @@ split with ``_`` (``readFile`` → ``read_file``), lowercase, every other charac
 folded, a leading digit prefixed with ``t_``, cut at 40 characters. Two tools of one server that come
 out the same are both left out, and said so: neither may be called by the other's name.
 
+A name outside the MCP rule (1 to 128 of ``A-Z a-z 0-9 _ . -``) is left out, and said so: it may hold
+control characters or a right-to-left override that a terminal acts on when it is printed, so only
+``shown(name)`` is ever kept or printed, which never passes the rule itself.
+
 Danger: the server's annotations are hints, never permissions. A tool is ``caution`` unless the
 person's ``danger`` setting says otherwise; ``destructiveHint: true`` makes it ``destructive``, and no
 setting lowers that (a setting may raise any tool); ``readOnlyHint: true`` makes it ``safe`` only when
@@ -25,6 +29,21 @@ PREFIX = "mcp"
 MAX_SEGMENT = 40  # with a server's 16: mcp__<server>__<tool> fits a provider's 64 characters
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _OTHER = re.compile(r"[^a-z0-9_]+")
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")  # the MCP specification's rule for a tool's name
+INVALID_NAME = "its name is not a valid MCP tool name (1 to 128 of A-Z a-z 0-9 _ . -)"
+SHOWN_CHARS = 64  # of a name outside the rule, when it is printed
+
+
+def valid(tool_name: str) -> bool:
+    return TOOL_NAME.fullmatch(tool_name) is not None
+
+
+def shown(tool_name: str) -> str:
+    """A name outside the rule as it may be printed: each character that is not printable escaped
+    (``\\x9b``, ``\\u202e``), cut at ``SHOWN_CHARS``. It never passes the rule (it keeps a character
+    the rule refuses, or ends with "…"), and showing it again changes nothing."""
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in tool_name)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
 
 
 def segment(tool_name: str) -> str:

@@ -5,8 +5,8 @@
 ``mcp.<server>.<tool>`` tasks, each validated against the server's own schema (``schema``), with the
 danger ``names.danger_of`` gives and the server's ``timeout_s``. It reads settings.toml and a few
 small files: no server is started, no SDK imported. ``plan(home)`` says the same with the reasons,
-tool by tool (``tether mcp tools``): left out by the allowlist, a name two tools share, an unusable
-schema, a stale or missing list.
+tool by tool (``tether mcp tools``): left out by the allowlist, a name outside the MCP rule, a name
+two tools share, an unusable schema, a stale or missing list.
 
 Every imported task is exposed to the agent, the CLI and MCP clients, claims no resource (each call
 has a server of its own, or an HTTP session of its own), and is ``available`` only where the MCP SDK
@@ -51,7 +51,7 @@ class Tool:
 
     server: str
     name: str  # as the server spells it
-    task_id: str
+    task_id: str  # "" for a name outside the MCP rule (``names.valid``)
     description: str = ""
     danger: Danger = Danger.CAUTION
     why_danger: str = ""
@@ -89,7 +89,11 @@ def locate(home: Path, task_id: str) -> tuple[McpServer, str]:
     if isinstance(listing, cache.Listing) and listing.fingerprint == server.fingerprint():
         for entry in listing.tools:
             name = str(entry["name"])
-            if names.task_id(server.name, name) == task_id and names.matches(name, server.tools):
+            if (
+                names.valid(name)
+                and names.task_id(server.name, name) == task_id
+                and names.matches(name, server.tools)
+            ):
                 return server, name
     raise KeyError(task_id)
 
@@ -104,7 +108,10 @@ def _server_plan(home: Path, server: McpServer) -> ServerPlan:
     if listing.fingerprint != server.fingerprint():
         problem = f"its settings changed since its tools were listed: {refresh}"
         return ServerPlan(server=server, listing=listing, problem=problem)
-    allowed = [entry for entry in listing.tools if names.matches(entry["name"], server.tools)]
+    # A name outside the rule is left out before anything else: it may not take a task id from a
+    # tool within it (``read note`` would make ``read_note`` a name two tools share).
+    named = [entry for entry in listing.tools if names.valid(entry["name"])]
+    allowed = [entry for entry in named if names.matches(entry["name"], server.tools)]
     ids = [names.task_id(server.name, entry["name"]) for entry in allowed]
     tools = [
         _tool(server, entry, shared=ids.count(names.task_id(server.name, entry["name"])) > 1)
@@ -119,8 +126,13 @@ def _server_plan(home: Path, server: McpServer) -> ServerPlan:
             description=str(entry.get("description", "")),
             skipped="not in this server's tools allowlist",
         )
-        for entry in listing.tools
+        for entry in named
         if entry["name"] not in taken
+    ]
+    tools += [
+        Tool(server=server.name, name=names.shown(entry["name"]), task_id="", skipped=names.INVALID_NAME)
+        for entry in listing.tools
+        if not names.valid(entry["name"])
     ]
     return ServerPlan(server=server, listing=listing, tools=tools)
 
