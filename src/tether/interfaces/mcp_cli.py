@@ -105,23 +105,23 @@ def mcp_tools(
         from tether.errors import ConfigError
         from tether.tasks.callers import CLI
         from tether.toolkits.mcp import specs
+        from tether.toolkits.mcp.servers import load_servers
 
         with open_executor() as executor:
-            plans = specs.plan(executor.home)
-            names = [p.server.name for p in plans]
-            if server is not None and server not in names:
-                known = ", ".join(names) or "none (add [[mcp.servers]] to settings.toml)"
+            servers = load_servers(executor.home)
+            if server is not None and server not in servers:
+                known = ", ".join(servers) or "none (add [[mcp.servers]] to settings.toml)"
                 raise ConfigError(f"no [[mcp.servers]] entry is named {server!r}; configured: {known}")
+            chosen = [servers[server]] if server is not None else list(servers.values())
             code = 0
-            for name in [server] if server is not None else names:
-                if not refresh:
-                    break
-                result = executor.execute_sync("mcp.refresh", {"server": name}, caller=CLI)
-                if result.status.value != "completed":
-                    code = 1
-                    if not as_json:
-                        print_result(result, err)
-            plans = [p for p in specs.plan(executor.home) if server is None or p.server.name == server]
+            if refresh:
+                for each in chosen:
+                    result = executor.execute_sync("mcp.refresh", {"server": each.name}, caller=CLI)
+                    if result.status.value != "completed":
+                        code = 1
+                        if not as_json:
+                            print_result(result, err)
+            plans = [specs.server_plan(executor.home, each) for each in chosen]  # after the refresh
             missing_sdk = specs.sdk_problem(executor.home)
         documents = [_plan_document(plan) for plan in plans]
         if as_json:

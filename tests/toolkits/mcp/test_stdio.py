@@ -30,6 +30,12 @@ def test_nothing_is_imported_until_the_tools_are_listed_and_nothing_starts_a_ser
     assert not notes_log.exists()  # building the registry started no server
 
 
+def test_the_fork_server_warms_what_an_imported_tools_worker_imports(notes: Executor, home: Path) -> None:
+    """Every imported tool's worker makes parameter models with jsonschema: it is loaded before the fork."""
+    log = home / "logs" / "forkserver.log"
+    wait_for(lambda: log.exists() and "preloaded jsonschema" in log.read_text(), what="jsonschema preloaded")
+
+
 def test_the_allowlist_picks_the_tools_and_names_are_mapped_predictably(
     notes: Executor, home: Path, notes_log: Path
 ) -> None:

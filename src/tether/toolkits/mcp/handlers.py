@@ -85,7 +85,7 @@ def refresh(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
         tools=tuple(entries), dropped=max(0, len(tools) - cache.MAX_TOOLS),
     )  # fmt: skip
     cache.write(ctx.home, listing)
-    imported = [t.task_id for p in specs.plan(ctx.home) if p.server.name == name for t in p.tools if t.spec]
+    imported = [tool.task_id for tool in specs.server_plan(ctx.home, server).tools if tool.spec]
     message = f"{server.name}: {len(entries)} tools listed; imported: {', '.join(imported) or 'none'}"
     return message, {"server": server.name, "listed": [e["name"] for e in entries], "imported": imported}
 

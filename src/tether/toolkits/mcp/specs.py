@@ -38,6 +38,11 @@ HOME_FILES = ("settings.toml", "mcp/tools")  # a change in either makes a home's
 # to the workers of a server that has secrets.
 KEYRING_ENV = ("DBUS_SESSION_BUS_ADDRESS", "PYTHON_KEYRING_BACKEND")
 TIMEOUT_GRACE_S = 10.0
+# Warmed by the fork server while it is idle (``Registry.preload``): the worker of an imported tool or of
+# mcp.refresh makes the tools' parameter models, which import jsonschema (about 0.15 s). A worker forked
+# afterwards has it loaded; one that never needs it pays nothing (the fork shares the server's pages).
+# Named only where it is installed (tether[mcp]), or every fork server would log a failed preload.
+PRELOAD = ("jsonschema",) if importlib.util.find_spec("jsonschema") is not None else ()
 
 
 def sdk_problem(home: Path) -> str | None:
@@ -69,7 +74,7 @@ class ServerPlan:
 
 def plan(home: Path) -> list[ServerPlan]:
     """Every configured server with each tool it listed and what became of it."""
-    return [_server_plan(home, server) for server in load_servers(home).values()]
+    return [server_plan(home, server) for server in load_servers(home).values()]
 
 
 def home_tasks(home: Path) -> list[TaskSpec]:
@@ -98,7 +103,8 @@ def locate(home: Path, task_id: str) -> tuple[McpServer, str]:
     raise KeyError(task_id)
 
 
-def _server_plan(home: Path, server: McpServer) -> ServerPlan:
+def server_plan(home: Path, server: McpServer) -> ServerPlan:
+    """One server with each tool it listed and what became of it (``plan`` for one server)."""
     listing = cache.read(home, server.name)
     refresh = f"run `tether mcp tools {server.name} --refresh`"
     if listing is None:
@@ -222,5 +228,7 @@ def add_tasks(registry: Registry) -> None:
     )
 
 
-registry = Registry(ref="tether.toolkits.mcp.specs:registry", homes=(HOME_TASKS,), home_files=HOME_FILES)
+registry = Registry(
+    ref="tether.toolkits.mcp.specs:registry", preload=PRELOAD, homes=(HOME_TASKS,), home_files=HOME_FILES
+)
 add_tasks(registry)
