@@ -202,6 +202,24 @@ def test_a_turns_trace_arrives_at_an_otlp_receiver_as_one_tree_with_its_workers_
     assert {s["service"] for s in spans} == {"tether-test"}
 
 
+def test_a_workers_span_goes_where_the_standard_variables_send_its_callers(
+    home: Path, receiver: Receiver
+) -> None:
+    """Review: the docstring said the standard OTEL_* variables were honoured, but a worker's allowlisted
+    environment left them behind, so its span went to the SDK's default endpoint and never arrived."""
+    (home / "settings.toml").write_text('[telemetry]\nexporter = "otlp"\n', encoding="utf-8")
+    code, out, err = tether_cli("run", "start the game", "--new-thread", "otel2", "--json", home=home,
+                                TETHER_CLI_SERVER="0", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=receiver.url,
+                                OTEL_SERVICE_NAME="tether-by-variable")  # fmt: skip
+    assert code == 0, (out, err)
+
+    def worker() -> dict[str, Any] | None:
+        return next((s for s in receiver.spans if s["name"] == "tether.worker demo.start_game"), None)
+
+    span = wait_for(worker, timeout=30, what="the worker's span at the receiver the variable names")
+    assert span["service"] == "tether-by-variable"
+
+
 def test_with_telemetry_off_no_opentelemetry_module_is_imported_by_a_turn_or_its_worker(
     make_executor: Callable[..., Executor], home: Path
 ) -> None:

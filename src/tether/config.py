@@ -476,7 +476,8 @@ class WebSettings(_Section):
 
 class TelemetrySettings(_Section):
     """``[telemetry]``: OpenTelemetry traces of turns, model and tool calls and runs (``tether[otel]``,
-    ``tether/telemetry.py``). The SDK's ``OTEL_*`` variables (headers, sampler, …) apply as it reads them."""
+    ``tether/telemetry.py``). The SDK's ``OTEL_*`` variables (headers, sampler, …) apply as it reads them
+    in tether's own processes; a worker gets only ``TELEMETRY_VARIABLES`` of them."""
 
     section: ClassVar[str] = "telemetry"
 
@@ -493,10 +494,22 @@ _MORE = (WorkspaceSettings, ShellSettings, WebSettings, McpSettings, TelemetrySe
 SECTIONS: dict[str, type[_Section]] = {section.section: section for section in (*_SOME, *_MORE)}
 
 
+# The standard variables ``[telemetry]`` stands in for (``otlp_endpoint``, ``service_name``): a worker
+# exports its own span, so it needs them to send it where its caller's spans go. Not the headers
+# (``OTEL_EXPORTER_OTLP_HEADERS`` often holds a collector's key, which no worker gets).
+TELEMETRY_VARIABLES = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_SERVICE_NAME",
+)
+
+
 def setting_variables() -> tuple[str, ...]:
-    """Every ``TETHER_<NAME>`` a setting is read from: a worker inherits them (none is a secret), so a
-    task sees the settings its starter sees (``TETHER_ROOTS=… tether run …`` reaches the workspace)."""
-    return tuple(f"{SETTING_PREFIX}{name.upper()}" for cls in SECTIONS.values() for name in cls.model_fields)
+    """Every variable a setting is read from (each ``TETHER_<NAME>``, and ``TELEMETRY_VARIABLES``): a
+    worker inherits them (none is a secret), so a task sees the settings its starter sees
+    (``TETHER_ROOTS=… tether run …`` reaches the workspace)."""
+    names = (f"{SETTING_PREFIX}{name.upper()}" for cls in SECTIONS.values() for name in cls.model_fields)
+    return (*names, *TELEMETRY_VARIABLES)
 
 
 def read_settings_file(home: Path) -> dict[str, Any]:

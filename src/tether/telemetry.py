@@ -28,7 +28,11 @@ spans that process did export still hang under it: one tree.
 Settings: ``[telemetry]`` (``config.TelemetrySettings``): ``exporter`` (``otlp`` sends OTLP/HTTP
 protobuf to ``otlp_endpoint``, or where ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` /
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` say; ``console`` writes spans to stderr), ``service_name`` (unless
-``OTEL_SERVICE_NAME`` names one). The SDK reads the rest of the standard ``OTEL_*`` variables itself.
+``OTEL_SERVICE_NAME`` names one). The SDK reads the rest of the standard ``OTEL_*`` variables itself
+in tether's own processes. A worker exports its own span from an allowlisted environment: it inherits
+``[telemetry]`` and those three variables (``config.TELEMETRY_VARIABLES``), not the rest — not
+``OTEL_EXPORTER_OTLP_HEADERS``, which often holds a collector's key; name it in
+``[execution].worker_env`` when the collector needs it for workers' spans too.
 """
 
 from __future__ import annotations
