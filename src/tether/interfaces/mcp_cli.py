@@ -3,8 +3,8 @@ default: an MCP client starts it) or streamable HTTP (``--http``, behind ``tethe
 Host checks). ``tether mcp tools``: the tools of the MCP servers this home configures, and which of
 them it imports (``--refresh`` lists them anew, through the executor: the ``mcp.refresh`` task).
 
-The MCP SDK is imported only inside ``serve`` and the refresh's worker (it takes about 1.5 s): no
-other command pays for it.
+The MCP SDK (about 1.5 s to import) is imported only by ``serve`` and by workers: the refresh's, and
+the worker of every call of an imported tool. No other command, and no other worker, pays for it.
 """
 
 from __future__ import annotations

@@ -98,8 +98,8 @@ class TaskSpec:
     # confirmation question is built with it when it is asked; it must only look, never change anything.
     impact: str | None = None
     # Environment variables this task's worker needs beyond its registry's ``env`` (names, never values:
-    # a request file records the worker's environment). An imported MCP tool whose server has secrets
-    # names what reaches the OS keyring, which other workers never get.
+    # a request file records the worker's environment). ``mcp.refresh``, and an imported MCP tool whose
+    # server has secrets, name what reaches the OS keyring, which other workers never get.
     env: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

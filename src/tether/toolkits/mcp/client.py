@@ -1,5 +1,6 @@
-"""A client session with one configured MCP server, inside the worker of one call: the MCP SDK is
-imported here and only here (about 1.5 s), so no command, agent or server process pays for it.
+"""A client session with one configured MCP server, inside the worker of one call or refresh: the MCP
+SDK's client is imported here and only here (about 1.5 s), so no command, agent or server process pays
+for it (``tether mcp serve`` imports the SDK's server side, for itself).
 
 A ``command`` server is started over stdio as the worker's child, with an environment of the basics,
 its plain ``env`` and its secrets, nothing else of the worker's; it ends with the session (the SDK

@@ -10,8 +10,9 @@ two tools share, an unusable schema, a stale or missing list.
 
 Every imported task is exposed to the agent, the CLI and MCP clients, claims no resource (each call
 has a server of its own, or an HTTP session of its own), and is ``available`` only where the MCP SDK
-is installed. A server with secrets gets its worker the variables that reach the OS keyring; no other
-worker has them.
+is installed. The workers of a server's tools get the variables that reach the OS keyring when the
+server has secrets, and every worker of ``mcp.refresh`` gets them (one spec serves every server it may
+list, so it cannot tell which has secrets); no other worker has them.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ H = "tether.toolkits.mcp.handlers:"
 AVAILABLE = "tether.toolkits.mcp.specs:sdk_problem"
 HOME_TASKS = "tether.toolkits.mcp.specs:home_tasks"
 HOME_FILES = ("settings.toml", "mcp/tools")  # a change in either makes a home's imported tasks again
-# What a worker needs to reach the OS keyring (the session bus on Linux; a chosen backend): given only
-# to the workers of a server that has secrets.
+# What a worker needs to reach the OS keyring (the session bus on Linux; a chosen backend): given to the
+# workers of the tools of a server that has secrets, and to every worker of mcp.refresh.
 KEYRING_ENV = ("DBUS_SESSION_BUS_ADDRESS", "PYTHON_KEYRING_BACKEND")
 TIMEOUT_GRACE_S = 10.0
 # Warmed by the fork server while it is idle (``Registry.preload``): the worker of an imported tool or of
