@@ -353,13 +353,14 @@ def recover_free_slots(home: Path, mine: Slot) -> int:
         if handle is None:
             continue  # a live executor holds it: its work is its own
         try:
-            count += len(recover_pending_workflows(_instance(), [executor_id(home, number)]))
+            count += len(recover_pending_workflows(instance(), [executor_id(home, number)]))
         finally:
             handle.close()
     return count
 
 
-def _instance() -> Any:
+def instance() -> Any:
+    """The launched DBOS of this process."""
     from dbos import _dbos
 
     return _dbos._get_dbos_instance()

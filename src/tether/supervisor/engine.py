@@ -34,7 +34,7 @@ from tether.execution.admission import execution_id_for
 from tether.execution.executor import Executor
 from tether.runtime import Runtime
 from tether.store.runs import RunRecord
-from tether.supervisor import durable, notify, turns
+from tether.supervisor import durable, idle, notify, turns
 from tether.supervisor.attempts import deadline_of, finish, perform
 from tether.supervisor.host import Host, NotAnExecutor, current, epoch, host, install, io
 from tether.supervisor.plan import Profile
@@ -359,6 +359,7 @@ async def launch(
     try:
         DBOS(config=durable.config(runtime, slot))  # type: ignore[arg-type]
         DBOS.launch()
+        made.quiet = idle.quiet_when_idle(durable.instance()._sys_db, own.queue)
         await io(durable.recover_free_slots, runtime.home, slot)
     except BaseException:
         install(None)
@@ -406,6 +407,8 @@ def shutdown() -> None:
         if task is not None:
             task.cancel()
     DBOS.destroy(workflow_completion_timeout_sec=0)
+    if made is not None and made.quiet is not None:
+        made.quiet.close()
     if made is not None and made.slot is not None:
         made.slot.close()
     install(None)

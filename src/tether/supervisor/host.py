@@ -26,6 +26,7 @@ class Host:
     slot: durable.Slot | None = None
     watch: asyncio.Task[None] | None = None  # the look for dead executors' slots
     notify: asyncio.Task[None] | None = None  # notifications and ended-work signals (``notify.loop``)
+    quiet: Any = None  # what keeps an idle queue's polls cheap (``idle.quiet_when_idle``), closed last
 
 
 _HOST: Host | None = None
