@@ -14,6 +14,9 @@ target, named as such, or none. Floors are the same mechanism without tether (``
   tether keeps threads in SQLite); a tool call: LangGraph's ToolNode (installed in the bench venv);
 - the supervisor's flows: a plain DBOS workflow of as many plain steps (``bench/flows.py``), on SQLite
   and on PostgreSQL, time and bytes written;
+- an idle executor (``tether worker`` with nothing to run), CPU per second of wall: a plain DBOS process
+  with one queue polled as often and nothing else, on SQLite and on PostgreSQL; for the record, the
+  same with DBOS's defaults (``bench/idle.py``);
 - the web app: a plain uvicorn app with no framework (``bench/web.py``);
 - documents: python-pptx and WeasyPrint used plainly (``bench/artifacts.py``);
 - reading a URL: plain ``httpx.get`` and the same extraction, without the guard; a Chinese page: an
@@ -284,6 +287,11 @@ def main(argv: list[str] | None = None) -> int:
 
         run_memory(home)
 
+    def idle(home: Path) -> None:
+        from bench.idle import idle as run_idle  # starts an executor and plain DBOS processes
+
+        run_idle(home)
+
     def decider(home: Path) -> None:
         from bench.decider import decider as run_decider  # reads the labelled signals
 
@@ -297,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         "prompts": prompt_sizes,
         "loop": loop_overhead,
         "flows": flows,
+        "idle": idle,
         "web": web,
         "artifacts": artifacts,
         "research": research,
