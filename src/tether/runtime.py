@@ -24,12 +24,12 @@ from tether.config import (
     ModelSettings,
     Settings,
     StoreSettings,
-    installation_id,
     read_settings_file,
     resolve_home,
 )
 from tether.errors import ConfigError
 from tether.events import EventBus
+from tether.installation import installation_id
 from tether.resilience import ResilienceRegistry, breakers_dir
 from tether.store.agents import AgentStore
 from tether.store.artifacts import SqlArtifactStore

@@ -299,7 +299,8 @@ def test_contenders_are_told_the_real_holder(support: Executor, home: Path) -> N
 FINISH = """
 import sys
 from pathlib import Path
-from tether.config import Settings, installation_id
+from tether.config import Settings
+from tether.installation import installation_id
 from tether.execution.jobs import JobManager
 from tether.store.database import Database, default_url
 from tether.store.jobs import SqlJobStore

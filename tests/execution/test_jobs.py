@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.helpers import FAST, ROOT, exited, tether_cli, wait_for
-from tether.config import installation_id
 from tether.errors import JobNotFound
 from tether.execution.executor import Executor
 from tether.execution.jobs import JobManager
 from tether.execution.protocol import ExecutionPaths, last_progress, read_result
+from tether.installation import installation_id
 from tether.store.database import Database, default_url
 from tether.store.jobs import SqlJobStore
 from tether.tasks.result import TaskStatus

@@ -106,7 +106,7 @@ def full_disk(where: str, folder: Path) -> str:
 
 class Database:
     """One database, shared by threads, opened for the installation ``installation`` (the home's id,
-    ``tether.config.installation_id``). ``write()`` and ``read()`` hand out a connection inside a
+    ``tether.installation.installation_id``). ``write()`` and ``read()`` hand out a connection inside a
     transaction; the migrations have run before the constructor returns."""
 
     def __init__(

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from tether.config import installation_id
 from tether.errors import ConfigError
 from tether.execution.lock import try_hold
+from tether.installation import installation_id
 
 if TYPE_CHECKING:
     from dbos import DBOSClient

@@ -1,0 +1,61 @@
+"""The identity of one tether home (installation), unique across hosts."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+from pathlib import Path
+
+from tether.config import PRIVATE_FILE
+from tether.errors import ConfigError
+
+INSTALLATION_FILE = "installation"
+_INSTALLATION_ID = re.compile(r"^[0-9a-f]{16}$")
+
+
+def installation_id(home: Path) -> str:
+    """The id of one tether home, unique across hosts: random, made once and kept in the home (owner-only).
+
+    A hash of the home's path would repeat on every host with the same ``~/.tether``, and two homes on one
+    database would then take each other's jobs for their own. A home copied to another machine keeps its
+    id: delete ``<home>/installation`` in the copy to give it one of its own."""
+    path = home / INSTALLATION_FILE
+    for _ in range(2):
+        try:
+            found = path.read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            _create_installation_id(path)
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read this home's identity {str(path)!r}: {exc}") from exc
+        if not _INSTALLATION_ID.match(found):
+            raise ConfigError(
+                f"this home's identity {str(path)!r} is damaged ({found[:40]!r}): delete the file to give "
+                "the home a new one (jobs recorded under the old one are then another installation's)"
+            )
+        return found
+    raise ConfigError(f"cannot create this home's identity {str(path)!r}")
+
+
+def _create_installation_id(path: Path) -> None:
+    """Write a new id whole, under its final name only if none is there yet: of two processes that
+    start a fresh home at once, one id wins and both read it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+        with os.fdopen(fd, "w", encoding="ascii") as out:
+            out.write(secrets.token_hex(8) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process made it first: its id is the home's
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise ConfigError(f"cannot create this home's identity {str(path)!r}: {why}") from exc
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
