@@ -159,11 +159,13 @@ ALLOWED: dict[str, set[str]] = {
     "tether.resilience": {"tether.errors"},
     "tether.credentials": {"tether.errors"},
     "tether.config": {"tether.errors", "tether.resilience"},
+    "tether.installation": {"tether.config", "tether.errors"},  # a home's identity, beside its settings
     "tether.telemetry": {"tether.config"},  # traces (tether[otel]): below everything that is traced
     "tether.tasks": {"tether.tasks", "tether.errors"},
     "tether.store": {"tether.store", "tether.tasks", "tether.errors", "tether.events"},
     "tether.runtime": {
         "tether.config",
+        "tether.installation",
         "tether.errors",
         "tether.events",
         "tether.resilience",
@@ -218,7 +220,13 @@ ALLOWED: dict[str, set[str]] = {
 }
 # The supervisor stands on the agent: it may use everything the agent may, and the agent itself.
 # The supervisor starts background executors, and hands them the keys it was given (credentials).
-ALLOWED["tether.supervisor"] = {*ALLOWED["tether.agent"], "tether.supervisor", "tether.credentials"}
+# Its executors are named after the home's identity (installation).
+ALLOWED["tether.supervisor"] = {
+    *ALLOWED["tether.agent"],
+    "tether.supervisor",
+    "tether.credentials",
+    "tether.installation",
+}
 ANYTHING = ("tether.interfaces", "tether.__init__")
 
 
