@@ -120,6 +120,22 @@ def fake_openai() -> Iterator[object]:
     server.close()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_demo_game_outlives_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The demo game a test started in a home of its own (the README's tours, a module's served home)
+    outlives its test by design (a person's game keeps running): this test process stops every one
+    whose home lies under its temporary folders. They were left running after the suite before."""
+    yield
+    import psutil
+
+    base = str(tmp_path_factory.getbasetemp())
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if "tether.toolkits.demo.game" in cmdline and any(arg.startswith(base) for arg in cmdline):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+
+
 @pytest.fixture(autouse=True)
 def _test_keyring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The suite's own keyring backend (a file under tmp_path, shared with subprocesses), so credential
