@@ -28,8 +28,7 @@ def quiet_when_idle(sys_db: Any, queue_name: str) -> Waiting:
     returns once DBOS is destroyed."""
     waiting = Waiting(sys_db, queue_name)
     dequeue_scopes, get_queue = sys_db.dequeue_scopes, sys_db.get_queue
-    kept: dict[str, tuple[float, Any]] = {}
-    guard = threading.Lock()
+    kept: list[tuple[float, Any]] = [(0.0, None)]  # (read at, the queue's settings); one tuple, swapped whole
 
     def scopes(name: str) -> list[Any]:
         if name == queue_name and not waiting.any():
@@ -40,13 +39,11 @@ def quiet_when_idle(sys_db: Any, queue_name: str) -> Waiting:
         if name != queue_name or kwargs:
             return get_queue(name, **kwargs)
         now = time.monotonic()
-        with guard:
-            at, found = kept.get(name, (0.0, None))
+        at, found = kept[0]
         if found is not None and now - at < SETTINGS_TTL_S:
             return found
         found = get_queue(name)
-        with guard:
-            kept[name] = (now, found)
+        kept[0] = (now, found)
         return found
 
     sys_db.dequeue_scopes = scopes
