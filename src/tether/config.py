@@ -435,10 +435,35 @@ class TelemetrySettings(_Section):
     service_name: Annotated[str, Field(min_length=1, max_length=200)] = "tether"
 
 
+class ClusterSettings(_Section):
+    """``[cluster]``: this home's place among several hosts that share one PostgreSQL store and one
+    installation (``tether cluster join``; docs/deploy.md)."""
+
+    section: ClassVar[str] = "cluster"
+
+    # This home's name among the cluster's, unique across it: jobs run on a node, and only that node
+    # signals their workers. Empty: the host's name.
+    node: Annotated[str, Field(pattern=r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,62})?$")] = ""
+    # How often a worker says it is alive and renews its hold on the resources it owns.
+    heartbeat_s: Annotated[float, Field(ge=0.05, le=60)] = 1.0
+    # A worker silent this long is lost: another takes over its work and its resources. A worker that
+    # could not renew its hold for half of it stops starting work on them first.
+    lease_s: Annotated[float, Field(ge=0.5, le=3600)] = 10.0
+
+    @model_validator(mode="after")
+    def _lease_outlasts_beats(self) -> Self:
+        if self.lease_s < 3 * self.heartbeat_s:
+            raise ValueError(
+                f"lease_s ({self.lease_s:g}) must be at least 3 heartbeats ({3 * self.heartbeat_s:g} s): "
+                "a worker would lose its hold between two renewals"
+            )
+        return self
+
+
 S = TypeVar("S", bound=_Section)
 
 _SOME = (Settings, StoreSettings, ModelSettings, AgentSettings, InitiativeSettings, ResearchSettings)
-_MORE = (WorkspaceSettings, ShellSettings, WebSettings, McpSettings, TelemetrySettings)
+_MORE = (WorkspaceSettings, ShellSettings, WebSettings, McpSettings, TelemetrySettings, ClusterSettings)
 SECTIONS: dict[str, type[_Section]] = {section.section: section for section in (*_SOME, *_MORE)}
 
 

@@ -59,3 +59,33 @@ def _create_installation_id(path: Path) -> None:
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+def join(home: Path, installation: str) -> str | None:
+    """Make ``home`` a node of the installation ``installation`` (a cluster: several homes on several
+    hosts, one database). The id it had before (None for a fresh home). Refused for a home that has run
+    work under another id: those records would belong to nobody."""
+    if not isinstance(installation, str) or not _INSTALLATION_ID.match(installation):
+        raise ConfigError(
+            f"an installation id is 16 hex digits (`tether cluster id` prints it), not {installation!r}"
+        )
+    path = home / INSTALLATION_FILE
+    before = path.read_text(encoding="ascii").strip() if path.exists() else None
+    if before == installation:
+        return before
+    executions = home / "executions"
+    ran = sum(1 for _ in executions.iterdir()) if executions.is_dir() else 0
+    if before is not None and ran:
+        raise ConfigError(
+            f"this home has run {ran} execution(s) as installation {before}: joining another would leave "
+            "their records to no one; join with a fresh home (TETHER_HOME=…) instead"
+        )
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        out.write(installation + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    return before

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tether.config import (
     AgentSettings,
+    ClusterSettings,
     ModelSettings,
     Settings,
     StoreSettings,
@@ -83,8 +84,10 @@ class Runtime:
         model_settings: ModelSettings,
         agent_settings: AgentSettings,
         db: Database,
+        cluster_settings: ClusterSettings | None = None,
     ) -> None:
         self.home = home
+        self.cluster_settings = cluster_settings or ClusterSettings()
         self.settings = settings
         self.store_settings = store_settings
         self.model_settings = model_settings
@@ -125,9 +128,11 @@ class Runtime:
         runtime_settings = settings or Settings.load(path, environ)
         model = model_settings or ModelSettings.load(path, environ)
         agent = agent_settings or AgentSettings.load(path, environ)
+        cluster = ClusterSettings.load(path, environ)
         db = Database(
             database_url(path, store_settings),
             installation=installation_id(path),
+            node=cluster.node,
             busy_timeout_s=store_settings.busy_timeout_s,
         )
         return cls(
@@ -137,6 +142,7 @@ class Runtime:
             model_settings=model,
             agent_settings=agent,
             db=db,
+            cluster_settings=cluster,
         )
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,12 +51,14 @@ from tether.execution.environment import worker_env
 from tether.execution.inline import InlineRun
 from tether.execution.jobs import POLL_S, JobManager, Pruned
 from tether.execution.launch import Launch, RequestKey
+from tether.execution.placement import Forwarded, Forwarder, Placed, Placement
 from tether.execution.protocol import clip
 from tether.execution.records import RecordWriter, off_loop
 from tether.execution.spawner import Spawner, default_spawner
 from tether.runtime import Runtime
 from tether.store.jobs import JobRecord
 from tether.store.memories import note_fact
+from tether.store.workers import WorkerStore
 from tether.tasks.confirm import Confirmation, call_digest
 from tether.tasks.grants import JOBS_STATUS, Grants
 from tether.tasks.result import TaskResult, TaskStatus
@@ -80,10 +83,13 @@ class Executor:
         home: str | os.PathLike[str] | None = None,
         settings: Settings | None = None,
         spawner: Spawner | None = None,
+        forwarder: Forwarder | None = None,
     ) -> None:
         """Run ``registry``'s tasks with ``runtime`` (else one opened on ``home``, closed with this).
 
-        ``settings`` replaces the runtime's ``[execution]`` settings for this executor."""
+        ``settings`` replaces the runtime's ``[execution]`` settings for this executor. ``forwarder``
+        hands a call to the node that holds its resource (``placement.py``); without one such a call
+        is refused, never run on the wrong host."""
         self._owns_runtime = runtime is None
         self.runtime = runtime if runtime is not None else Runtime.open(home, settings=settings)
         self.home = self.runtime.home
@@ -98,7 +104,9 @@ class Executor:
         self.settings = settings if settings is not None else self.runtime.settings
         self.store = self.runtime.jobs
         self._spawner = spawner
-        self.jobs = JobManager(self.home, self.store, self.settings, spawner)
+        peers = WorkerStore(self.runtime.db)
+        self.jobs = JobManager(self.home, self.store, self.settings, spawner, peers=peers)
+        self.placement = Placement(peers, forwarder)
         self._me = process.current()
         self._import_path = import_root(registry.ref) if registry.ref else None
         # One thread writes the records that follow a spawn, so they land in the order they happened.
@@ -210,6 +218,8 @@ class Executor:
         step_id: str | None = None,
         execution_id: str | None = None,
         on_start: Callable[[str], None] | None = None,
+        wait_owner_s: float = 0.0,
+        placed: bool = False,
     ) -> TaskResult:
         """Run one task for ``caller``. ``confirmation`` only ever from the person, never from a model.
 
@@ -222,6 +232,10 @@ class Executor:
         to the live one or returns the recorded result (``execution_id_for`` derives one from a step).
         ``on_start(execution_id)`` is called once the execution is on record, before its worker starts
         (to follow its progress, or to stop it when the caller gives up).
+
+        A call claiming a resource that a worker on another node holds is forwarded there once admitted
+        (``placement.py``); one that no live worker owns is refused, or waits ``wait_owner_s`` for one.
+        ``placed``: this is the node the call was forwarded to (it runs here).
 
         Nothing here blocks the event loop: store writes, file writes and checks run in threads.
         """
@@ -246,6 +260,11 @@ class Executor:
             return await record_refusal(
                 self.store, refusal, caller=caller, params=params, detach=detach, where=where
             )
+        if verdict.spec.resources and not placed:
+            found = await off_loop(self.placement.decide, verdict.spec.resources)
+            if found.verdict != "here":
+                return await self._elsewhere(found, verdict, execution_id, started, caller, detach, where,
+                                             on_start, wait_owner_s)  # fmt: skip
         if verdict.spec.isolation is Isolation.INLINE:
             return await InlineRun(
                 home=self.home,
@@ -277,6 +296,49 @@ class Executor:
             on_start=on_start,
             attach=lambda known: self._attach(known, verdict.spec.task_id, on_start),
         ).run()
+
+    async def _elsewhere(
+        self,
+        found: Placed,
+        verdict: Admitted,
+        execution_id: str,
+        started: float,
+        caller: str,
+        detach: bool,
+        where: Where,
+        on_start: Callable[[str], None] | None,
+        wait_owner_s: float,
+    ) -> TaskResult:
+        """A call whose resource is owned on another node: forwarded to its holder, or refused."""
+        if found.verdict == "nobody" and wait_owner_s > 0:
+            found = await self.placement.where(verdict.spec.resources, wait_owner_s)
+            if found.verdict == "here":
+                return await self.execute(
+                    verdict.spec.task_id, verdict.clean, caller=caller, grants=verdict.grants,
+                    confirmation=verdict.consent, detach=detach, origin=where.origin, step_id=where.step_id,
+                    execution_id=execution_id, on_start=on_start, placed=True,
+                )  # fmt: skip
+        forwarder = self.placement.forwarder
+        if found.verdict == "forward" and forwarder is not None:
+            call = Forwarded(
+                task_id=verdict.spec.task_id, params=verdict.clean, caller=caller, execution_id=execution_id,
+                grants=verdict.grants.to_json() if verdict.grants is not None else None,
+                confirmation=asdict(verdict.consent) if verdict.consent is not None else None,
+                detach=detach, origin=where.origin, step_id=where.step_id, from_node=self.placement.node,
+            )  # fmt: skip
+            return await forwarder(call, found.resource, on_start)
+        message = found.message or (
+            f"{found.resource} is held by a worker on another node, and this process cannot hand calls "
+            "to it (run it from a tether worker, tether serve, or the CLI of an installation on PostgreSQL)"
+        )
+        refusal = TaskResult(
+            task_id=verdict.spec.task_id, execution_id=execution_id, status=TaskStatus.REJECTED,
+            message=message, duration_seconds=round(time.monotonic() - started, 6),
+            data={"resource": found.resource, "placement": found.verdict},
+        )  # fmt: skip
+        return await record_refusal(
+            self.store, refusal, caller=caller, params=verdict.clean, detach=detach, where=where
+        )
 
     def _inline(self, task_id: object, caller: str, grants: Grants | None) -> bool:
         spec = self.registry.get(task_id, caller, grants) if isinstance(task_id, str) else None

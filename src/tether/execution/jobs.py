@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import shutil
-import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,9 +55,12 @@ from tether.execution.protocol import (
     request_stop,
     stopped_status,
 )
+from tether.execution.remote import settle_if_lost, stop_elsewhere
+from tether.execution.space import blocks_freed
 from tether.execution.spawner import FORKSERVER_START_TIMEOUT_S, Spawner
 from tether.execution.wake import Wake
 from tether.store.jobs import JobRecord, JobStore
+from tether.store.workers import WorkerStore
 from tether.tasks.result import TaskResult, TaskStatus
 
 log = logging.getLogger("tether.jobs")
@@ -92,9 +93,16 @@ class Recovery:
 
 class JobManager:
     def __init__(
-        self, home: Path, store: JobStore, settings: Settings, spawner: Spawner | None = None
+        self,
+        home: Path,
+        store: JobStore,
+        settings: Settings,
+        spawner: Spawner | None = None,
+        *,
+        peers: WorkerStore | None = None,
     ) -> None:
         self.home = home
+        self.peers = peers  # the installation's other nodes (``store/workers.py``), when it has a store
         self.store = store
         self.settings = settings
         self.spawner = spawner
@@ -102,8 +110,9 @@ class JobManager:
         self._inline: dict[str, Any] = {}  # execution id → the context of an inline task running here
 
     def mine(self, record: JobRecord) -> bool:
-        """Whether the job is this home's: its worker and files are here, not on another installation."""
-        return self.installation.owns(record.installation)
+        """Whether the job is this home's: its worker and files are here, not on another installation
+        or on another node of this one."""
+        return self.installation.owns_here(record.installation, record.host)
 
     def paths(self, execution_id: str) -> ExecutionPaths:
         return ExecutionPaths.of(self.home, execution_id)
@@ -122,8 +131,10 @@ class JobManager:
         Another installation's job is returned as it is on record: its worker is out of this home's
         sight, so that a process is not seen here says nothing about whether it runs."""
         record = self.record(execution_id)
-        if record.terminal or not self.mine(record):
+        if record.terminal:
             return record
+        if not self.mine(record):
+            return settle_if_lost(self, record)
         if record.data.get(INLINE):
             return self._reconcile_inline(record)
         paths = self.paths(execution_id)
@@ -360,7 +371,7 @@ class JobManager:
             extra["elsewhere"] = {
                 "installation": record.installation,
                 "host": record.host,
-                "message": elsewhere(record),
+                "message": elsewhere(record, peer=self.installation.owns(record.installation)),
             }
         elif not record.terminal:  # an ended job's progress is history: a listing never opens its files
             progress = last_progress(self.paths(record.execution_id))
@@ -380,7 +391,7 @@ class JobManager:
         cutoff = "" if older_than_s is None else _iso(time.time() - older_than_s)  # "": none too old
         ids = self.store.ended_before(cutoff, keep=10**12 if keep is None else keep, limit=limit)
         folders = [self.paths(execution_id).dir for execution_id in ids]
-        freed = _blocks_freed(folders)  # measured before removing: a dry run reports the same
+        freed = blocks_freed(folders)  # measured before removing: a dry run reports the same
         if not dry_run:
             for folder in folders:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -393,7 +404,7 @@ class JobManager:
         reattached: list[str] = []
         adopted: list[str] = []
         failed: list[str] = []
-        for record in self.store.list(active=True, limit=10_000, mine=True):
+        for record in self.store.list(active=True, limit=10_000, here=True):
             published, _ = _read(self.paths(record.execution_id))
             after = self._settled(record)
             if not after.terminal:
@@ -444,6 +455,8 @@ class JobManager:
         record = await _io(self.reconcile, execution_id)
         if record.terminal:
             return (await _io(self.describe, record)).with_data(already_ended=True)
+        if not self.mine(record) and self.peers is not None and self.installation.owns(record.installation):
+            return await stop_elsewhere(self, record, reason)
         if not self.mine(record):  # its worker is not this home's to signal: nothing is done
             refused = await _io(self.describe, record)
             return refused.model_copy(update={"message": elsewhere(record)}).with_data(stop_refused=True)
@@ -526,8 +539,12 @@ class JobManager:
         return (published is not None and published.status.terminal) or not process.is_alive(ref)
 
 
-def elsewhere(record: JobRecord) -> str:
-    """Where another installation's job runs (or ran), and that it is acted on there."""
+def elsewhere(record: JobRecord, *, peer: bool = False) -> str:
+    """Where another installation's job runs (or ran), and that it is acted on there; ``peer``: another
+    node of this installation, which applies the stops asked from here."""
+    if peer:
+        ran = "ran" if record.terminal else "runs"
+        return f"job {record.execution_id} {ran} on node {record.host or 'unknown'} of this installation"
     where = f"host {record.host or 'unknown'} (tether installation {record.installation or 'unknown'})"
     if record.terminal:
         return f"job {record.execution_id} ran on {where}, not in this home"
@@ -564,25 +581,3 @@ def _epoch(iso: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(iso).timestamp()
-
-
-def _blocks_freed(folders: list[Path]) -> int:
-    """The disk space removing ``folders`` gives back: allocated blocks (``st_blocks`` * 512), not file
-    sizes (a 200-byte log still takes a 4 KiB block, and every folder takes one), each inode counted
-    once (a claim is hard-linked into place), and a file only when all its links are among the removed
-    (a name elsewhere keeps its blocks). Symbolic links are not followed."""
-    inodes: dict[tuple[int, int], list[int]] = {}  # (device, inode) -> [bytes, names seen, links]
-    for folder in folders:
-        names = [str(folder)]
-        for parent, dirs, files in os.walk(folder):
-            names += [os.path.join(parent, entry) for entry in (*dirs, *files)]
-        for name in names:
-            try:
-                info = os.lstat(name)
-            except OSError:  # gone meanwhile: it frees nothing more
-                continue
-            # A folder's link count includes its subfolders' "..": a folder goes with its tree.
-            links = 1 if stat.S_ISDIR(info.st_mode) else info.st_nlink
-            entry = inodes.setdefault((info.st_dev, info.st_ino), [info.st_blocks * 512, 0, links])
-            entry[1] += 1
-    return sum(size for size, seen, links in inodes.values() if seen >= links)

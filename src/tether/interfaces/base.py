@@ -110,8 +110,10 @@ def registry() -> Registry:
 def open_executor() -> Executor:
     """An executor on this command's home and registry, its store maintained (use it in ``with``)."""
     from tether.execution.executor import Executor
+    from tether.supervisor.cluster import DbosForwarder
 
     made = Executor(load_registry(state.registry_ref), home=state.home)  # it adds the home's own tasks
+    made.placement.forwarder = DbosForwarder(made.runtime)  # a call for another node's resource goes there
     made.maintain()
     return made
 

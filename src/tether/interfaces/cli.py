@@ -20,6 +20,7 @@ import sys
 from tether.interfaces import (
     agents_cli,
     artifacts_cli,
+    cluster_cli,
     flow_cli,
     home_cli,
     initiative_cli,
@@ -48,6 +49,7 @@ app.add_typer(home_cli.auth_app, name="auth")
 app.add_typer(flow_cli.flow_app, name="flow")
 app.add_typer(artifacts_cli.artifacts_app, name="artifacts")
 app.add_typer(mcp_cli.mcp_app, name="mcp")
+app.add_typer(cluster_cli.cluster_app, name="cluster")
 
 __all__ = ["app", "main", "web_cli"]
 

@@ -423,14 +423,36 @@ def worker_command(
     until_idle: Annotated[
         bool, typer.Option("--until-idle", help="Exit once no run is left running.")
     ] = False,
+    resources: Annotated[
+        str,
+        typer.Option(
+            "--resources",
+            help="Resources this worker owns, comma-separated (desktop-1,phone-2): work claiming them "
+            "runs only on a worker that owns them, one at a time across all hosts.",
+        ),
+    ] = "",
+    name: Annotated[
+        str | None,
+        typer.Option("--name", help="This worker's node name, unique among the hosts ([cluster] node)"),
+    ] = None,
 ) -> None:
-    """Be this home's executor: run goal and flow runs until stopped (Ctrl-C)."""
+    """Be this home's executor: run goal and flow runs, turns and the calls for the resources it owns,
+    until stopped (Ctrl-C)."""
 
     def body() -> int:
         import asyncio
+        import os
 
         from tether.supervisor.runner import serve
+        from tether.tasks.callers import NAME_RE
 
+        owned = tuple(sorted({r.strip() for r in resources.split(",") if r.strip()}))
+        wrong = [r for r in owned if not NAME_RE.match(r)]
+        if wrong:
+            fail(f"--resources: {wrong[0]!r} is not a resource name (a letter, then letters, digits, "
+                 "'_', '.', '-'; at most 64)", as_json=False)  # fmt: skip
+        if name is not None:
+            os.environ["TETHER_NODE"] = name  # this process's node, and its jobs' (validated as a setting)
         with runtime() as rt:
             try:
                 asyncio.run(
@@ -438,8 +460,11 @@ def worker_command(
                         rt,
                         registry(),
                         until_idle=until_idle,
+                        resources=owned,
                         on_start=lambda eid: out.print(
-                            f"executor {eid} runs the flows and turns of {rt.home}", markup=False
+                            f"executor {eid} runs the flows and turns of {rt.home}"
+                            + (f" and owns {', '.join(owned)}" if owned else ""),
+                            markup=False,
                         ),
                     )
                 )

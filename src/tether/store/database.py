@@ -37,20 +37,27 @@ INSTALLATION_OPTION = "tether_installation"  # on a write transaction's connecti
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Installation:
-    """The tether home a database is opened for, as its rows name it: ``id`` (unique across hosts) decides
-    what is whose; ``host`` tells people where another installation's work runs."""
+    """The tether home a database is opened for, as its rows name it: ``id`` (unique across hosts)
+    decides what is whose; ``host`` is the home's node — the host's name, or ``[cluster] node`` when
+    several homes on several hosts form one installation (a cluster: ``tether cluster join``). Runs,
+    threads and the rest are the installation's; a job is its node's too, because its worker, files and
+    lock live in that node's home (``owns_here``)."""
 
     id: str
     host: str
 
     @classmethod
-    def here(cls, installation_id: str) -> Installation:
+    def here(cls, installation_id: str, node: str = "") -> Installation:
         if not INSTALLATION_RE.match(installation_id):
             raise StoreError(f"an installation id is 16 hex digits, not {installation_id!r}")
-        return cls(id=installation_id, host=socket.gethostname() or "unknown host")
+        return cls(id=installation_id, host=node or socket.gethostname() or "unknown host")
 
     def owns(self, installation_id: str | None) -> bool:
         return installation_id == self.id
+
+    def owns_here(self, installation_id: str | None, host: str | None) -> bool:
+        """Whether a row that lives in a home (a job: its worker, files and lock) is this node's."""
+        return installation_id == self.id and host == self.host
 
     def values(self) -> dict[str, str]:
         """The owner columns of a row this installation creates."""
@@ -110,12 +117,17 @@ class Database:
     transaction; the migrations have run before the constructor returns."""
 
     def __init__(
-        self, url: str, *, installation: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
+        self,
+        url: str,
+        *,
+        installation: str,
+        node: str = "",
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
     ) -> None:
         from sqlalchemy import create_engine, event
         from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-        self.installation = Installation.here(installation)
+        self.installation = Installation.here(installation, node)
         self.url = url
         try:
             from sqlalchemy.engine import make_url

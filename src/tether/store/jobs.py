@@ -49,11 +49,12 @@ _ACTIVE = (
     .order_by(*_NEWEST_FIRST)
     .limit(bindparam("k_limit"))
 )
-_ACTIVE_MINE = (
+_ACTIVE_HERE = (
     select(T)
     .where(
         T.c.status.in_((TaskStatus.PENDING.value, TaskStatus.RUNNING.value)),
         T.c.installation == bindparam("k_installation"),
+        T.c.host == bindparam("k_host"),
     )
     .order_by(*_NEWEST_FIRST)
     .limit(bindparam("k_limit"))
@@ -206,6 +207,7 @@ class JobStore(Protocol):
         task_ids: Sequence[str] | None = None,
         before: str | None = None,
         mine: bool = False,
+        here: bool = False,
     ) -> list[JobRecord]: ...
     def ended_before(self, cutoff: str, *, keep: int, limit: int) -> list[str]: ...
     def forget(self, execution_ids: Sequence[str]) -> int: ...
@@ -360,18 +362,23 @@ class SqlJobStore:
         task_ids: Sequence[str] | None = None,
         before: str | None = None,
         mine: bool = False,
+        here: bool = False,
     ) -> list[JobRecord]:
         """Newest first; only pending/running with ``active``, one origin or some tasks if given, only
-        this installation's with ``mine``, and only ids older than ``before`` (the last id of the
-        previous page)."""
-        if active and task_ids is None and before is None and not (mine and origin):  # built once
-            statement = _ACTIVE_MINE if mine else _ACTIVE if origin is None else _ACTIVE_OF
-            values = {"k_origin": origin, "k_limit": limit, "k_installation": self.installation.id}
+        this installation's with ``mine`` (and of this node, whose home holds their workers and files,
+        with ``here``), and only ids older than ``before`` (the last id of the previous page)."""
+        simple = active and task_ids is None and before is None
+        if simple and ((here and origin is None) or not (mine or here)):  # statements built once
+            statement = _ACTIVE_HERE if here else _ACTIVE if origin is None else _ACTIVE_OF
+            values = {"k_origin": origin, "k_limit": limit, "k_installation": self.installation.id,
+                      "k_host": self.installation.host}  # fmt: skip
             with self.db.read() as conn:
                 return [JobRecord.from_row(row) for row in conn.execute(statement, values)]
         query = select(T)
-        if mine:
+        if mine or here:
             query = query.where(T.c.installation == self.installation.id)
+        if here:
+            query = query.where(T.c.host == self.installation.host)
         if active:
             query = query.where(T.c.status.in_((TaskStatus.PENDING.value, TaskStatus.RUNNING.value)))
         if origin is not None:
@@ -392,9 +399,14 @@ class SqlJobStore:
             return [JobRecord.from_row(row) for row in conn.execute(query)]
 
     def ended_before(self, cutoff: str, *, keep: int, limit: int) -> list[str]:
-        """Ids of this installation's terminal jobs that ended before ``cutoff`` or beyond its newest
-        ``keep`` (oldest first). Another installation's are its own to count and keep."""
-        ended = and_(T.c.ended_at.is_not(None), T.c.installation == self.installation.id)
+        """Ids of this node's terminal jobs that ended before ``cutoff`` or beyond its newest ``keep``
+        (oldest first). Another installation's, or node's, are its own to count and keep (their folders
+        are in their homes)."""
+        ended = and_(
+            T.c.ended_at.is_not(None),
+            T.c.installation == self.installation.id,
+            T.c.host == self.installation.host,
+        )
         with self.db.read() as conn:
             total = conn.execute(select(func.count()).select_from(T).where(ended)).scalar() or 0
             surplus = max(0, total - keep)
@@ -417,6 +429,7 @@ class SqlJobStore:
                     T.c.execution_id.in_(list(execution_ids)),
                     T.c.ended_at.is_not(None),
                     T.c.installation == self.installation.id,
+                    T.c.host == self.installation.host,
                 )
             )
             return int(result.rowcount or 0)

@@ -410,6 +410,42 @@ MIGRATIONS: tuple[str | dict[str, str], ...] = (
     },
     # 16: what planning a goal cost: the planner's model calls (``agent/usage.py`` records), JSON.
     "ALTER TABLE runs ADD COLUMN planning TEXT NOT NULL DEFAULT '[]';",
+    # 17: several hosts (``store/workers.py``): the executors of an installation with their heartbeats
+    # (the database's clock, epoch seconds), who holds each owned resource and until when, and what
+    # another node asks of a job (a stop) or publishes about it (its log's tail).
+    """
+    CREATE TABLE workers (
+        executor_id  TEXT PRIMARY KEY,
+        installation TEXT NOT NULL,
+        node         TEXT NOT NULL,
+        machine      TEXT NOT NULL,
+        home         TEXT NOT NULL,
+        pid          INTEGER NOT NULL,
+        resources    TEXT NOT NULL DEFAULT '[]',
+        version      TEXT NOT NULL,
+        status       TEXT NOT NULL,
+        started_at   REAL NOT NULL,
+        beat_at      REAL NOT NULL,
+        ended_at     REAL,
+        taken_by     TEXT
+    );
+    CREATE INDEX workers_installation ON workers(installation, status);
+    CREATE TABLE resource_leases (
+        installation TEXT NOT NULL,
+        resource     TEXT NOT NULL,
+        holder       TEXT NOT NULL,
+        expires_at   REAL NOT NULL,
+        PRIMARY KEY (installation, resource)
+    );
+    CREATE TABLE job_requests (
+        execution_id TEXT PRIMARY KEY,
+        stop_reason  TEXT,
+        requested_by TEXT,
+        requested_at REAL,
+        log_tail     TEXT,
+        tail_at      REAL
+    );
+    """,
 )
 
 SCHEMA_TABLE = "tether_schema"

@@ -219,3 +219,41 @@ run_attempts = Table(
     Column("installation", String),
     Column("host", String),
 )
+
+workers = Table(
+    "workers",
+    metadata,
+    Column("executor_id", String, primary_key=True),
+    Column("installation", String, nullable=False),
+    Column("node", String, nullable=False),
+    Column("machine", String, nullable=False),
+    Column("home", String, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("resources", Text, nullable=False),
+    Column("version", String, nullable=False),
+    Column("status", String, nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("beat_at", Float, nullable=False),
+    Column("ended_at", Float),
+    Column("taken_by", String),
+)
+
+resource_leases = Table(
+    "resource_leases",
+    metadata,
+    Column("installation", String, primary_key=True),
+    Column("resource", String, primary_key=True),
+    Column("holder", String, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+
+job_requests = Table(
+    "job_requests",
+    metadata,
+    Column("execution_id", String, primary_key=True),
+    Column("stop_reason", Text),
+    Column("requested_by", String),
+    Column("requested_at", Float),
+    Column("log_tail", Text),
+    Column("tail_at", Float),
+)

@@ -48,6 +48,7 @@ WORKFLOW = "tether.run_segment"
 TURN_WORKFLOW = "tether.turn"
 DELEGATION_WORKFLOW = "tether.delegation"  # a delegated turn, a child of the delegator's turn
 SCHEDULE_WORKFLOW = "tether.schedule_fire"  # one tick of a schedule (``schedules.py``)
+REMOTE_CALL_WORKFLOW = "tether.remote_call"  # a call forwarded to the holder of its resource (``cluster.py``)
 POLL_S = 0.05
 SLOTS = 64
 SLOTS_DIR = "executors"
@@ -114,6 +115,33 @@ def prepare(url: str, own: Names) -> None:
     finally:
         client.destroy()
     _PREPARED.add((url, own.app))
+
+
+def resource_queue(own: Names, resource: str) -> str:
+    """The queue of an owned resource: only its holder dequeues it, one workflow at a time across the
+    installation (PostgreSQL enforces the global limit; on SQLite the node's flock does)."""
+    return f"{own.queue}@{resource}"
+
+
+_PREPARED_QUEUES: set[tuple[str, str]] = set()
+
+
+def prepare_resources(url: str, own: Names, resources: tuple[str, ...]) -> None:
+    """Register the queues of ``resources`` before an executor that owns them launches (DBOS picks up a
+    queue registered later only at its next look, a second on)."""
+    wanted = [
+        resource_queue(own, r) for r in resources if (url, resource_queue(own, r)) not in _PREPARED_QUEUES
+    ]
+    if not wanted:
+        return
+    client = _client(url, own)
+    try:
+        for name in wanted:
+            if client.retrieve_queue(name) is None:
+                client.register_queue(name, global_concurrency=1, polling_interval_sec=POLL_S)
+            _PREPARED_QUEUES.add((url, name))
+    finally:
+        client.destroy()
 
 
 def _client(url: str, own: Names) -> DBOSClient:
@@ -257,10 +285,11 @@ def prune(runtime: Runtime, *, older_than_days: float | None = None) -> int:
 # -- executor slots ------------------------------------------------------------------------------
 
 
-def executor_id(home: Path, slot: int) -> str:
-    """The DBOS executor id of a slot: the installation's id, not the home's path, tells two homes apart
-    (``~/.tether`` is the same path on every host, and host names repeat too)."""
-    return f"{socket.gethostname()}/{installation_id(home)}/slot-{slot}"
+def executor_id(home: Path, slot: int, node: str = "") -> str:
+    """The DBOS executor id of a slot of ``node`` (the home's ``[cluster] node``; the host's name by
+    default): the installation's id, not the home's path, tells two homes apart (``~/.tether`` is the
+    same path on every host), and the node tells the homes of one installation apart."""
+    return f"{node or socket.gethostname()}/{installation_id(home)}/slot-{slot}"
 
 
 def _slot_path(home: Path, slot: int) -> Path:
@@ -270,10 +299,11 @@ def _slot_path(home: Path, slot: int) -> Path:
 class Slot:
     """An executor slot held by this process (released on ``close`` or at exit)."""
 
-    def __init__(self, home: Path, number: int, handle: IO[bytes]) -> None:
+    def __init__(self, home: Path, number: int, handle: IO[bytes], node: str = "") -> None:
         self.home = home
         self.number = number
-        self.executor_id = executor_id(home, number)
+        self.node = node
+        self.executor_id = executor_id(home, number, node)
         self._handle: IO[bytes] | None = handle
 
     def close(self) -> None:
@@ -282,12 +312,12 @@ class Slot:
             self._handle = None
 
 
-def take_slot(home: Path) -> Slot:
-    """The first free executor slot of ``home``."""
+def take_slot(home: Path, node: str = "") -> Slot:
+    """The first free executor slot of ``home`` (whose node is ``node``)."""
     for number in range(SLOTS):
         handle = try_hold(_slot_path(home, number))
         if handle is not None:
-            return Slot(home, number, handle)
+            return Slot(home, number, handle, node)
     from tether.errors import ConfigError
 
     raise ConfigError(f"all {SLOTS} executor slots of {home} are taken: stop an executor first")
@@ -305,13 +335,13 @@ def _slots(home: Path) -> list[tuple[int, Path]]:
     return found
 
 
-def holder_alive(home: Path, executor: str | None) -> bool | None:
-    """Whether the executor id ``executor`` (``<host>/<installation>/slot-N``) is held by a live process
-    of this home; None when that cannot be told from here (another host's or another home's)."""
+def holder_alive(home: Path, executor: str | None, node: str = "") -> bool | None:
+    """Whether the executor id ``executor`` (``<node>/<installation>/slot-N``) is held by a live process
+    of this home (node ``node``); None when that cannot be told from here (another node's or home's)."""
     if not executor:
         return None
     prefix, _, slot = executor.rpartition("/slot-")
-    if not slot.isdigit() or executor != executor_id(home, int(slot)) or prefix == "":
+    if not slot.isdigit() or executor != executor_id(home, int(slot), node) or prefix == "":
         return None
     return int(slot) in live_executors(home)
 
@@ -353,7 +383,7 @@ def recover_free_slots(home: Path, mine: Slot) -> int:
         if handle is None:
             continue  # a live executor holds it: its work is its own
         try:
-            count += len(recover_pending_workflows(instance(), [executor_id(home, number)]))
+            count += len(recover_pending_workflows(instance(), [executor_id(home, number, mine.node)]))
         finally:
             handle.close()
     return count

@@ -21,6 +21,7 @@ Only executor processes import this module (it registers the workflows with DBOS
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -34,7 +35,7 @@ from tether.execution.admission import execution_id_for
 from tether.execution.executor import Executor
 from tether.runtime import Runtime
 from tether.store.runs import RunRecord
-from tether.supervisor import durable, idle, notify, turns
+from tether.supervisor import cluster, durable, idle, notify, turns
 from tether.supervisor.attempts import deadline_of, finish, perform
 from tether.supervisor.host import Host, NotAnExecutor, current, epoch, host, install, io
 from tether.supervisor.plan import Profile
@@ -311,6 +312,21 @@ async def finish_agent(
     return await finish(h, known, run, task_id, number, status, message, data, time.time() - started)
 
 
+# -- calls forwarded to the holder of their resource ---------------------------------------------------
+
+
+@DBOS.workflow(name=durable.REMOTE_CALL_WORKFLOW)
+async def remote_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A call another node forwarded here, because this executor holds its resource (``cluster.py``)."""
+    return await remote_step(call)
+
+
+@DBOS.step(name="tether.remote_step", retries_allowed=False)
+async def remote_step(call: dict[str, Any]) -> dict[str, Any]:
+    result = await cluster.run_forwarded(host().executor, call)
+    return result.model_dump(mode="json")
+
+
 # -- schedules --------------------------------------------------------------------------------------
 
 
@@ -344,31 +360,54 @@ async def schedule_act(workflow_id: str, at: str, context: dict[str, Any]) -> di
 
 
 async def launch(
-    runtime: Runtime, executor: Executor, *, model_for: Callable[[str | None], Any] | None = None
+    runtime: Runtime,
+    executor: Executor,
+    *,
+    model_for: Callable[[str | None], Any] | None = None,
+    resources: tuple[str, ...] = (),
 ) -> Host:
-    """Make this process a tether executor: hold a slot, launch DBOS in the running loop, recover what
-    dead executors left. Call ``shutdown`` before the loop ends."""
+    """Make this process a tether executor: hold a slot, join the installation's registry (owning
+    ``resources``), launch DBOS in the running loop, recover what dead executors left. Call
+    ``shutdown`` before the loop ends."""
     own = durable.names(runtime.installation.id)
-    await io(durable.prepare, durable.system_url(runtime), own)  # database round trips: not on the loop
-    slot = await io(durable.take_slot, runtime.home)
+    url = durable.system_url(runtime)
+    await io(durable.prepare, url, own)  # database round trips: not on the loop
+    await io(durable.prepare_resources, url, own, resources)
+    slot = await io(durable.take_slot, runtime.home, runtime.installation.host)
+    member = cluster.Member(runtime, executor, slot.executor_id, resources, own.version)
+    try:
+        await io(member.join)
+    except BaseException:
+        slot.close()
+        raise
+    executor.placement.forwarder = cluster.DbosForwarder(runtime)
     # The host is in place before DBOS launches: its queue and its own recovery may start a segment at
     # once, and a segment that found no host failed its run ("not a tether executor") under load.
     telemetry.configure(runtime.home)  # as [telemetry] says (nothing, by default)
-    made = Host(runtime=runtime, executor=executor, model_for=model_for, slot=slot)
+    made = Host(runtime=runtime, executor=executor, model_for=model_for, slot=slot, member=member)
     install(made)
     try:
         DBOS(config=durable.config(runtime, slot))  # type: ignore[arg-type]
+        # Only the installation's queue and the queues of what this executor owns: another resource's
+        # work is its holder's.
+        DBOS.listen_queues([own.queue, *(durable.resource_queue(own, r) for r in member.resources)])
         DBOS.launch()
-        made.quiet = idle.quiet_when_idle(durable.instance()._sys_db, own.queue)
+        sys_db = durable.instance()._sys_db
+        made.quiet = [idle.quiet_when_idle(sys_db, own.queue)]
+        for resource in member.resources:
+            allowed = functools.partial(member.may_take, resource)
+            made.quiet.append(idle.quiet_when_idle(sys_db, durable.resource_queue(own, resource), allowed))
         await io(durable.recover_free_slots, runtime.home, slot)
     except BaseException:
         install(None)
+        await io(member.leave)
         slot.close()
         raise
     await io(reconcile_runs, runtime)
     await io(durable.prune, runtime)
     made.watch = asyncio.get_running_loop().create_task(_watch_slots(runtime, slot))
     made.notify = asyncio.get_running_loop().create_task(notify.loop(runtime, model_for))
+    made.beat = asyncio.get_running_loop().create_task(member.run())
     return made
 
 
@@ -403,12 +442,14 @@ async def held_here() -> list[str]:
 
 def shutdown() -> None:
     made = current()
-    for task in (made.watch, made.notify) if made is not None else ():
+    for task in (made.watch, made.notify, made.beat) if made is not None else ():
         if task is not None:
             task.cancel()
     DBOS.destroy(workflow_completion_timeout_sec=0)
-    if made is not None and made.quiet is not None:
-        made.quiet.close()
+    if made is not None and made.member is not None:
+        made.member.leave()  # its holds go at once: a standby takes its resources without waiting a lease
+    for quiet in (made.quiet or []) if made is not None else ():
+        quiet.close()
     if made is not None and made.slot is not None:
         made.slot.close()
     install(None)

@@ -26,7 +26,11 @@ class Host:
     slot: durable.Slot | None = None
     watch: asyncio.Task[None] | None = None  # the look for dead executors' slots
     notify: asyncio.Task[None] | None = None  # notifications and ended-work signals (``notify.loop``)
-    quiet: Any = None  # what keeps an idle queue's polls cheap (``idle.quiet_when_idle``), closed last
+    quiet: list[Any] | None = (
+        None  # what keeps idle queues' polls cheap (``idle.quiet_when_idle``), closed last
+    )
+    member: Any = None  # this executor in the installation's registry (``cluster.Member``)
+    beat: asyncio.Task[None] | None = None  # its heartbeat (``Member.run``)
 
 
 _HOST: Host | None = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 # A queue's settings are read again at least this often (DBOS re-reads them on every poll).
@@ -23,15 +24,16 @@ SETTINGS_TTL_S = 1.0
 WAITING = ("ENQUEUED", "DELAYED")  # the statuses a dequeue looks at
 
 
-def quiet_when_idle(sys_db: Any, queue_name: str) -> Waiting:
-    """Skip DBOS's polls of ``queue_name`` while none of its workflows waits to start. Close what it
-    returns once DBOS is destroyed."""
+def quiet_when_idle(sys_db: Any, queue_name: str, allowed: Callable[[], bool] | None = None) -> Waiting:
+    """Skip DBOS's polls of ``queue_name`` while none of its workflows waits to start, or while
+    ``allowed()`` says this executor may not take its work (a resource's queue whose hold it lacks).
+    Close what it returns once DBOS is destroyed. Several queues chain their hooks."""
     waiting = Waiting(sys_db, queue_name)
     dequeue_scopes, get_queue = sys_db.dequeue_scopes, sys_db.get_queue
     kept: list[tuple[float, Any]] = [(0.0, None)]  # (read at, the queue's settings); one tuple, swapped whole
 
     def scopes(name: str) -> list[Any]:
-        if name == queue_name and not waiting.any():
+        if name == queue_name and ((allowed is not None and not allowed()) or not waiting.any()):
             return []
         return dequeue_scopes(name)
 

@@ -194,7 +194,10 @@ class _Watch:
             self.note(f"run {run.run_id}: nothing was executing it (its segment {run.segment} is {ended}): "
                       "enqueued it again for the live executors")  # fmt: skip
             return False
-        if status == "PENDING" and durable.holder_alive(self.runtime.home, holder) is False:
+        if (
+            status == "PENDING"
+            and durable.holder_alive(self.runtime.home, holder, self.runtime.installation.host) is False
+        ):
             self.note(f"run {run.run_id}: its executor ({holder}) died and no live executor took it over: "
                       "this command executes it")  # fmt: skip
             self.take_over = True
@@ -254,6 +257,7 @@ async def serve(
     *,
     until_idle: bool = False,
     on_start: Callable[[str], None] | None = None,
+    resources: tuple[str, ...] = (),
 ) -> None:
     """Run as a long-lived executor (until cancelled, or, ``until_idle``, until no run is running and no
     handed-over turn is waiting or running)."""
@@ -261,7 +265,7 @@ async def serve(
     from tether.supervisor import engine
 
     with Executor(registry, runtime=runtime) as executor:
-        host = await engine.launch(runtime, executor, model_for=models_of(runtime))
+        host = await engine.launch(runtime, executor, model_for=models_of(runtime), resources=resources)
         if on_start is not None:
             on_start(host.slot.executor_id if host.slot else "?")
         try:

@@ -256,7 +256,10 @@ def resume(runtime: Runtime, run_id: str) -> tuple[RunRecord, str]:
         if status in durable.NO_LIVE_SEGMENT:
             _continue(runtime, run.run_id)
             done = "its next segment was enqueued"
-        elif status == "PENDING" and durable.holder_alive(runtime.home, holder) is False:
+        elif (
+            status == "PENDING"
+            and durable.holder_alive(runtime.home, holder, runtime.installation.host) is False
+        ):
             # Its executor died: a live executor of this home takes the segment over within seconds
             # (each watches for dead slots); with none alive, the executor this command starts does.
             done = f"its executor ({holder}) died: it is handed to a live executor"

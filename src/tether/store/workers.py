@@ -1,0 +1,302 @@
+"""The executors of an installation spread over several hosts, and what they hold.
+
+- ``workers``: one row per executor id (``<node>/<installation>/slot-N``) with the resources it owns,
+  its application version and its heartbeat. ``alive`` until it leaves (``stopped``) or falls silent
+  for a lease (``lost``: another executor claims it, once, and recovers its work).
+- ``resource_leases``: who holds each owned resource and until when. Several workers may own one
+  resource; one holds it at a time, renewing with each heartbeat; another takes it only once the hold
+  has expired.
+- ``job_requests``: what another node asks of a job (a stop) and what the job's node publishes about it
+  (the tail of its log), since a job's worker, files and signals are in its node's home only.
+
+Every time here is the database's clock (epoch seconds), never a host's: two hosts whose clocks differ
+still agree on who is silent and whose hold has expired.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, delete, insert, or_, select, text, update
+
+from tether.errors import StoreError
+from tether.store import schema
+from tether.store.database import Database
+from tether.tasks.result import TaskStatus
+
+W = schema.workers
+L = schema.resource_leases
+R = schema.job_requests
+J = schema.jobs
+
+ALIVE, STOPPED, LOST = "alive", "stopped", "lost"
+ACTIVE_JOBS = (TaskStatus.PENDING.value, TaskStatus.RUNNING.value)
+TAIL_CHARS = 8000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerRecord:
+    executor_id: str
+    node: str
+    machine: str
+    home: str
+    pid: int
+    resources: tuple[str, ...]
+    version: str
+    status: str
+    started_at: float
+    beat_at: float
+    ended_at: float | None
+    taken_by: str | None
+    silent_s: float  # how long since its last heartbeat, by the database's clock, when read
+
+    @classmethod
+    def from_row(cls, row: Any, now: float) -> WorkerRecord:
+        m = row._mapping
+        return cls(
+            executor_id=m["executor_id"], node=m["node"], machine=m["machine"], home=m["home"],
+            pid=int(m["pid"]), resources=tuple(json.loads(m["resources"] or "[]")), version=m["version"],
+            status=m["status"], started_at=float(m["started_at"]), beat_at=float(m["beat_at"]),
+            ended_at=m["ended_at"], taken_by=m["taken_by"], silent_s=max(0.0, now - float(m["beat_at"])),
+        )  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "executor_id": self.executor_id, "node": self.node, "machine": self.machine, "pid": self.pid,
+            "resources": list(self.resources), "version": self.version, "status": self.status,
+            "silent_s": round(self.silent_s, 3), "taken_by": self.taken_by,
+        }  # fmt: skip
+
+
+class WorkerTaken(StoreError):
+    """Another live executor runs under this executor id (two homes with one node name)."""
+
+
+class WorkerStore:
+    """The cluster tables of one database, for its installation."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.installation = db.installation
+        if db.dialect == "postgresql":
+            self._now_sql = "SELECT EXTRACT(EPOCH FROM clock_timestamp())"
+        else:
+            self._now_sql = "SELECT (julianday('now') - 2440587.5) * 86400.0"
+
+    def now(self, conn: Any | None = None) -> float:
+        """The database's clock, epoch seconds."""
+        if conn is not None:
+            return float(conn.execute(text(self._now_sql)).scalar())
+        with self.db.read() as c:
+            return float(c.execute(text(self._now_sql)).scalar())
+
+    # -- membership ------------------------------------------------------------------------------
+
+    def join(
+        self,
+        executor_id: str,
+        *,
+        machine: str,
+        home: str,
+        pid: int,
+        resources: Sequence[str],
+        version: str,
+        lease_s: float,
+    ) -> None:
+        """Say this executor is alive. ``WorkerTaken`` when a live executor of another home, or another
+        machine, runs under the same id (its heartbeat younger than ``lease_s``): two homes of the
+        cluster were given one node name. The same home's earlier holder is dead (its slot is held here)."""
+        with self.db.write() as conn:
+            now = self.now(conn)
+            found = conn.execute(select(W).where(W.c.executor_id == executor_id)).first()
+            values = {
+                "installation": self.installation.id, "node": self.installation.host, "machine": machine,
+                "home": home, "pid": pid, "resources": json.dumps(sorted(set(resources))),
+                "version": version, "status": ALIVE, "started_at": now, "beat_at": now, "ended_at": None,
+                "taken_by": None,
+            }  # fmt: skip
+            if found is None:
+                conn.execute(insert(W), {"executor_id": executor_id, **values})
+                return
+            m = found._mapping
+            fresh = m["status"] == ALIVE and now - float(m["beat_at"]) < lease_s
+            if fresh and (m["machine"], m["home"]) != (machine, home):
+                raise WorkerTaken(
+                    f"executor {executor_id} is alive on machine {m['machine']} (home {m['home']}, pid "
+                    f"{m['pid']}, heartbeat {now - float(m['beat_at']):.1f} s ago): give this home a node "
+                    "name of its own ([cluster] node in settings.toml, or tether worker --name)"
+                )
+            conn.execute(update(W).where(W.c.executor_id == executor_id).values(**values))
+
+    def beat(
+        self, executor_id: str, resources: Sequence[str], lease_s: float
+    ) -> tuple[bool, tuple[str, ...]]:
+        """One heartbeat: (still alive on record, the resources held until ``lease_s`` from now). False
+        when another executor found this one silent and took its work over: it must stop at once."""
+        with self.db.write() as conn:
+            now = self.now(conn)
+            alive = conn.execute(
+                update(W).where(W.c.executor_id == executor_id, W.c.status == ALIVE).values(beat_at=now)
+            ).rowcount
+            if not alive:
+                return False, ()
+            held = []
+            for resource in sorted(set(resources)):
+                if self._hold(conn, resource, executor_id, now, now + lease_s):
+                    held.append(resource)
+            return True, tuple(held)
+
+    def _hold(self, conn: Any, resource: str, holder: str, now: float, until: float) -> bool:
+        key = and_(L.c.installation == self.installation.id, L.c.resource == resource)
+        renewed = conn.execute(
+            update(L).where(key, or_(L.c.holder == holder, L.c.expires_at < now))
+            .values(holder=holder, expires_at=until)
+        ).rowcount  # fmt: skip
+        if renewed:
+            return True
+        if conn.execute(select(L.c.holder).where(key)).first() is not None:
+            return False  # another holds it, and its hold has not expired
+        conn.execute(
+            insert(L),
+            {
+                "installation": self.installation.id,
+                "resource": resource,
+                "holder": holder,
+                "expires_at": until,
+            },
+        )
+        return True
+
+    def leave(self, executor_id: str) -> None:
+        """This executor stops: its row says so and its holds are released at once."""
+        with self.db.write() as conn:
+            now = self.now(conn)
+            conn.execute(
+                update(W).where(W.c.executor_id == executor_id, W.c.status == ALIVE)
+                .values(status=STOPPED, ended_at=now)
+            )  # fmt: skip
+            conn.execute(delete(L).where(L.c.installation == self.installation.id, L.c.holder == executor_id))
+
+    def claim_lost(self, by: str, lease_s: float, version: str) -> list[str]:
+        """The executors of this installation and ``version`` silent for ``lease_s``, marked ``lost`` by
+        ``by`` in one statement each: of several executors that look at once, one claims each, and only
+        the claimer recovers its work. Their holds are released."""
+        claimed = []
+        with self.db.write() as conn:
+            now = self.now(conn)
+            silent = conn.execute(
+                select(W.c.executor_id).where(
+                    W.c.installation == self.installation.id, W.c.status == ALIVE,
+                    W.c.version == version, W.c.beat_at < now - lease_s, W.c.executor_id != by,
+                )
+            ).scalars().all()  # fmt: skip
+            for executor_id in silent:
+                done = conn.execute(
+                    update(W).where(W.c.executor_id == executor_id, W.c.status == ALIVE,
+                                    W.c.beat_at < now - lease_s)
+                    .values(status=LOST, ended_at=now, taken_by=by)
+                ).rowcount  # fmt: skip
+                if done:
+                    claimed.append(executor_id)
+                    mine = L.c.installation == self.installation.id
+                    conn.execute(delete(L).where(mine, L.c.holder == executor_id, L.c.expires_at < now))
+        return claimed
+
+    def workers(self, *, alive_only: bool = False) -> list[WorkerRecord]:
+        """This installation's executors, live ones first, then the most recently seen."""
+        query = select(W).where(W.c.installation == self.installation.id)
+        if alive_only:
+            query = query.where(W.c.status == ALIVE)
+        with self.db.read() as conn:
+            now = self.now(conn)
+            rows = conn.execute(query.order_by(W.c.status, W.c.beat_at.desc())).all()
+        return [WorkerRecord.from_row(row, now) for row in rows]
+
+    def forget(self, node: str) -> int:
+        """Remove the rows of ``node``'s executors that are not alive (an operator retiring a host)."""
+        with self.db.write() as conn:
+            return int(
+                conn.execute(
+                    delete(W).where(W.c.installation == self.installation.id, W.c.node == node,
+                                    W.c.status != ALIVE)
+                ).rowcount or 0
+            )  # fmt: skip
+
+    def node_lost(self, node: str) -> float | None:
+        """How long ``node`` has been silent, when it is a node of the installation whose executors were
+        all lost (None when one lives, or it never ran one: nothing can be told of its jobs from here)."""
+        with self.db.read() as conn:
+            now = self.now(conn)
+            rows = conn.execute(
+                select(W.c.status, W.c.beat_at).where(
+                    W.c.installation == self.installation.id, W.c.node == node
+                )
+            ).all()
+        if not rows or any(r.status == ALIVE for r in rows) or not any(r.status == LOST for r in rows):
+            return None
+        return now - max(float(r.beat_at) for r in rows)
+
+    def node_alive(self, node: str) -> bool:
+        """Whether ``node`` has a live executor (one that applies stops asked through the database)."""
+        return any(w.node == node for w in self.workers(alive_only=True))
+
+    def holders(self) -> dict[str, tuple[str, float]]:
+        """Each held resource: (holder's executor id, seconds its hold has left; negative: expired)."""
+        with self.db.read() as conn:
+            now = self.now(conn)
+            rows = conn.execute(select(L).where(L.c.installation == self.installation.id)).all()
+        return {r.resource: (r.holder, float(r.expires_at) - now) for r in rows}
+
+    # -- requests to a job's node ----------------------------------------------------------------
+
+    def request_stop(self, execution_id: str, reason: str, by: str) -> None:
+        with self.db.write() as conn:
+            now = self.now(conn)
+            values = {"stop_reason": reason[:500], "requested_by": by[:200], "requested_at": now}
+            changed = conn.execute(
+                update(R).where(R.c.execution_id == execution_id, R.c.stop_reason.is_(None)).values(**values)
+            ).rowcount
+            if (
+                not changed
+                and conn.execute(select(R.c.execution_id).where(R.c.execution_id == execution_id)).first()
+                is None
+            ):
+                conn.execute(insert(R), {"execution_id": execution_id, **values})
+
+    def stops_here(self, limit: int = 100) -> list[tuple[str, str]]:
+        """(execution id, reason) of this node's unfinished jobs that another process asked to stop."""
+        query = (
+            select(R.c.execution_id, R.c.stop_reason)
+            .join(J, J.c.execution_id == R.c.execution_id)
+            .where(
+                R.c.stop_reason.is_not(None), J.c.installation == self.installation.id,
+                J.c.host == self.installation.host, J.c.status.in_(ACTIVE_JOBS),
+            )
+            .limit(limit)
+        )  # fmt: skip
+        with self.db.read() as conn:
+            return [(row.execution_id, row.stop_reason) for row in conn.execute(query)]
+
+    def publish_tail(self, execution_id: str, tail: str) -> None:
+        tail = tail[-TAIL_CHARS:]
+        with self.db.write() as conn:
+            now = self.now(conn)
+            changed = conn.execute(
+                update(R).where(R.c.execution_id == execution_id).values(log_tail=tail, tail_at=now)
+            ).rowcount
+            if not changed:
+                conn.execute(insert(R), {"execution_id": execution_id, "log_tail": tail, "tail_at": now})
+
+    def tail(self, execution_id: str) -> tuple[str | None, float | None]:
+        """The log tail a job's node published, and how many seconds ago (None, None: none yet)."""
+        with self.db.read() as conn:
+            now = self.now(conn)
+            row = conn.execute(
+                select(R.c.log_tail, R.c.tail_at).where(R.c.execution_id == execution_id)
+            ).first()
+        if row is None or row.log_tail is None:
+            return None, None
+        return row.log_tail, now - float(row.tail_at)

@@ -1,0 +1,312 @@
+"""An executor's part in an installation that spans several hosts (``store/workers.py``).
+
+``Member`` is what a launched executor does besides running workflows, once per heartbeat:
+
+- **says it is alive** and renews its hold on the resources it owns (the database's clock decides);
+- **takes over** the executors of its version that fell silent for a lease: one claims each (a
+  compare-and-set), then hands its pending workflows back to their queues (DBOS's recovery), where a
+  live executor — the new holder, for a resource's queue — dequeues them. Their in-flight tool calls
+  are settled like any crash: the published result adopted, or ``unknown`` (``execution/remote.py``);
+- **applies** the stops other nodes asked for this node's jobs, and **publishes** the tails of its
+  running jobs' logs, which only this node can read;
+- **fences itself**: an executor that could not renew its heartbeat for ``FENCE`` of a lease stops
+  dequeuing at once (``may_take``), stops the jobs that hold its resources and exits, before any other
+  executor can find it silent and take its work and resources over. It never runs beside its successor.
+
+On SQLite (one host) a dead executor's slot lock tells at once that it is dead (``durable``), so the
+heartbeat only keeps the registry and the holds; nothing is claimed or fenced on a busy file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tether.errors import StoreError
+from tether.execution import process
+from tether.execution.executor import Executor
+from tether.execution.lock import holder
+from tether.execution.placement import Forwarded
+from tether.execution.protocol import ExecutionPaths, log_tail, request_stop
+from tether.runtime import Runtime
+from tether.store.workers import WorkerStore
+from tether.supervisor import durable
+from tether.tasks.result import TaskResult, TaskStatus
+
+log = logging.getLogger("tether.cluster")
+
+STOP_TAKING = 0.4  # of a lease without a renewal: no new work is dequeued from a resource's queue
+FENCE = 0.5  # of a lease without a renewal: the executor stops its resources' jobs and exits
+FENCE_EXIT_CODE = 75  # EX_TEMPFAIL: a service manager restarts it, and it joins again
+TAIL_EVERY = 2  # heartbeats between publications of running jobs' log tails
+TAIL_LINES = 40
+
+
+class Member:
+    """This executor in its installation's registry (``join`` before DBOS launches)."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        executor: Executor,
+        executor_id: str,
+        resources: tuple[str, ...],
+        version: str,
+        *,
+        exit_on_fence: Callable[[], None] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.executor = executor
+        self.executor_id = executor_id
+        self.resources = tuple(sorted(set(resources)))
+        self.version = version
+        self.peers = WorkerStore(runtime.db)
+        settings = runtime.cluster_settings
+        self.beat_s, self.lease_s = settings.heartbeat_s, settings.lease_s
+        self.shared = runtime.db.dialect == "postgresql"  # several hosts can only meet on PostgreSQL
+        self.held: frozenset[str] = frozenset()
+        self.renewed_at = time.monotonic()  # when the last heartbeat that landed was sent
+        self.fenced = False
+        self._exit = exit_on_fence or _exit_now
+        self._stopping: set[str] = set()
+        self._tails: dict[str, int] = {}
+        self._beats = 0
+
+    def join(self) -> None:
+        self.peers.join(
+            self.executor_id, machine=socket.gethostname(), home=str(self.runtime.home), pid=os.getpid(),
+            resources=self.resources, version=self.version, lease_s=self.lease_s,
+        )  # fmt: skip
+        self.beat()
+
+    def beat(self) -> bool:
+        """One heartbeat; False when the installation found this executor silent and took over."""
+        sent = time.monotonic()
+        alive, held = self.peers.beat(self.executor_id, self.resources, self.lease_s)
+        if alive:
+            self.held, self.renewed_at = frozenset(held), sent
+        return alive
+
+    def silent_for(self) -> float:
+        return time.monotonic() - self.renewed_at
+
+    def may_take(self, resource: str) -> bool:
+        """Whether this executor may start work on ``resource`` now (the idle gate asks before each
+        poll of its queue): it holds it, and its hold is surely not expired anywhere."""
+        return not self.fenced and resource in self.held and self.silent_for() < STOP_TAKING * self.lease_s
+
+    def leave(self) -> None:
+        with contextlib.suppress(StoreError):
+            self.peers.leave(self.executor_id)
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        beat: asyncio.Future[bool] | None = None
+        while True:
+            if beat is None or beat.done():
+                alive = _outcome(beat)
+                if alive is False:
+                    self.fence("the installation found this executor silent and took its work over")
+                    return
+                beat = asyncio.ensure_future(asyncio.to_thread(self.beat))
+            if self.shared and self.silent_for() >= FENCE * self.lease_s:
+                self.fence(f"no heartbeat reached the database for {self.silent_for():.1f} s")
+                return
+            if self.renewed_at >= time.monotonic() - self.beat_s * 1.5:  # the database answers
+                await self._chores()
+            await asyncio.sleep(self.beat_s)
+
+    async def _chores(self) -> None:
+        self._beats += 1
+        try:
+            if self.shared:
+                await self._take_over()
+            for execution_id, reason in await asyncio.to_thread(self.peers.stops_here):
+                if execution_id not in self._stopping:
+                    self._stopping.add(execution_id)
+                    asyncio.get_running_loop().create_task(self._stop(execution_id, reason))
+            if self._beats % TAIL_EVERY == 0:
+                await asyncio.to_thread(self._publish_tails)
+        except StoreError as exc:
+            log.warning("the cluster's chores failed this heartbeat: %s", exc.message)
+
+    async def _take_over(self) -> None:
+        lost = await asyncio.to_thread(self.peers.claim_lost, self.executor_id, self.lease_s, self.version)
+        if not lost:
+            return
+        from dbos._recovery import recover_pending_workflows
+
+        handles = await asyncio.to_thread(recover_pending_workflows, durable.instance(), lost)
+        log.warning("took over %d workflow(s) of lost executor(s) %s", len(handles), ", ".join(lost))
+
+    async def _stop(self, execution_id: str, reason: str) -> None:
+        try:
+            await self.executor.jobs.stop(execution_id, reason=f"{reason} (asked from another node)")
+        except Exception:
+            log.warning("a stop asked from another node failed for %s", execution_id, exc_info=True)
+        finally:
+            self._stopping.discard(execution_id)
+
+    def _publish_tails(self) -> None:
+        running = {r.execution_id for r in self.runtime.jobs.list(active=True, limit=200, here=True)}
+        for execution_id in running | set(self._tails):
+            paths = ExecutionPaths.of(self.runtime.home, execution_id)
+            try:
+                size = paths.log.stat().st_size
+            except OSError:
+                size = -1
+            if size != self._tails.get(execution_id):
+                self.peers.publish_tail(execution_id, log_tail(paths, TAIL_LINES))
+                self._tails[execution_id] = size
+            if execution_id not in running:
+                self._tails.pop(execution_id, None)  # ended: its last tail is out
+
+    # -- fencing ---------------------------------------------------------------------------------
+
+    def fence(self, why: str) -> None:
+        """Stop everything this executor holds and exit, without the database (it may be out of reach):
+        the jobs holding its resources are asked to stop, interrupted, then killed with their trees."""
+        self.fenced = True
+        log.error(
+            "fenced: %s; stopping the jobs on %s and exiting", why, ", ".join(self.resources) or "nothing"
+        )
+        refs = []
+        for resource in self.resources:
+            found = holder(self.runtime.home, [resource])
+            if found is None:
+                continue
+            owner = found[1]
+            with contextlib.suppress(Exception):
+                request_stop(ExecutionPaths.of(self.runtime.home, str(owner["execution_id"])), why)
+            refs.append(process.ProcessRef(pid=int(owner["pid"]), create_time=float(owner["create_time"])))
+        for ref in refs:
+            process.interrupt(ref)
+        deadline = time.monotonic() + 0.5
+        while any(process.is_alive(r) for r in refs) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for ref in refs:
+            process.kill_tree(ref)
+        self._exit()
+
+
+def _outcome(beat: asyncio.Future[bool] | None) -> bool | None:
+    if beat is None:
+        return None
+    try:
+        return beat.result()
+    except StoreError as exc:
+        log.warning("a heartbeat did not reach the database: %s", exc.message)
+        return None
+    except Exception:
+        log.warning("a heartbeat failed", exc_info=True)
+        return None
+
+
+def _exit_now() -> None:
+    """Leave at once: no workflow of this process may take another step beside its successor."""
+    logging.shutdown()
+    os._exit(FENCE_EXIT_CODE)
+
+
+# -- forwarding a call to the holder of its resource ---------------------------------------------
+
+
+class DbosForwarder:
+    """Hands admitted calls to their resource's queue (``durable.resource_queue``), where its holder
+    runs them (``engine.remote_call``) under the caller's execution id, and follows them: the result,
+    or a background job's handshake. A caller that gives up (cancelled) stops the job."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.names = durable.names(runtime.installation.id)
+        self.version = self.names.version
+
+    async def __call__(
+        self, call: Forwarded, resource: str, on_start: Callable[[str], None] | None
+    ) -> TaskResult:
+        await asyncio.to_thread(self._enqueue, call, resource)
+        started = False
+        try:
+            while True:
+                if not started and on_start is not None:
+                    if await asyncio.to_thread(self.runtime.jobs.get, call.execution_id) is not None:
+                        on_start(call.execution_id)
+                        started = True
+                done = await asyncio.to_thread(self._done, call)
+                if done is not None:
+                    return done
+                await asyncio.sleep(FOLLOW_S)
+        except asyncio.CancelledError:
+            peers = WorkerStore(self.runtime.db)
+            with contextlib.suppress(StoreError):
+                await asyncio.to_thread(
+                    peers.request_stop, call.execution_id, "its caller gave up", call.from_node
+                )
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(
+                    durable.cancel_workflows, self.runtime, [remote_id(call.execution_id)]
+                )
+            raise
+
+    def _enqueue(self, call: Forwarded, resource: str) -> None:
+        url = durable.system_url(self.runtime)
+        durable.prepare_resources(url, self.names, (resource,))
+        with durable.client(self.runtime) as c:
+            options = {
+                "workflow_name": durable.REMOTE_CALL_WORKFLOW,
+                "queue_name": durable.resource_queue(self.names, resource),
+                "workflow_id": remote_id(call.execution_id),
+                "app_version": self.version,
+            }
+            c.enqueue(options, call.to_json())
+
+    def _done(self, call: Forwarded) -> TaskResult | None:
+        """The call's result once its workflow ended; for a background call, its job once running."""
+        if call.detach:
+            record = self.runtime.jobs.get(call.execution_id)
+            if record is not None and (record.terminal or record.status is TaskStatus.RUNNING):
+                return record.to_result()
+        with durable.client(self.runtime) as c:
+            status, output = durable.outcome(c, remote_id(call.execution_id))
+        if status == "SUCCESS" and isinstance(output, dict):
+            return TaskResult.model_validate(output)
+        if status in ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+            record = self.runtime.jobs.get(call.execution_id)
+            if record is not None and record.terminal:
+                return record.to_result()
+            why = f"the worker holding its resource could not run it ({status.lower()}: {output})"
+            return TaskResult(
+                task_id=call.task_id, execution_id=call.execution_id, status=TaskStatus.FAILED,
+                message=why[:2000], data={"interrupted": True},
+            )  # fmt: skip
+        return None
+
+
+FOLLOW_S = 0.1
+
+
+def remote_id(execution_id: str) -> str:
+    """The workflow id of a forwarded call: forwarding one execution twice runs it once."""
+    return f"call-{execution_id}"
+
+
+def run_forwarded(executor: Executor, value: dict[str, Any]) -> Any:
+    """What the holder runs for a forwarded call (``engine.remote_call``'s step): the executor's own
+    ``execute``, as the caller, with its consent, under its execution id — admitted again here."""
+    from tether.tasks.confirm import Confirmation
+    from tether.tasks.grants import Grants
+
+    call = Forwarded.from_json(value)
+    consent = Confirmation(**call.confirmation) if call.confirmation else None
+    return executor.execute(
+        call.task_id, call.params, caller=call.caller, grants=Grants.from_json(call.grants),
+        confirmation=consent, detach=call.detach, origin=call.origin, step_id=call.step_id,
+        execution_id=call.execution_id, placed=True,
+    )  # fmt: skip
