@@ -71,6 +71,14 @@ class WorkerRecord:
         }  # fmt: skip
 
 
+def _insert_if_absent(dialect: str, values: dict[str, Any]) -> Any:
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    return dialect_insert(L).values(**values).on_conflict_do_nothing().returning(L.c.holder)
+
+
 class WorkerTaken(StoreError):
     """Another live executor runs under this executor id (two homes with one node name)."""
 
@@ -157,18 +165,10 @@ class WorkerStore:
         ).rowcount  # fmt: skip
         if renewed:
             return True
-        if conn.execute(select(L.c.holder).where(key)).first() is not None:
-            return False  # another holds it, and its hold has not expired
-        conn.execute(
-            insert(L),
-            {
-                "installation": self.installation.id,
-                "resource": resource,
-                "holder": holder,
-                "expires_at": until,
-            },
-        )
-        return True
+        # Nobody held it yet: of several that race to take it first, the key lets exactly one in.
+        values = {"installation": self.installation.id, "resource": resource, "holder": holder}
+        taken = conn.execute(_insert_if_absent(self.db.dialect, {**values, "expires_at": until}))
+        return taken.first() is not None
 
     def leave(self, executor_id: str) -> None:
         """This executor stops: its row says so and its holds are released at once."""
