@@ -35,7 +35,7 @@ def flow_file(tmp_path: Path, tasks: list[dict[str, Any]], **plan: Any) -> Path:
 
 
 def cli(home: Path, *args: str, timeout: float = 120) -> tuple[int, Any, str]:
-    code, out, err = tether_cli("--registry", FLOWS, *args, home=home, timeout=timeout, TETHER_CLI_SERVER="0")
+    code, out, err = tether_cli("--registry", FLOWS, *args, home=home, timeout=timeout)
     try:
         document = json.loads(out.strip().splitlines()[-1]) if "--json" in args and out.strip() else out
     except ValueError:
@@ -305,7 +305,8 @@ def test_a_worker_killed_mid_task_is_an_explicit_unknown_that_the_policy_settles
 ) -> None:
     """A worker that dies mid-effect may or may not have acted: a task that must run once goes to a
     person (never a silent second run); an idempotent one is run again."""
-    tasks = [{**call("victim", task, key="victim", seconds=4), "retry": {"at_once": 1}}]
+    # The task holds on until the test lets go: the kill lands while it runs, however slow the polls.
+    tasks = [{**call("victim", task, key="victim", until_file="go"), "retry": {"at_once": 1}}]
     worker = _worker(home)
     try:
         code, run, err = cli(home, "flow", "run", str(flow_file(tmp_path, tasks)), "--detach", "--json")
@@ -318,6 +319,7 @@ def test_a_worker_killed_mid_task_is_an_explicit_unknown_that_the_policy_settles
 
         pid = eventually(running_pid, timeout=60, what="the worker to run")
         os.killpg(pid, signal.SIGKILL)  # the worker and only it (its own process group)
+        (home / "go").touch()  # a second attempt, if the policy runs one, goes through
         final = _settle(home, run["run_id"])
     finally:
         _stop(worker)
@@ -464,7 +466,7 @@ def test_an_agent_turn_killed_mid_tool_resumes_from_its_last_step_asking_nothing
     dies while the turn's tool runs; the next executor replays the turn (the model is not asked again
     for what it answered), re-attaches to the live tool (it acts once) and goes on to the end."""
     use_model(home, fake_openai)
-    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "seconds": 3}')]))
+    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "until_file": "go"}')]))
     fake_openai.reply(completion("已完成：slow 做了一次。"))
     tasks = [{"id": "agent", "executor": "agent", "description": "做一次 slow 的工作"}]
     env = {"TETHER_MODEL_STREAM": "0"}
@@ -479,6 +481,7 @@ def test_an_agent_turn_killed_mid_tool_resumes_from_its_last_step_asking_nothing
         first.wait()
         assert len(fake_openai.requests) == 1
         second = _worker(home, **env)
+        (home / "go").touch()  # the tool, live across the crash, may end now
         final = _settle(home, run["run_id"])
     finally:
         for proc in (first, second):
@@ -523,7 +526,7 @@ def test_a_persons_turn_handed_to_an_executor_survives_its_crash_and_finishes_wh
     """`tether run` hands the turn to the running executor and follows it; the executor dies while the
     turn's tool runs; the next executor resumes the turn and the waiting `tether run` prints its end."""
     use_model(home, fake_openai)
-    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "seconds": 3}')]))
+    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "until_file": "go"}')]))
     fake_openai.reply(completion("slow is done, once."))
     env = {"TETHER_MODEL_STREAM": "0"}
     first = _worker(home, **env)
@@ -534,6 +537,7 @@ def test_a_persons_turn_handed_to_an_executor_survives_its_crash_and_finishes_wh
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
         second = _worker(home, **env)
+        (home / "go").touch()  # the tool, live across the crash, may end now
         out, err = follower.communicate(timeout=90)
     finally:
         if follower.poll() is None:
@@ -585,7 +589,7 @@ def test_a_goals_plan_is_the_runs_first_step_and_a_crash_never_asks_the_planner_
     fake_openai.reply(
         completion(None, tool_calls=[("p1", "submit_plan", json.dumps({"milestones": [milestone]}))])
     )
-    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "seconds": 3}')]))
+    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "until_file": "go"}')]))
     fake_openai.reply(completion("slow done."))
     env = {"TETHER_MODEL_STREAM": "0"}
     first = _worker(home, **env)
@@ -598,6 +602,7 @@ def test_a_goals_plan_is_the_runs_first_step_and_a_crash_never_asks_the_planner_
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
         second = _worker(home, **env)
+        (home / "go").touch()  # the tool, live across the crash, may end now
         final = _settle(home, run["run_id"])
         beyond = {"milestones": [], "beyond": "no tool can fly to Mars"}
         fake_openai.reply(completion(None, tool_calls=[("p2", "submit_plan", json.dumps(beyond))]))
@@ -670,7 +675,7 @@ def test_a_handed_over_turn_whose_executor_dies_is_finished_by_the_command_that_
     """No executor comes back: the `tether run` that handed the turn over becomes the executor and
     finishes the turn from the step it was on."""
     use_model(home, fake_openai)
-    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "seconds": 3}')]))
+    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "until_file": "go"}')]))
     fake_openai.reply(completion("slow is done, once."))
     env = {"TETHER_MODEL_STREAM": "0"}
     worker = _worker(home, **env)
@@ -679,6 +684,7 @@ def test_a_handed_over_turn_whose_executor_dies_is_finished_by_the_command_that_
         eventually(lambda: tool_running(home), timeout=60, what="the turn's tool to run")
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
+        (home / "go").touch()  # the tool, live across the crash, may end now
         out, err = follower.communicate(timeout=90)
     finally:
         if follower.poll() is None:
