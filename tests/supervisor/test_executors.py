@@ -94,13 +94,15 @@ def _ended(home: Path, run_id: str) -> dict[str, Any] | None:
     return run if run["status"] != "running" else None
 
 
-def _flow(tmp_path: Path, tasks: int, seconds: float) -> Path:
+def _flow(tmp_path: Path, tasks: int, seconds: float, *, held_until: str | None = None) -> Path:
+    """A chain of ``tasks`` must-run-once steps of ``seconds`` each; with ``held_until``, the first one
+    also holds on until the test makes that file in the home (the run is surely not done before)."""
     steps: list[dict[str, Any]] = []
     for n in range(tasks):
-        step: dict[str, Any] = {
-            "id": f"t{n}",
-            "call": {"task": "f.once", "args": {"key": f"k{n}", "seconds": seconds}},
-        }
+        args: dict[str, Any] = {"key": f"k{n}", "seconds": seconds}
+        if n == 0 and held_until is not None:
+            args["until_file"] = held_until
+        step: dict[str, Any] = {"id": f"t{n}", "call": {"task": "f.once", "args": args}}
         if n:
             step["depends_on"] = [f"t{n - 1}"]
         steps.append(step)
@@ -228,8 +230,9 @@ def test_a_command_that_became_the_executor_hands_on_what_it_took_for_others(
 
         wait_for(lambda: durable.live_executors(home), timeout=60, what="the command to become the executor")
         code, out, err = tether_cli(
-            "--registry", FLOWS, "flow", "run", str(_flow(tmp_path, 5, 4.0)), "--detach", "--json", home=home
-        )
+            "--registry", FLOWS, "flow", "run", str(_flow(tmp_path, 5, 0.2, held_until="go")), "--detach",
+            "--json", home=home,
+        )  # fmt: skip
         assert code == 0, err
         other = json.loads(out)["run_id"]
         taken = wait_for(lambda: _segment_executor(home, other), timeout=60, what="the executor to take it")
@@ -242,7 +245,8 @@ def test_a_command_that_became_the_executor_hands_on_what_it_took_for_others(
         done, errors = following.communicate(timeout=120)
         assert json.loads(done)["status"] == "cancelled", (done, errors)
         _, shown, _ = tether_cli("--registry", FLOWS, "flow", "show", other, "--json", home=home)
-        assert json.loads(shown)["status"] == "running"  # five steps of 4 s each: not done yet
+        assert json.loads(shown)["status"] == "running"  # its first step holds on until the test lets go
+        (home / "go").touch()
 
         run = wait_for(
             lambda: _ended(home, other), timeout=120, what="the other run to end with nobody resuming it"
@@ -270,7 +274,7 @@ def test_a_command_following_a_run_nobody_executes_says_so_and_gets_it_executed(
     workers.append(Worker(home))
     following = subprocess.Popen(
         [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "flow", "run",
-         str(_flow(tmp_path, 3, 4.0)), "--json"],
+         str(_flow(tmp_path, 3, 0.2, held_until="go")), "--json"],
         env=_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
     try:
@@ -285,6 +289,7 @@ def test_a_command_following_a_run_nobody_executes_says_so_and_gets_it_executed(
         run_id = wait_for(taken, timeout=60, what="the worker to take the run")
         with Runtime.open(home) as runtime, durable.client(runtime) as client:
             client.cancel_workflow(durable.segment_id(run_id, 0))  # nothing of tether's knows
+        (home / "go").touch()  # the step it was running may end now
         done, said = following.communicate(timeout=180)
         assert following.returncode == 0, (done, said)
         assert "nothing was executing it" in said.decode(), said
