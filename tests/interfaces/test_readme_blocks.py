@@ -11,6 +11,8 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,14 +141,15 @@ def shell_lines(block: Block) -> list[tuple[str, str]]:
 
 class Shell:
     """Runs README lines as a person would: in ``cwd``, with HOME and TETHER_HOME fresh (``~/.tether`` is the
-    home), placeholders like ``<thread_id>`` filled from what earlier lines printed."""
+    home), placeholders like ``<thread_id>`` filled from what earlier lines printed. Each ``tether`` goes
+    through the test process's CLI server, as a person's commands after the first one do."""
 
     def __init__(self, tmp_path: Path, **env: str) -> None:
         self.cwd = tmp_path / "work"
         self.cwd.mkdir()
         self.home = tmp_path / "person" / ".tether"
         self.env = {**os.environ, "HOME": str(tmp_path / "person"), "TETHER_HOME": str(self.home),
-                    "TETHER_CLI_SERVER": "0", "TETHER_DEMO_STEP_S": "0.02", **env}  # fmt: skip
+                    "TETHER_DEMO_STEP_S": "0.02", **env}  # fmt: skip
         self.env["PATH"] = f"{Path(TETHER).parent}:{self.env['PATH']}"
         self.values: dict[str, str] = {}
 
@@ -328,11 +331,8 @@ def test_serve_and_the_event_stream_with_curl_work_as_printed(tmp_path: Path) ->
                 first = server.stdout.readline()
             if command == "tether serve":
                 ((curl_command, _),) = shell_lines(the_block("The web page", "curl -N"))
-                curl = subprocess.run(
-                    ["timeout", "5", "bash", "-c", curl_command], cwd=shell.cwd, env=shell.env,
-                    capture_output=True, text=True, timeout=60,
-                )  # fmt: skip
-                assert "turn_started" in curl.stdout and "tool_finished" in curl.stdout, curl.stdout[-800:]
+                streamed = _stream(curl_command, shell)
+                assert "turn_started" in streamed and "tool_finished" in streamed, streamed[-800:]
         finally:
             os.killpg(server.pid, signal.SIGINT)  # Ctrl-C stops it
             code = server.wait(timeout=60)
@@ -340,6 +340,40 @@ def test_serve_and_the_event_stream_with_curl_work_as_printed(tmp_path: Path) ->
                 server.stdout.close()
         assert code in (0, 130, -signal.SIGINT), code
     shell.run(f"{TETHER} task run demo.exit_game")
+
+
+def _stream(command: str, shell: Shell) -> str:
+    """What ``command`` (a stream that never ends by itself) printed until it showed a turn start and a
+    tool finish, ended, or reached the deadline; it is stopped then."""
+    proc = subprocess.Popen(
+        ["bash", "-c", f"exec {command}"], cwd=shell.cwd, env=shell.env, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    out = proc.stdout
+    assert out is not None
+    read: list[bytes] = []
+
+    def keep() -> None:
+        for line in out:
+            read.append(line)
+
+    reader = threading.Thread(target=keep, daemon=True)
+    reader.start()
+
+    def shown() -> bool:
+        streamed = b"".join(read)
+        return b"turn_started" in streamed and b"tool_finished" in streamed
+
+    deadline = time.monotonic() + 60
+    try:
+        while not shown() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
+        out.close()
+    return b"".join(read).decode(errors="replace")
 
 
 def test_the_documents_block_works_on_a_fresh_machine(tmp_path: Path) -> None:
