@@ -135,8 +135,7 @@ def test_the_flow_file_in_the_readme_runs_as_written(tmp_path: Path) -> None:
     block = re.search(r"```yaml\n# nightly\.yaml[^\n]*\n(.*?)```", section, re.S)
     assert block is not None
     (tmp_path / "nightly.yaml").write_text(block.group(1), encoding="utf-8")
-    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home"), "TETHER_DEMO_STEP_S": "0.01",
-           "TETHER_CLI_SERVER": "0"}  # fmt: skip
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home"), "TETHER_DEMO_STEP_S": "0.01"}
 
     def tether(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -166,7 +165,7 @@ def test_the_team_block_runs_as_written_in_a_fresh_home(tmp_path: Path) -> None:
     assert block is not None
     home = tmp_path / "home"
     home.mkdir()
-    env = {**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0"}
+    env = {**os.environ, "TETHER_HOME": str(home)}
     lines = [line.split("  #")[0].strip() for line in block.group(1).splitlines()]
     for line in filter(None, lines):
         argv = shlex.split(line)
@@ -195,7 +194,7 @@ def run_block(heading: str, tmp_path: Path) -> list[str]:
     assert block is not None
     home = tmp_path / "home"
     home.mkdir()
-    env = {**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0"}
+    env = {**os.environ, "TETHER_HOME": str(home)}
     outputs = []
     for line in filter(None, (line.split("  #")[0].strip() for line in block.group(1).splitlines())):
         argv = shlex.split(line)
