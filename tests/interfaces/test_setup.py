@@ -27,7 +27,7 @@ def tether(home: Path, *args: str, stdin: str = "", **env: str) -> subprocess.Co
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "TETHER_CLI_SERVER": "0", **env},
+        env={**os.environ, **env},  # through the test process's CLI server, as a person's commands go
     )
 
 
