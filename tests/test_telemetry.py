@@ -262,7 +262,7 @@ def test_a_turn_recovered_after_its_executor_was_killed_continues_its_trace_as_o
     use_model(home, fake_openai)
     with (home / "settings.toml").open("a", encoding="utf-8") as settings:
         settings.write(f'\n[telemetry]\nexporter = "otlp"\notlp_endpoint = "{receiver.url}"\n')
-    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "seconds": 3}')]))
+    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "until_file": "go"}')]))
     fake_openai.reply(completion("done once"))
     env = {"TETHER_MODEL_STREAM": "0", "OTEL_BSP_SCHEDULE_DELAY": "20"}  # a span is sent as it ends
     first = _worker(home, **env)
@@ -277,6 +277,7 @@ def test_a_turn_recovered_after_its_executor_was_killed_continues_its_trace_as_o
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
         second = _worker(home, **env)
+        (home / "go").touch()  # the tool, live across the crash, may end now
         final = _settle(home, run["run_id"])
     finally:
         for proc in (first, second):

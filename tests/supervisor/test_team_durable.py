@@ -34,7 +34,7 @@ def test_a_delegation_killed_mid_tool_resumes_in_the_next_executor_and_runs_no_t
     fake_openai.reply(
         completion(None, tool_calls=[("d1", "agents__delegate", '{"to": "帮手", "request": "do slow"}')])
     )
-    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "seconds": 3}')]))
+    fake_openai.reply(completion(None, tool_calls=[("c1", "f__once", '{"key": "slow", "until_file": "go"}')]))
     fake_openai.reply(completion("slow is done, once."))
     fake_openai.reply(completion("helper did slow, once."))
     env = {"TETHER_MODEL_STREAM": "0"}
@@ -51,6 +51,7 @@ def test_a_delegation_killed_mid_tool_resumes_in_the_next_executor_and_runs_no_t
         code, _, err = cli(home, "agents", "edit", "lead", "-g", "f.*", "--json")
         assert code == 0, err
         second = _worker(home, **env)
+        (home / "go").touch()  # the tool, live across the crash, may end now
         out, err = follower.communicate(timeout=120)
     finally:
         if follower.poll() is None:
