@@ -34,8 +34,9 @@ from tests.support.flowkit import flows
 from tether.runtime import Runtime
 from tether.supervisor import service
 from tether.supervisor.plan import Plan
+args = {"key": sys.argv[1], **({"until_file": sys.argv[2]} if sys.argv[2:] else {})}
 plan = Plan.model_validate({"caller": "cli", "tasks": [
-    {"id": "t1", "call": {"task": "f.once", "args": {"key": sys.argv[1], "seconds": float(sys.argv[2])}}}
+    {"id": "t1", "call": {"task": "f.once", "args": args}}
 ]})
 with Runtime.open() as rt:
     print(json.dumps(service.start(rt, flows, plan).run_id))
@@ -96,8 +97,13 @@ def show(homes: Homes, home: Path, run_id: str, *, isolated: bool = False) -> di
     return found
 
 
-def start_run(homes: Homes, home: Path, key: str, *, seconds: float = 0.0, isolated: bool = False) -> str:
-    run_id = homes.python(home, START_RUN, key, str(seconds), isolated=isolated)
+def start_run(
+    homes: Homes, home: Path, key: str, *, held_until: str | None = None, isolated: bool = False
+) -> str:
+    """A run of one must-run-once step; with ``held_until``, the step holds on until the test makes
+    that file in the home."""
+    held = [held_until] if held_until is not None else []
+    run_id = homes.python(home, START_RUN, key, *held, isolated=isolated)
     assert isinstance(run_id, str)
     return run_id
 
@@ -161,7 +167,7 @@ def test_a_dead_executor_s_workflows_are_recovered_by_its_own_home_only_even_at_
             lambda: log.exists() and "runs the flows" in log.read_text(errors="replace"),
             "A's executor to launch",
         )
-        theirs = start_run(homes, homes.a, "a-slow", seconds=20)  # outlasts what B is given
+        theirs = start_run(homes, homes.a, "a-slow", held_until="go")  # outlasts what B is given
         until(lambda: bool(show(homes, homes.a, theirs)["tasks"][0]["steps"]), "A's attempt to start")
         executor.kill()  # the executor only: the flow's worker is detached and goes on
         executor.wait(timeout=30)
@@ -182,6 +188,7 @@ def test_a_dead_executor_s_workflows_are_recovered_by_its_own_home_only_even_at_
 
         # A's executor comes back: it recovers its own workflow and adopts the result.
         homes.start(homes.a, "worker", "--until-idle")
+        (homes.a / "go").touch()  # the step that outlived A's first executor may end now
         until(lambda: show(homes, homes.a, theirs)["status"] == "completed", "A's run, recovered by A")
         assert keys(homes.a)["a-slow"] == 1
         assert len(show(homes, homes.a, theirs)["tasks"][0]["steps"]) == 1
