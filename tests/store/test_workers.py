@@ -42,12 +42,14 @@ def test_one_holder_per_resource_and_a_standby_takes_it_only_once_the_hold_expir
     a, b = nodes["a"], nodes["b"]
     _join(a, "a/x/slot-0", ("arm",), home="/a")
     _join(b, "b/x/slot-0", ("arm",), home="/b")
-    assert a.beat("a/x/slot-0", ("arm",), LEASE) == (True, ("arm",))
-    assert b.beat("b/x/slot-0", ("arm",), LEASE) == (True, ())  # a holds it
-    assert a.beat("a/x/slot-0", ("arm",), LEASE) == (True, ("arm",))  # renewed
-    assert wait_for(lambda: b.beat("b/x/slot-0", ("arm",), LEASE)[1] == ("arm",), timeout=10)  # a went silent
-    assert a.beat("a/x/slot-0", ("arm",), LEASE) == (True, ())  # and cannot take it back
-    assert a.holders()["arm"][0] == "b/x/slot-0"
+    assert a.beat("a/x/slot-0", "v1", ("arm",), LEASE) == (True, ("arm",))
+    assert b.beat("b/x/slot-0", "v1", ("arm",), LEASE) == (True, ())  # a holds it
+    assert a.beat("a/x/slot-0", "v1", ("arm",), LEASE) == (True, ("arm",))  # renewed
+    assert wait_for(
+        lambda: b.beat("b/x/slot-0", "v1", ("arm",), LEASE)[1] == ("arm",), timeout=10
+    )  # a went silent
+    assert a.beat("a/x/slot-0", "v1", ("arm",), LEASE) == (True, ())  # and cannot take it back
+    assert a.holders()["arm"][0] == "b/x/slot-0@v1"
 
 
 def test_of_many_that_race_for_a_free_resource_exactly_one_holds_it(nodes: dict[str, WorkerStore]) -> None:
@@ -59,7 +61,7 @@ def test_of_many_that_race_for_a_free_resource_exactly_one_holds_it(nodes: dict[
 
     def race(n: str, store: WorkerStore) -> None:
         go.wait()
-        if store.beat(f"{n}/x/slot-0", ("arm",), 60)[1]:  # a minute: no hold expires mid-race
+        if store.beat(f"{n}/x/slot-0", "v1", ("arm",), 60)[1]:  # a minute: no hold expires mid-race
             won.append(n)
 
     threads = [threading.Thread(target=race, args=(n, s)) for n, s in zip("abc", stores, strict=True)]
@@ -87,12 +89,12 @@ def test_the_silent_are_claimed_once_by_one_executor_of_their_version_and_told_s
     _join(a, "a/x/slot-0", ("arm",))
     _join(b, "b/x/slot-0", version="v1")
     _join(c, "c/x/slot-0", version="v2")
-    a.beat("a/x/slot-0", ("arm",), LEASE)
+    a.beat("a/x/slot-0", "v1", ("arm",), LEASE)
     assert b.claim_lost("b/x/slot-0", LEASE, "v1") == []  # not silent yet
 
     def claimed() -> list[str]:
-        b.beat("b/x/slot-0", (), LEASE)
-        c.beat("c/x/slot-0", (), LEASE)
+        b.beat("b/x/slot-0", "v1", (), LEASE)
+        c.beat("c/x/slot-0", "v1", (), LEASE)
         return b.claim_lost("b/x/slot-0", LEASE, "v1")
 
     assert wait_for(lambda: claimed() == ["a/x/slot-0"], timeout=10)
@@ -101,7 +103,7 @@ def test_the_silent_are_claimed_once_by_one_executor_of_their_version_and_told_s
     found = {w.executor_id: w for w in a.workers()}
     assert found["a/x/slot-0"].status == LOST and found["a/x/slot-0"].taken_by == "b/x/slot-0"
     assert a.holders() == {} or a.holders()["arm"][1] < 0  # its hold went with it
-    assert a.beat("a/x/slot-0", ("arm",), LEASE) == (False, ())  # back from a partition: it must stop
+    assert a.beat("a/x/slot-0", "v1", ("arm",), LEASE) == (False, ())  # back from a partition: it must stop
     assert a.node_lost("a") is not None and a.node_lost("b") is None
 
 
@@ -111,14 +113,14 @@ def test_leaving_releases_holds_at_once_and_another_installation_sees_nothing(
     a, b, other = nodes["a"], nodes["b"], nodes["other"]
     _join(a, "a/x/slot-0", ("arm",))
     _join(b, "b/x/slot-0", ("arm",), home="/b")
-    a.beat("a/x/slot-0", ("arm",), 60)
-    a.leave("a/x/slot-0")
-    assert b.beat("b/x/slot-0", ("arm",), 60) == (True, ("arm",))  # no wait for a's minute-long hold
+    a.beat("a/x/slot-0", "v1", ("arm",), 60)
+    a.leave("a/x/slot-0", "v1")
+    assert b.beat("b/x/slot-0", "v1", ("arm",), 60) == (True, ("arm",))  # no wait for a's minute-long hold
     statuses = {w.executor_id: w.status for w in b.workers()}
     assert statuses == {"a/x/slot-0": STOPPED, "b/x/slot-0": ALIVE}
     assert other.workers() == [] and other.holders() == {}
     _join(other, "a/y/slot-0", ("arm",))
-    assert other.beat("a/y/slot-0", ("arm",), 60) == (True, ("arm",))  # its own arm
+    assert other.beat("a/y/slot-0", "v1", ("arm",), 60) == (True, ("arm",))  # its own arm
     assert b.forget("a") == 1 and [w.node for w in b.workers()] == ["b"]
 
 

@@ -64,6 +64,7 @@ def work(ctx: TaskContext) -> dict[str, object]:
     params = ctx.params
     assert isinstance(params, Work)
     began = time.time()
+    print(f"{params.key}: working", flush=True)  # what its log's readers see
     if _tries(ctx.home, params.key) < params.fail_first:
         raise RuntimeError(f"{params.key}: the service is not ready yet (transient)")
     if params.seconds:

@@ -265,6 +265,19 @@ class Executor:
             if found.verdict != "here":
                 return await self._elsewhere(found, verdict, execution_id, started, caller, detach, where,
                                              on_start, wait_owner_s)  # fmt: skip
+        return await self._run_here(verdict, execution_id, caller, where, started, detach, on_start)
+
+    async def _run_here(
+        self,
+        verdict: Admitted,
+        execution_id: str,
+        caller: str,
+        where: Where,
+        started: float,
+        detach: bool,
+        on_start: Callable[[str], None] | None,
+    ) -> TaskResult:
+        """An admitted call that runs on this node: inline, or in a worker of its own."""
         if verdict.spec.isolation is Isolation.INLINE:
             return await InlineRun(
                 home=self.home,

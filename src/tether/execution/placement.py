@@ -113,7 +113,7 @@ class Placement:
         if not owned:
             return Placed("here")
         version = self.forwarder.version if self.forwarder is not None else None
-        by_id = {w.executor_id: w for w in view.workers}
+        by_key = {w.key: w for w in view.workers}
         targets: set[str] = set()
         for resource in owned:
             owners = [w for w in view.workers if resource in w.resources and w.status == ALIVE]
@@ -125,7 +125,11 @@ class Placement:
                 why = f"no worker of this version ({version}) owns {resource} ({seen}): start one there"
                 return Placed("nobody", resource, why)
             holder, left = view.holders.get(resource, ("", -1.0))
-            held = by_id.get(holder) if left > 0 else None
+            held = by_key.get(holder) if left > 0 else None
+            if held is not None and version is not None and held.version != version:
+                why = (f"{resource} is held by {held.node}'s worker of another version ({held.version}): "
+                       f"calls of this one ({version}) run once a worker of it holds {resource}")  # fmt: skip
+                return Placed("nobody", resource, why)
             targets.add(held.node if held is not None else "")
         if targets == {self.node}:
             return Placed("here")

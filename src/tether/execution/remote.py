@@ -6,13 +6,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from tether.store.jobs import JobRecord
+from tether.store.database import Installation
+from tether.store.jobs import JobRecord, JobStore
+from tether.store.workers import WorkerStore
 from tether.tasks.result import TaskResult, TaskStatus
 
-if TYPE_CHECKING:
-    from tether.execution.jobs import JobManager
+
+class JobManager(Protocol):
+    """What these need of ``execution.jobs.JobManager``."""
+
+    peers: WorkerStore | None
+    installation: Installation
+    settings: Any
+    store: JobStore
+
+    def reconcile(self, execution_id: str) -> JobRecord: ...
+    def describe(self, record: JobRecord) -> TaskResult: ...
 
 REMOTE_POLL_S = 0.1
 REMOTE_STOP_SLACK_S = 5.0  # beyond the escalation's graces: the other node's look for requests, its writes

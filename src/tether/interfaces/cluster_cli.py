@@ -45,7 +45,7 @@ def workers_command(
         rows = []
         for w in found:
             status = w.status if not (w.status == ALIVE and w.silent_s > lease) else "silent"
-            holds = sorted(r for r, (h, left) in holders.items() if h == w.executor_id and left > 0)
+            holds = sorted(r for r, (h, left) in holders.items() if h == w.key and left > 0)
             rows.append({**w.to_dict(), "status": status, "holds": holds})
         if as_json:
             print(json.dumps(rows, ensure_ascii=False))

@@ -7,7 +7,7 @@ stopping it is left to that home (exit code 2 says where it runs).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -78,6 +78,16 @@ def job_list(
         return 0
 
     guarded(as_json, body)
+
+
+def _published_tail(executor: Executor, record: Any, lines: int) -> tuple[str, str]:
+    """The tail of another node's job, as that node last published it (every few heartbeats)."""
+    from tether.store.workers import WorkerStore
+
+    if not executor.runtime.installation.owns(record.installation):
+        return "", record.host or "unknown"
+    text, _ = WorkerStore(executor.runtime.db).tail(record.execution_id)
+    return "\n".join((text or "").splitlines()[-lines:]) + ("\n" if text else ""), record.host or "unknown"
 
 
 @job_app.command("prune")
@@ -228,9 +238,15 @@ def job_log(
             if result.status is TaskStatus.NOT_FOUND:
                 print_error(result.message, as_json=as_json, code="not_found")
                 return 2
-            text = log_tail(ExecutionPaths.of(executor.runtime.home, result.execution_id), lines)
+            record = executor.store.get(result.execution_id)
+            node = None
+            if record is not None and not executor.jobs.mine(record):
+                text, node = _published_tail(executor, record, lines)  # only its node reads its log
+            else:
+                text = log_tail(ExecutionPaths.of(executor.runtime.home, result.execution_id), lines)
         if as_json:
-            print(json.dumps({"execution_id": result.execution_id, "text": text}, ensure_ascii=False))
+            shown = {"execution_id": result.execution_id, "text": text, **({"node": node} if node else {})}
+            print(json.dumps(shown, ensure_ascii=False))
         elif not text:  # an empty log is removed with its worker: nothing to print, say so
             print(f"job {result.execution_id} logged nothing")
         else:

@@ -165,6 +165,15 @@ def task_run(
     detach: Annotated[
         bool, typer.Option("--detach", help="Background tasks: return once running, and outlive this command")
     ] = False,
+    wait_owner: Annotated[
+        float,
+        typer.Option(
+            "--wait-owner",
+            min=0,
+            max=86_400,
+            help="Seconds to wait for a worker to own the resource the task claims (else refused at once)",
+        ),
+    ] = 0.0,
     as_json: JsonFlag = False,
 ) -> None:
     """Run a task. A background task without --detach is followed until it ends (Ctrl-C stops it).
@@ -182,7 +191,7 @@ def task_run(
                     consent = executor.confirm(task_id, params, caller=CLI, source="person:cli")
                 except ToolError:
                     consent = None  # the call itself is refused below, with its reason
-            result = _run_following(executor, task_id, params, consent, detach, as_json)
+            result = _run_following(executor, task_id, params, consent, detach, as_json, wait_owner)
         if as_json:
             print(result.model_dump_json())
         else:
@@ -199,6 +208,7 @@ def _run_following(
     consent: Any,
     detach: bool,
     as_json: bool,
+    wait_owner: float = 0.0,
 ) -> TaskResult:
     import asyncio
 
@@ -218,8 +228,9 @@ def _run_following(
 
         try:
             result = await executor.execute(
-                task_id, params, caller=CLI, confirmation=consent, detach=detach, on_start=on_start
-            )
+                task_id, params, caller=CLI, confirmation=consent, detach=detach, on_start=on_start,
+                wait_owner_s=wait_owner,
+            )  # fmt: skip
             if result.status is TaskStatus.RUNNING and not detach:
                 if live:
                     err.print(f"[cyan]running in the background[/] as {result.execution_id}; Ctrl-C stops it")

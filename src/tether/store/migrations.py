@@ -415,7 +415,7 @@ MIGRATIONS: tuple[str | dict[str, str], ...] = (
     # another node asks of a job (a stop) or publishes about it (its log's tail).
     """
     CREATE TABLE workers (
-        executor_id  TEXT PRIMARY KEY,
+        executor_id  TEXT NOT NULL,
         installation TEXT NOT NULL,
         node         TEXT NOT NULL,
         machine      TEXT NOT NULL,
@@ -427,7 +427,8 @@ MIGRATIONS: tuple[str | dict[str, str], ...] = (
         started_at   REAL NOT NULL,
         beat_at      REAL NOT NULL,
         ended_at     REAL,
-        taken_by     TEXT
+        taken_by     TEXT,
+        PRIMARY KEY (executor_id, version)
     );
     CREATE INDEX workers_installation ON workers(installation, status);
     CREATE TABLE resource_leases (

@@ -53,6 +53,12 @@ class WorkerRecord:
     taken_by: str | None
     silent_s: float  # how long since its last heartbeat, by the database's clock, when read
 
+    @property
+    def key(self) -> str:
+        """What it holds resources as: one executor id may run under two versions (a host restarted
+        by an upgrade), and each incarnation's work is recovered by its own version."""
+        return member_key(self.executor_id, self.version)
+
     @classmethod
     def from_row(cls, row: Any, now: float) -> WorkerRecord:
         m = row._mapping
@@ -69,6 +75,16 @@ class WorkerRecord:
             "resources": list(self.resources), "version": self.version, "status": self.status,
             "silent_s": round(self.silent_s, 3), "taken_by": self.taken_by,
         }  # fmt: skip
+
+
+def member_key(executor_id: str, version: str) -> str:
+    return f"{executor_id}@{version}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """(executor id, version) of a holder (executor ids and node names have no ``@``)."""
+    executor_id, _, version = key.partition("@")
+    return executor_id, version
 
 
 def _insert_if_absent(dialect: str, values: dict[str, Any]) -> Any:
@@ -119,41 +135,48 @@ class WorkerStore:
         cluster were given one node name. The same home's earlier holder is dead (its slot is held here)."""
         with self.db.write() as conn:
             now = self.now(conn)
-            found = conn.execute(select(W).where(W.c.executor_id == executor_id)).first()
+            rows = conn.execute(select(W).where(W.c.executor_id == executor_id)).all()
             values = {
                 "installation": self.installation.id, "node": self.installation.host, "machine": machine,
                 "home": home, "pid": pid, "resources": json.dumps(sorted(set(resources))),
                 "version": version, "status": ALIVE, "started_at": now, "beat_at": now, "ended_at": None,
                 "taken_by": None,
             }  # fmt: skip
-            if found is None:
-                conn.execute(insert(W), {"executor_id": executor_id, **values})
-                return
-            m = found._mapping
-            fresh = m["status"] == ALIVE and now - float(m["beat_at"]) < lease_s
-            if fresh and (m["machine"], m["home"]) != (machine, home):
-                raise WorkerTaken(
-                    f"executor {executor_id} is alive on machine {m['machine']} (home {m['home']}, pid "
-                    f"{m['pid']}, heartbeat {now - float(m['beat_at']):.1f} s ago): give this home a node "
-                    "name of its own ([cluster] node in settings.toml, or tether worker --name)"
+            for row in rows:
+                m = row._mapping
+                fresh = m["status"] == ALIVE and now - float(m["beat_at"]) < lease_s
+                if fresh and (m["machine"], m["home"]) != (machine, home):
+                    raise WorkerTaken(
+                        f"executor {executor_id} is alive on machine {m['machine']} (home {m['home']}, pid "
+                        f"{m['pid']}, heartbeat {now - float(m['beat_at']):.1f} s ago): give this home a "
+                        "node name of its own ([cluster] node in settings.toml, or tether worker --name)"
+                    )
+            # The same home's earlier incarnation under another version stays on record as it was: if
+            # it died holding work, an executor of its version finds it silent and takes the work over.
+            if any(row._mapping["version"] == version for row in rows):
+                conn.execute(
+                    update(W).where(W.c.executor_id == executor_id, W.c.version == version).values(**values)
                 )
-            conn.execute(update(W).where(W.c.executor_id == executor_id).values(**values))
+            else:
+                conn.execute(insert(W), {"executor_id": executor_id, **values})
 
     def beat(
-        self, executor_id: str, resources: Sequence[str], lease_s: float
+        self, executor_id: str, version: str, resources: Sequence[str], lease_s: float
     ) -> tuple[bool, tuple[str, ...]]:
         """One heartbeat: (still alive on record, the resources held until ``lease_s`` from now). False
         when another executor found this one silent and took its work over: it must stop at once."""
         with self.db.write() as conn:
             now = self.now(conn)
             alive = conn.execute(
-                update(W).where(W.c.executor_id == executor_id, W.c.status == ALIVE).values(beat_at=now)
+                update(W)
+                .where(W.c.executor_id == executor_id, W.c.version == version, W.c.status == ALIVE)
+                .values(beat_at=now)
             ).rowcount
             if not alive:
                 return False, ()
             held = []
             for resource in sorted(set(resources)):
-                if self._hold(conn, resource, executor_id, now, now + lease_s):
+                if self._hold(conn, resource, member_key(executor_id, version), now, now + lease_s):
                     held.append(resource)
             return True, tuple(held)
 
@@ -170,20 +193,22 @@ class WorkerStore:
         taken = conn.execute(_insert_if_absent(self.db.dialect, {**values, "expires_at": until}))
         return taken.first() is not None
 
-    def leave(self, executor_id: str) -> None:
+    def leave(self, executor_id: str, version: str) -> None:
         """This executor stops: its row says so and its holds are released at once."""
         with self.db.write() as conn:
             now = self.now(conn)
             conn.execute(
-                update(W).where(W.c.executor_id == executor_id, W.c.status == ALIVE)
+                update(W).where(W.c.executor_id == executor_id, W.c.version == version, W.c.status == ALIVE)
                 .values(status=STOPPED, ended_at=now)
             )  # fmt: skip
-            conn.execute(delete(L).where(L.c.installation == self.installation.id, L.c.holder == executor_id))
+            held = member_key(executor_id, version)
+            conn.execute(delete(L).where(L.c.installation == self.installation.id, L.c.holder == held))
 
     def claim_lost(self, by: str, lease_s: float, version: str) -> list[str]:
-        """The executors of this installation and ``version`` silent for ``lease_s``, marked ``lost`` by
-        ``by`` in one statement each: of several executors that look at once, one claims each, and only
-        the claimer recovers its work. Their holds are released."""
+        """The executors of this installation and ``version`` silent for ``lease_s`` (their ids), marked
+        ``lost`` by ``by`` (an executor id of ``version``) in one statement each: of several executors
+        that look at once, one claims each, and only the claimer recovers its work. Their expired holds
+        are released."""
         claimed = []
         with self.db.write() as conn:
             now = self.now(conn)
@@ -195,14 +220,15 @@ class WorkerStore:
             ).scalars().all()  # fmt: skip
             for executor_id in silent:
                 done = conn.execute(
-                    update(W).where(W.c.executor_id == executor_id, W.c.status == ALIVE,
-                                    W.c.beat_at < now - lease_s)
+                    update(W).where(W.c.executor_id == executor_id, W.c.version == version,
+                                    W.c.status == ALIVE, W.c.beat_at < now - lease_s)
                     .values(status=LOST, ended_at=now, taken_by=by)
                 ).rowcount  # fmt: skip
                 if done:
                     claimed.append(executor_id)
                     mine = L.c.installation == self.installation.id
-                    conn.execute(delete(L).where(mine, L.c.holder == executor_id, L.c.expires_at < now))
+                    held = member_key(executor_id, version)
+                    conn.execute(delete(L).where(mine, L.c.holder == held, L.c.expires_at < now))
         return claimed
 
     def workers(self, *, alive_only: bool = False) -> list[WorkerRecord]:
@@ -244,7 +270,7 @@ class WorkerStore:
         return any(w.node == node for w in self.workers(alive_only=True))
 
     def holders(self) -> dict[str, tuple[str, float]]:
-        """Each held resource: (holder's executor id, seconds its hold has left; negative: expired)."""
+        """Each held resource: (its holder's ``member_key``, seconds its hold has left; negative: expired)."""
         with self.db.read() as conn:
             now = self.now(conn)
             rows = conn.execute(select(L).where(L.c.installation == self.installation.id)).all()

@@ -24,6 +24,7 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -77,6 +78,7 @@ class Member:
         self._stopping: set[str] = set()
         self._tails: dict[str, int] = {}
         self._beats = 0
+        self._stop_watch = threading.Event()
 
     def join(self) -> None:
         self.peers.join(
@@ -88,7 +90,7 @@ class Member:
     def beat(self) -> bool:
         """One heartbeat; False when the installation found this executor silent and took over."""
         sent = time.monotonic()
-        alive, held = self.peers.beat(self.executor_id, self.resources, self.lease_s)
+        alive, held = self.peers.beat(self.executor_id, self.version, self.resources, self.lease_s)
         if alive:
             self.held, self.renewed_at = frozenset(held), sent
         return alive
@@ -103,25 +105,39 @@ class Member:
 
     def leave(self) -> None:
         with contextlib.suppress(StoreError):
-            self.peers.leave(self.executor_id)
+            self.peers.leave(self.executor_id, self.version)
 
     # -- the loop --------------------------------------------------------------------------------
 
     async def run(self) -> None:
+        """Heartbeats and chores, until cancelled. Neither ever waits on the other: a database that
+        stops answering leaves a heartbeat or a chore hanging in its thread, and the watchdog fences."""
+        watchdog = threading.Thread(target=self._watch, name="tether-fence", daemon=True)
+        watchdog.start()
         beat: asyncio.Future[bool] | None = None
-        while True:
-            if beat is None or beat.done():
-                alive = _outcome(beat)
-                if alive is False:
-                    self.fence("the installation found this executor silent and took its work over")
-                    return
-                beat = asyncio.ensure_future(asyncio.to_thread(self.beat))
-            if self.shared and self.silent_for() >= FENCE * self.lease_s:
+        chores: asyncio.Future[None] | None = None
+        try:
+            while True:
+                if beat is None or beat.done():
+                    if _outcome(beat) is False:
+                        self.fence("the installation found this executor silent and took its work over")
+                        return
+                    beat = asyncio.ensure_future(asyncio.to_thread(self.beat))
+                answering = self.renewed_at >= time.monotonic() - self.beat_s * 1.5
+                if answering and (chores is None or chores.done()):
+                    chores = asyncio.ensure_future(self._chores())
+                await asyncio.sleep(self.beat_s)
+        finally:
+            self._stop_watch.set()
+
+    def _watch(self) -> None:
+        """Fence this executor once no heartbeat has landed for ``FENCE`` of a lease (on PostgreSQL,
+        where other hosts would take over): from a thread of its own, so a stuck event loop, or a
+        heartbeat hanging on a dead connection, cannot keep it from happening."""
+        while not self._stop_watch.wait(min(self.beat_s, 0.1)):
+            if self.shared and not self.fenced and self.silent_for() >= FENCE * self.lease_s:
                 self.fence(f"no heartbeat reached the database for {self.silent_for():.1f} s")
                 return
-            if self.renewed_at >= time.monotonic() - self.beat_s * 1.5:  # the database answers
-                await self._chores()
-            await asyncio.sleep(self.beat_s)
 
     async def _chores(self) -> None:
         self._beats += 1
@@ -136,6 +152,8 @@ class Member:
                 await asyncio.to_thread(self._publish_tails)
         except StoreError as exc:
             log.warning("the cluster's chores failed this heartbeat: %s", exc.message)
+        except Exception:  # DBOS's recovery, a job's stop: the next heartbeat tries again
+            log.warning("the cluster's chores failed this heartbeat", exc_info=True)
 
     async def _take_over(self) -> None:
         lost = await asyncio.to_thread(self.peers.claim_lost, self.executor_id, self.lease_s, self.version)

@@ -381,6 +381,9 @@ async def launch(
         slot.close()
         raise
     executor.placement.forwarder = cluster.DbosForwarder(runtime)
+    # This node's jobs an earlier executor left: re-attached if their workers live, settled otherwise
+    # (another node's executor cannot tell from afar, and waits for this node's word).
+    await io(executor.jobs.recover)
     # The host is in place before DBOS launches: its queue and its own recovery may start a segment at
     # once, and a segment that found no host failed its run ("not a tether executor") under load.
     telemetry.configure(runtime.home)  # as [telemetry] says (nothing, by default)
