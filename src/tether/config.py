@@ -449,6 +449,9 @@ class ClusterSettings(_Section):
     # A worker silent this long is lost: another takes over its work and its resources. A worker that
     # could not renew its hold for half of it stops starting work on them first.
     lease_s: Annotated[float, Field(ge=0.5, le=3600)] = 10.0
+    # A worker asked to stop (SIGTERM, Ctrl-C) takes no new work and lets its running tool calls finish
+    # for this long, then stops the rest; what it was running goes on at once on another worker.
+    drain_s: Annotated[float, Field(ge=0, le=3600)] = 10.0
 
     @model_validator(mode="after")
     def _lease_outlasts_beats(self) -> Self:

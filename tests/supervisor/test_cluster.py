@@ -45,7 +45,11 @@ FLOWS = "tests.support.flowkit:flows"
 REG = ["--registry", FLOWS]
 HEARTBEAT_S, LEASE_S = 0.25, 3.0
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow, pytest.mark.xdist_group("hosts")]
-FAST_STOPS = {"TETHER_STOP_GRACE_COOPERATIVE_S": "0.5", "TETHER_STOP_GRACE_INTERRUPT_S": "0.5"}
+FAST_STOPS = {
+    "TETHER_STOP_GRACE_COOPERATIVE_S": "0.5",
+    "TETHER_STOP_GRACE_INTERRUPT_S": "0.5",
+    "TETHER_DRAIN_S": "3",
+}
 
 
 @dataclass
@@ -333,3 +337,43 @@ def test_a_host_cut_off_stops_its_work_before_another_takes_its_resource(cluster
     assert taken == [True]
     assert outcome["status"] == "failed" and outcome["data"].get("interrupted"), outcome
     assert "cut" not in _keys(b.home) and alive == {"b", "c"}
+
+
+def test_a_worker_asked_to_stop_lets_its_call_finish_then_stops_the_next_and_hands_it_on(
+    cluster: Cluster,
+) -> None:
+    b, c = cluster.host("b"), cluster.host("c")
+    first = cluster.worker(b, "--resources", "arm")
+    with cluster.runtime() as rt:
+        peers = WorkerStore(rt.db)
+        wait_for(lambda: peers.holders().get("arm", ("", 0))[0].startswith("b/"), timeout=30)
+        standby = cluster.worker(c, "--resources", "arm")
+
+        def under_way(key: str) -> Any:
+            found = [j for j in rt.jobs.list(active=True, limit=5) if j.params.get("key") == key]
+            return found[0] if found else None
+
+        # Asked to stop while a move is under way: b takes nothing new, and the move finishes there.
+        follower = cluster.follow("task", "run", "f.arm", "--json", "--params", _gated("drained"))
+        wait_for(lambda: under_way("drained"), timeout=60)
+        first.terminate()
+        (b.home / "go-drained").touch()
+        out, _ = follower.communicate(timeout=120)
+        assert json.loads(out)["status"] == "completed" and _keys(b.home) == ["drained"]
+        assert settle(first, 60) is not None
+        wait_for(lambda: peers.holders().get("arm", ("", 0))[0].startswith("c/"), timeout=30)
+
+        # c asked to stop with a move that does not finish within its drain: the move is stopped on
+        # record, and whoever waits for the call hears it from b, which takes c's work over at once.
+        cluster.worker(b, "--resources", "arm")
+        follower = cluster.follow("task", "run", "f.arm", "--json", "--params", _gated("late"))
+        wait_for(lambda: under_way("late"), timeout=60)
+        standby.terminate()
+        out, _ = follower.communicate(timeout=120)
+        outcome = json.loads(out)
+        assert outcome["status"] == "stopped" and "its worker stopped" in outcome["message"], outcome
+        assert "late" not in _keys(c.home)
+
+
+def _gated(key: str) -> str:
+    return json.dumps({"key": key, "until_file": f"go-{key}"})

@@ -205,24 +205,30 @@ class WorkerStore:
             conn.execute(delete(L).where(L.c.installation == self.installation.id, L.c.holder == held))
 
     def claim_lost(self, by: str, lease_s: float, version: str) -> list[str]:
-        """The executors of this installation and ``version`` silent for ``lease_s`` (their ids), marked
-        ``lost`` by ``by`` (an executor id of ``version``) in one statement each: of several executors
-        that look at once, one claims each, and only the claimer recovers its work. Their expired holds
-        are released."""
+        """The executors of this installation and ``version`` to take over (their ids): those silent for
+        ``lease_s`` (marked ``lost``) and those that stopped with work perhaps left pending (their DBOS is
+        gone). Claimed by ``by`` (an executor id of ``version``) in one statement each: of several
+        executors that look at once, one claims each, and only the claimer recovers its work. Their
+        expired holds are released."""
         claimed = []
         with self.db.write() as conn:
             now = self.now(conn)
+            # The silent, and those that stopped (their DBOS is gone): what they held is handed on.
+            gone = or_(and_(W.c.status == ALIVE, W.c.beat_at < now - lease_s),
+                       and_(W.c.status == STOPPED, W.c.taken_by.is_(None)))  # fmt: skip
             silent = conn.execute(
                 select(W.c.executor_id).where(
-                    W.c.installation == self.installation.id, W.c.status == ALIVE,
-                    W.c.version == version, W.c.beat_at < now - lease_s, W.c.executor_id != by,
+                    W.c.installation == self.installation.id, W.c.version == version, gone,
+                    W.c.executor_id != by,
                 )
             ).scalars().all()  # fmt: skip
             for executor_id in silent:
+                mine = and_(W.c.executor_id == executor_id, W.c.version == version, gone)
+                stopped = conn.execute(select(W.c.status).where(mine)).scalar()
                 done = conn.execute(
-                    update(W).where(W.c.executor_id == executor_id, W.c.version == version,
-                                    W.c.status == ALIVE, W.c.beat_at < now - lease_s)
-                    .values(status=LOST, ended_at=now, taken_by=by)
+                    update(W).where(mine)
+                    .values(status=LOST if stopped == ALIVE else STOPPED, taken_by=by,
+                            ended_at=now if stopped == ALIVE else W.c.ended_at)
                 ).rowcount  # fmt: skip
                 if done:
                     claimed.append(executor_id)

@@ -74,6 +74,7 @@ class Member:
         self.held: frozenset[str] = frozenset()
         self.renewed_at = time.monotonic()  # when the last heartbeat that landed was sent
         self.fenced = False
+        self.draining = False
         self._exit = exit_on_fence or _exit_now
         self._stopping: set[str] = set()
         self._tails: dict[str, int] = {}
@@ -101,7 +102,34 @@ class Member:
     def may_take(self, resource: str) -> bool:
         """Whether this executor may start work on ``resource`` now (the idle gate asks before each
         poll of its queue): it holds it, and its hold is surely not expired anywhere."""
-        return not self.fenced and resource in self.held and self.silent_for() < STOP_TAKING * self.lease_s
+        return self.taking() and resource in self.held and self.silent_for() < STOP_TAKING * self.lease_s
+
+    def taking(self) -> bool:
+        """Whether this executor takes new work at all (not once it drains or fenced itself)."""
+        return not (self.fenced or self.draining)
+
+    async def depart(self) -> None:
+        """Before this executor stops: take no new work, let the tool calls it started finish for
+        ``[cluster] drain_s``, then stop the rest with the usual escalation — each ends on record, so
+        whoever takes its workflows over finds their outcomes instead of waiting for this node."""
+        self.draining = True
+        mine = os.getpid()
+
+        def running() -> list[str]:
+            jobs = self.runtime.jobs.list(active=True, limit=1000, here=True)
+            return [j.execution_id for j in jobs if j.starter_pid == mine and not j.detached]
+
+        deadline = time.monotonic() + self.runtime.cluster_settings.drain_s
+        left = await asyncio.to_thread(running)
+        while left and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            left = await asyncio.to_thread(running)
+        if left:
+            log.warning("stopping %d tool call(s) still running as this worker stops", len(left))
+            reason = "its worker stopped"
+            await asyncio.gather(
+                *(self.executor.jobs.stop(e, reason=reason) for e in left), return_exceptions=True
+            )
 
     def leave(self) -> None:
         with contextlib.suppress(StoreError):
@@ -173,7 +201,12 @@ class Member:
             self._stopping.discard(execution_id)
 
     def _publish_tails(self) -> None:
+        """The tails of this node's running jobs' logs, for readers on other nodes; and their records
+        brought up to date (a job whose starter died is settled here, where its files are)."""
         running = {r.execution_id for r in self.runtime.jobs.list(active=True, limit=200, here=True)}
+        for execution_id in list(running):
+            if self.executor.jobs.reconcile(execution_id).terminal:
+                running.discard(execution_id)
         for execution_id in running | set(self._tails):
             paths = ExecutionPaths.of(self.runtime.home, execution_id)
             try:

@@ -396,7 +396,7 @@ async def launch(
         DBOS.listen_queues([own.queue, *(durable.resource_queue(own, r) for r in member.resources)])
         DBOS.launch()
         sys_db = durable.instance()._sys_db
-        made.quiet = [idle.quiet_when_idle(sys_db, own.queue)]
+        made.quiet = [idle.quiet_when_idle(sys_db, own.queue, member.taking)]
         for resource in member.resources:
             allowed = functools.partial(member.may_take, resource)
             made.quiet.append(idle.quiet_when_idle(sys_db, durable.resource_queue(own, resource), allowed))

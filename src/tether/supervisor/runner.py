@@ -284,4 +284,6 @@ async def serve(
                 elif time.monotonic() - idle_since > IDLE_GRACE_S:
                     return
         finally:
+            if host.member is not None:
+                await host.member.depart()  # its running tool calls end on record first
             engine.shutdown()
