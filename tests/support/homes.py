@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import ROOT
+from tests.support.helpers import CLI, ROOT
 
 ISOLATE = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
 
@@ -52,9 +52,14 @@ class Homes:
     def cli(
         self, home: Path, *args: str, isolated: bool = False, timeout: float = 120.0
     ) -> tuple[int, str, str]:
-        """A tether command of ``home``."""
-        argv = [sys.executable, "-m", "tether.interfaces.cli", "--registry", self.registry, *args]
-        command, env = self.command(home, argv, isolated=isolated)
+        """A tether command of ``home``: B's in a fresh interpreter in its namespace, A's as a person runs
+        it (through the test process's CLI server, which lives in A's namespace)."""
+        if isolated:
+            argv = [sys.executable, "-m", "tether.interfaces.cli", "--registry", self.registry, *args]
+            command, env = self.command(home, argv, isolated=True)
+        else:
+            command, env = self.command(home, [*CLI, "--registry", self.registry, *args])
+            env.pop("TETHER_CLI_SERVER")
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
         return proc.returncode, proc.stdout, proc.stderr
 
@@ -115,7 +120,7 @@ def two_homes(
     url = make_url(database_url)
     env = {
         **os.environ,
-        "TETHER_CLI_SERVER": "0",  # one shared CLI server would run B's commands outside B's namespace
+        "TETHER_CLI_SERVER": "0",  # B's own process: the test process's CLI server is outside B's namespace
         "TETHER_STOP_GRACE_COOPERATIVE_S": "2",
         "TETHER_STOP_GRACE_INTERRUPT_S": "2",
     }
