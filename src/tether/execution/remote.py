@@ -25,6 +25,7 @@ class JobManager(Protocol):
     def reconcile(self, execution_id: str) -> JobRecord: ...
     def describe(self, record: JobRecord) -> TaskResult: ...
 
+
 REMOTE_POLL_S = 0.1
 REMOTE_STOP_SLACK_S = 5.0  # beyond the escalation's graces: the other node's look for requests, its writes
 
@@ -71,3 +72,12 @@ async def _requested(jobs: JobManager, record: JobRecord, how: str) -> TaskResul
     return described.model_copy(update={"message": f"stop requested; {how}"}).with_data(
         stop_requested=True, node=record.host
     )
+
+
+def published_tail(peers: WorkerStore, execution_id: str, lines: int) -> str:
+    """The last ``lines`` of another node's job's log, as that node last published them (every few
+    heartbeats while it runs, once more as it ends; "" before it published any)."""
+    text, _ = peers.tail(execution_id)
+    if not text:
+        return ""
+    return "\n".join(text.splitlines()[-lines:]) + "\n"

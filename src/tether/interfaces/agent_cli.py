@@ -41,8 +41,10 @@ def _session(
     from tether.agent.roster import agent_of, session_for, team_of
     from tether.execution.executor import Executor
     from tether.models.factory import models_for, resolve
+    from tether.supervisor.cluster import DbosForwarder
 
     executor = Executor(load_registry(registry_ref), home=home)
+    executor.placement.forwarder = DbosForwarder(executor.runtime)  # another node's resource: its holder
     try:
         executor.maintain()
         runtime = executor.runtime

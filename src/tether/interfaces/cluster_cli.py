@@ -7,12 +7,14 @@ Every host of a cluster has a home of its own, on one PostgreSQL database, with 
 from __future__ import annotations
 
 import json
+import socket
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from tether.interfaces.base import JsonFlag, app, fail, guarded, state
-from tether.interfaces.render import out
+from tether.interfaces.render import err, out
 
 cluster_app = typer.Typer(
     help="Join this home to an installation on several hosts, or retire a host.", no_args_is_help=True
@@ -98,13 +100,41 @@ def cluster_join(
         home = resolve_home(state.home)
         before = join(home, installation)
         done = "already a node of" if before == installation else "now a node of"
+        clash = _node_taken(home)
         if as_json:
-            print(json.dumps({"installation": installation, "home": str(home), "before": before}))
+            print(
+                json.dumps(
+                    {"installation": installation, "home": str(home), "before": before, "clash": clash}
+                )
+            )
         else:
             out.print(f"{home} is {done} installation {installation}", markup=False)
+            if clash:
+                err.print(clash, markup=False)
         return 0
 
     guarded(as_json, body)
+
+
+def _node_taken(home: Path) -> str | None:
+    """A warning when another home of the installation already runs executors under this home's node
+    name (the node tells whose jobs are whose: two homes must never share one)."""
+    from tether.store.workers import WorkerStore
+
+    try:
+        with _runtime() as rt:
+            node = rt.installation.host
+            others = {(w.machine, w.home) for w in WorkerStore(rt.db).workers() if w.node == node}
+    except Exception:  # no database yet (settings still to write): nothing to compare with
+        return None
+    others.discard((socket.gethostname(), str(home)))
+    if not others:
+        return None
+    machine, where = sorted(others)[0]
+    return (
+        f"warning: node name {node!r} is already used by the home {where} on {machine}: give this home a "
+        "name of its own ([cluster] node in its settings.toml) before it runs anything"
+    )
 
 
 @cluster_app.command("forget")

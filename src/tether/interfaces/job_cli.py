@@ -82,12 +82,12 @@ def job_list(
 
 def _published_tail(executor: Executor, record: Any, lines: int) -> tuple[str, str]:
     """The tail of another node's job, as that node last published it (every few heartbeats)."""
-    from tether.store.workers import WorkerStore
+    from tether.execution.remote import published_tail
 
-    if not executor.runtime.installation.owns(record.installation):
-        return "", record.host or "unknown"
-    text, _ = WorkerStore(executor.runtime.db).tail(record.execution_id)
-    return "\n".join((text or "").splitlines()[-lines:]) + ("\n" if text else ""), record.host or "unknown"
+    node = record.host or "unknown"
+    if not executor.runtime.installation.owns(record.installation) or executor.jobs.peers is None:
+        return "", node
+    return published_tail(executor.jobs.peers, record.execution_id, lines), node
 
 
 @job_app.command("prune")

@@ -203,11 +203,9 @@ class Member:
     def _publish_tails(self) -> None:
         """The tails of this node's running jobs' logs, for readers on other nodes; and their records
         brought up to date (a job whose starter died is settled here, where its files are)."""
-        running = {r.execution_id for r in self.runtime.jobs.list(active=True, limit=200, here=True)}
-        for execution_id in list(running):
-            if self.executor.jobs.reconcile(execution_id).terminal:
-                running.discard(execution_id)
-        for execution_id in running | set(self._tails):
+        seen = {r.execution_id for r in self.runtime.jobs.list(active=True, limit=200, here=True)}
+        running = {e for e in seen if not self.executor.jobs.reconcile(e).terminal}
+        for execution_id in seen | set(self._tails):  # one that ended since the last pass: its last tail
             paths = ExecutionPaths.of(self.runtime.home, execution_id)
             try:
                 size = paths.log.stat().st_size
@@ -282,15 +280,16 @@ class DbosForwarder:
     async def __call__(
         self, call: Forwarded, resource: str, on_start: Callable[[str], None] | None
     ) -> TaskResult:
-        await asyncio.to_thread(self._enqueue, call, resource)
+        client = await asyncio.to_thread(durable.open_client, self.runtime)  # one for the whole call
         started = False
         try:
+            await asyncio.to_thread(self._enqueue, client, call, resource)
             while True:
                 if not started and on_start is not None:
                     if await asyncio.to_thread(self.runtime.jobs.get, call.execution_id) is not None:
                         on_start(call.execution_id)
                         started = True
-                done = await asyncio.to_thread(self._done, call)
+                done = await asyncio.to_thread(self._done, client, call)
                 if done is not None:
                     return done
                 await asyncio.sleep(FOLLOW_S)
@@ -305,27 +304,26 @@ class DbosForwarder:
                     durable.cancel_workflows, self.runtime, [remote_id(call.execution_id)]
                 )
             raise
+        finally:
+            await asyncio.to_thread(client.destroy)
 
-    def _enqueue(self, call: Forwarded, resource: str) -> None:
-        url = durable.system_url(self.runtime)
-        durable.prepare_resources(url, self.names, (resource,))
-        with durable.client(self.runtime) as c:
-            options = {
-                "workflow_name": durable.REMOTE_CALL_WORKFLOW,
-                "queue_name": durable.resource_queue(self.names, resource),
-                "workflow_id": remote_id(call.execution_id),
-                "app_version": self.version,
-            }
-            c.enqueue(options, call.to_json())
+    def _enqueue(self, c: Any, call: Forwarded, resource: str) -> None:
+        durable.prepare_resources(durable.system_url(self.runtime), self.names, (resource,))
+        options = {
+            "workflow_name": durable.REMOTE_CALL_WORKFLOW,
+            "queue_name": durable.resource_queue(self.names, resource),
+            "workflow_id": remote_id(call.execution_id),
+            "app_version": self.version,
+        }
+        c.enqueue(options, call.to_json())
 
-    def _done(self, call: Forwarded) -> TaskResult | None:
+    def _done(self, c: Any, call: Forwarded) -> TaskResult | None:
         """The call's result once its workflow ended; for a background call, its job once running."""
         if call.detach:
             record = self.runtime.jobs.get(call.execution_id)
             if record is not None and (record.terminal or record.status is TaskStatus.RUNNING):
                 return record.to_result()
-        with durable.client(self.runtime) as c:
-            status, output = durable.outcome(c, remote_id(call.execution_id))
+        status, output = durable.outcome(c, remote_id(call.execution_id))
         if status == "SUCCESS" and isinstance(output, dict):
             return TaskResult.model_validate(output)
         if status in ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):

@@ -162,16 +162,21 @@ class Client:
         return getattr(self.raw, name)
 
 
-@contextmanager
-def client(runtime: Runtime) -> Any:
-    """A DBOS client for ``runtime``'s home (the schema prepared first)."""
+def open_client(runtime: Runtime) -> Client:
+    """A DBOS client for ``runtime``'s home (the schema prepared first): ``destroy`` it when done."""
     url, own = system_url(runtime), names(runtime.installation.id)
     prepare(url, own)
-    c = _client(url, own)
+    return Client(_client(url, own), own)
+
+
+@contextmanager
+def client(runtime: Runtime) -> Any:
+    """``open_client`` for a ``with`` block."""
+    c = open_client(runtime)
     try:
-        yield Client(c, own)
+        yield c
     finally:
-        c.destroy()
+        c.raw.destroy()
 
 
 def segment_id(run_id: str, segment: int) -> str:

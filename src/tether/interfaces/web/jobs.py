@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from tether.execution.protocol import ExecutionPaths, log_tail
+from tether.execution.remote import published_tail
 from tether.interfaces.web.context import CALLER, ExecutionId, WebContext
 from tether.interfaces.web.documents import ERRORS, ApiError, Job, JobLog, Jobs, not_found
 from tether.tasks.result import TaskResult, TaskStatus
@@ -59,6 +60,11 @@ def router(ctx: WebContext) -> APIRouter:
     async def job_log(execution_id: ExecutionId, lines: Annotated[int, Query(ge=1, le=500)] = 50) -> JobLog:
         result = await _visible_job(ctx, execution_id, "status")
         elsewhere = result.data.get("elsewhere")
+        if isinstance(elsewhere, dict) and ctx.runtime.installation.owns(elsewhere.get("installation")):
+            # Another node of this installation: the tail its node published (only it reads the file).
+            peers = ctx.executor.jobs.peers
+            text = await asyncio.to_thread(published_tail, peers, result.execution_id, lines) if peers else ""
+            return JobLog(execution_id=result.execution_id, text=text)
         if isinstance(elsewhere, dict):  # its log is on the host that ran it
             raise ApiError(409, "elsewhere", str(elsewhere.get("message", "it ran on another host")))
         paths = ExecutionPaths.of(ctx.runtime.home, result.execution_id)
