@@ -4,6 +4,7 @@ types to spread one installation over several hosts, and the clear refusals of w
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +48,7 @@ def test_a_worker_owns_what_it_says_and_the_list_shows_it_and_its_hold(home: Pat
     worker = subprocess.Popen(
         [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "worker", "--resources", "arm",
          "--name", "lab-1"],
-        env={**__import__("os").environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0"}, cwd=ROOT,
+        env={**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0"}, cwd=ROOT,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
     try:
@@ -75,3 +76,31 @@ def test_a_worker_owns_what_it_says_and_the_list_shows_it_and_its_hold(home: Pat
     assert [r["status"] for r in json.loads(out)] == ["stopped"]
     code, out, _ = tether_cli("cluster", "forget", "lab-1", "--json", home=home)
     assert code == 0 and json.loads(out)["forgotten"] == 1
+
+
+def test_two_homes_on_one_sqlite_file_do_not_pretend_to_share_work(tmp_path: Path, home: Path) -> None:
+    shared = f'[store]\ndatabase_url = "sqlite:///{tmp_path / "shared.db"}"\n'
+    other = tmp_path / "other"
+    other.mkdir()
+    for h in (home, other):
+        (h / "settings.toml").write_text(shared + f'[cluster]\nnode = "{h.name}"\n')
+    assert tether_cli("cluster", "join", installation_id(home), home=other)[0] == 0
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "worker", "--resources", "arm"],
+        env={**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0"}, cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+
+        def refused() -> dict[str, object] | None:
+            _, out, _ = tether_cli(
+                "--registry", FLOWS, "task", "run", "f.arm", "--params", '{"key": "k"}', "--json", home=other
+            )
+            found = json.loads(out)
+            return found if "share work only on PostgreSQL" in str(found.get("message")) else None
+
+        found = wait_for(refused, timeout=60, what="the call refused, naming PostgreSQL")
+        assert found["status"] == "rejected"
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)

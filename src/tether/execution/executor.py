@@ -106,7 +106,7 @@ class Executor:
         self._spawner = spawner
         peers = WorkerStore(self.runtime.db)
         self.jobs = JobManager(self.home, self.store, self.settings, spawner, peers=peers)
-        self.placement = Placement(peers, forwarder)
+        self.placement = Placement(peers, forwarder, home=str(self.home))
         self._me = process.current()
         self._import_path = import_root(registry.ref) if registry.ref else None
         # One thread writes the records that follow a spawn, so they land in the order they happened.

@@ -85,8 +85,9 @@ class _View:
 class Placement:
     """One executor's answer to "where does a call claiming these resources run"."""
 
-    def __init__(self, peers: WorkerStore, forwarder: Forwarder | None = None) -> None:
+    def __init__(self, peers: WorkerStore, forwarder: Forwarder | None = None, home: str = "") -> None:
         self.peers = peers
+        self.home = home
         self.node = peers.installation.host
         self.forwarder = forwarder
         self._view = _View()
@@ -143,6 +144,14 @@ class Placement:
             claims = ", ".join(owned)
             why = f"the call claims {claims}, held on different nodes ({nodes}): no one worker runs it"
             return Placed("nobody", owned[0], why)
+        if (
+            self.peers.db.dialect == "sqlite"
+        ):  # each home keeps its own DBOS log on SQLite: no queue is shared
+            homes = {w.home for w in view.workers if owned[0] in w.resources and w.status == ALIVE}
+            if homes - {self.home}:
+                why = (f"{owned[0]} is owned by a worker of another home, and homes share work only on "
+                       "PostgreSQL ([store] database_url): run this from that home")  # fmt: skip
+                return Placed("nobody", owned[0], why)
         return Placed("forward", owned[0])
 
     async def where(self, resources: Sequence[str], wait_s: float = 0.0) -> Placed:
