@@ -284,11 +284,8 @@ def open_db(database_url: str) -> Iterator[Callable[[], object]]:
 
 # -- running in parallel (make test: pytest-xdist, two workers) --------------------------------------
 
-# Tests that start, stop or inspect a CLI server, or run the README's commands through the test process's
-# own server (and stop it at the end): one after another, on one worker, so none stops the server another
-# is using.
-ONE_CLI_SERVER = frozenset({"test_cli_server.py", "test_readme.py", "test_setup.py", "test_public_api.py"})
-
+# Each test process has a CLI server of its own (its own runtime folder, above): a test that starts,
+# stops or inspects one never meets another process's, so those tests need no worker of their own.
 
 # Tests that run shell commands make cgroups in the one cgroup the test processes share, and a command
 # ends the cgroups of dead workers there (``containment._sweep``): a test that kills a worker to leave
@@ -296,14 +293,53 @@ ONE_CLI_SERVER = frozenset({"test_cli_server.py", "test_readme.py", "test_setup.
 ONE_CGROUP_PARENT = ("toolkits/shell/", "toolkits/workspace/test_home.py", "tasks/test_grants.py")
 
 
+# Modules whose module-scoped fixture starts something that takes seconds (a `tether serve` with the
+# states it is given, a browser, a CLI server): their tests run on one worker, so it is started once, not
+# on each worker that gets one of them. The other worker meanwhile runs the rest of the suite.
+ONE_MODULE_FIXTURE = frozenset(
+    {
+        "interfaces/web/test_page.py",
+        "interfaces/web/test_page_fit.py",
+        "interfaces/web/test_page_answers.py",
+        "interfaces/web/test_schema.py",
+        "interfaces/web/test_api.py",
+        "interfaces/web/test_security.py",
+        "interfaces/test_cli_server.py",
+        "interfaces/test_signals_at_start.py",
+    }
+)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
-        if item.path.name in ONE_CLI_SERVER:
-            item.add_marker(pytest.mark.xdist_group("cli-server"))
-        elif any(part in item.path.as_posix() for part in ONE_CGROUP_PARENT):
+        path = item.path.as_posix()
+        if any(part in path for part in ONE_CGROUP_PARENT):
             item.add_marker(pytest.mark.xdist_group("cgroups"))
+        elif any(path.endswith(f"/tests/{module}") for module in ONE_MODULE_FIXTURE):
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+    if getattr(config.option, "loadgroup", False):  # a worker of `--dist loadgroup`
+        _group_ids(items)
+
+
+def _group_ids(items: list[pytest.Item]) -> None:
+    """Put each test's ``xdist_group`` into its id, where the scheduler reads it, as xdist does: xdist 3.8
+    sets ``item._nodeid``, which pytest 9 no longer reads (a test's id is ``item._id``), so every group was
+    ignored and its tests ran on both workers at once."""
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        groups = sorted(
+            {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        suffix = f"@{'_'.join(groups)}"
+        if groups and not item.nodeid.endswith(suffix):  # (an xdist that still can has done it)
+            item._id = NodeId.parse(item.nodeid + suffix)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
