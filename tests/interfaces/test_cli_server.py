@@ -27,6 +27,7 @@ import pytest
 
 from tests.support.helpers import ROOT, exited, wait_for
 from tether.execution.protocol import ExecutionPaths, read_exit, read_request
+from tether.interfaces import handoff
 
 TETHER = Path(sys.executable).with_name("tether")
 SUPPORT = "tests.support.registry:registry"
@@ -47,6 +48,7 @@ class Served:
             "TETHER_STOP_GRACE_INTERRUPT_S": "0.5",
             **env,
         }
+        self.socket: str | None = None
 
     def env(self, **extra: str) -> dict[str, str]:
         return {**os.environ, **self.extra, **extra}
@@ -76,12 +78,22 @@ class Served:
         assert self.run("tasks", "--json").returncode == 0
         return wait_for(self.serving, timeout=60, what="the CLI server to serve")
 
+    def state(self) -> tuple[int | None, str]:
+        """The server's pid and state, read from its lock file as ``tether server status`` reads it. Only
+        the socket's path is asked of that command, once: it depends on the command's interpreter."""
+        if self.socket is None:
+            self.socket = str(self.status()["socket"])
+        return handoff.server_state(self.socket)
+
+    def pid(self) -> int | None:
+        return self.state()[0]
+
     def serving(self) -> int | None:
-        status = self.status()
-        return status["pid"] if status["state"] == "serving" else None
+        pid, state = self.state()
+        return pid if state == "serving" else None
 
     def stop(self) -> None:
-        pid = self.status()["pid"]
+        pid = self.pid()
         self.run("server", "stop")
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
@@ -131,7 +143,7 @@ def test_a_command_says_the_same_through_the_server_as_in_its_own_process(
 
 
 def test_commands_and_their_workers_are_children_of_the_server(served: Served, home: Path) -> None:
-    server = served.status()["pid"]
+    server = served.pid()
     inline = json.loads(served.run("task", "run", "t.ids_inline", "--json", TETHER_HOME=str(home)).stdout)
     assert inline["data"]["ppid"] == server  # the command ran in a child of the server
     worker = json.loads(served.run("task", "run", "t.ids", "--json", TETHER_HOME=str(home)).stdout)
@@ -146,7 +158,7 @@ def test_a_spare_starts_warm_and_never_warms_again(served: Served, home: Path) -
     """The server runs its warm-up once; every command runs in a spare forked from it, which must not
     run it again (it was most of a served command's CPU). The count the warm-up leaves in the image
     says how often it ran in a command's ancestry."""
-    server = served.status()["pid"]
+    server = served.pid()
     for _ in range(3):  # the spare raised at start, then ones raised after a command
         done = served.run("task", "run", "t.warm_ups", "--json", TETHER_HOME=str(home))
         assert done.returncode == 0, done.stderr
@@ -201,7 +213,7 @@ def test_exit_statuses_and_signals_reach_the_client(served: Served, home: Path) 
     proc = served.popen("task", "run", "t.marks_and_waits", "--json", TETHER_HOME=str(home))
     wait_for(marks.exists, what="the task to start")
     command = _command_pid(home)
-    assert command != proc.pid and _parent(command) == served.status()["pid"]
+    assert command != proc.pid and _parent(command) == served.pid()
     os.kill(command, signal.SIGKILL)
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
@@ -212,7 +224,7 @@ def test_killing_the_client_ends_its_command_and_the_job_it_follows(served: Serv
     proc = served.popen("task", "run", "t.marks_and_waits", "--json", TETHER_HOME=str(home))
     wait_for(marks.exists, what="the task to start")
     command = _command_pid(home)
-    assert _parent(command) == served.status()["pid"]
+    assert _parent(command) == served.pid()
     proc.kill()  # the person's process is gone: so is the command, as if it had run there
     proc.communicate(timeout=10)
     wait_for(lambda: exited(command), what="the command to end with its client")
@@ -281,7 +293,7 @@ def test_concurrent_commands_each_get_their_own_process(served: Served, home: Pa
         assert proc.returncode == 0, err
         results.append(json.loads(out)["data"])
     assert len({r["pid"] for r in results}) == 6
-    assert {r["ppid"] for r in results} == {served.status()["pid"]}
+    assert {r["ppid"] for r in results} == {served.pid()}
 
 
 def test_a_changed_module_gets_a_fresh_server(tmp_path: Path) -> None:
@@ -398,7 +410,7 @@ def test_hostile_requests_leave_the_server_serving(served: Served, home: Path, t
                 conn.sendall(data)
                 conn.shutdown(socket.SHUT_WR)
                 conn.recv(4096)
-        assert served.status()["pid"] == pid
+        assert served.serving() == pid
     assert not list(decoy.iterdir())  # nothing was forked for it, nothing written into it
     done = served.run("task", "run", "t.quick", "--json", TETHER_HOME=str(home))
     assert done.returncode == 0 and json.loads(done.stdout)["status"] == "completed"
@@ -406,7 +418,8 @@ def test_hostile_requests_leave_the_server_serving(served: Served, home: Path, t
 
 
 def test_server_stop_lets_a_running_command_finish(served: Served, home: Path) -> None:
-    pid = served.status()["pid"]
+    pid = served.pid()
+    assert pid is not None
     proc = served.popen("task", "run", "t.holds_lock", "--json", TETHER_HOME=str(home))
     wait_for(lambda: list((home / "executions").glob("*/request.json")), what="the command to start")
     assert served.run("server", "stop").returncode == 0
