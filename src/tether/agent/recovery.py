@@ -97,9 +97,10 @@ async def _outcome(calls: ToolCalls, thread_id: str, turn: int, step: StepRecord
             "message": "not run: the turn was interrupted before it started",
             "execution_id": step.execution_id,
         }
-    if not executor.jobs.mine(record):
+    if not executor.runtime.installation.owns(record.installation):
         # Another home's job (a database shared by several homes): its outcome is known there, and it
-        # is never re-run or waited for here.
+        # is never re-run or waited for here. (Another node of this installation's is followed below:
+        # its node settles it, and a lost node's is settled as unknown.)
         return {
             "task_id": record.task_id,
             "execution_id": record.execution_id,

@@ -104,9 +104,11 @@ class Executor:
         self.settings = settings if settings is not None else self.runtime.settings
         self.store = self.runtime.jobs
         self._spawner = spawner
-        peers = WorkerStore(self.runtime.db)
+        peers = WorkerStore(self.runtime.db, self.runtime.cluster_settings.lease_s)
         self.jobs = JobManager(self.home, self.store, self.settings, spawner, peers=peers)
-        self.placement = Placement(peers, forwarder, home=str(self.home))
+        self.placement = Placement(
+            peers, forwarder, home=str(self.home), lease_s=self.runtime.cluster_settings.lease_s
+        )
         self._me = process.current()
         self._import_path = import_root(registry.ref) if registry.ref else None
         # One thread writes the records that follow a spawn, so they land in the order they happened.
@@ -260,6 +262,12 @@ class Executor:
             return await record_refusal(
                 self.store, refusal, caller=caller, params=params, detach=detach, where=where
             )
+        if placed and verdict.spec.resources:  # forwarded here: it runs only while this executor holds them
+            lost = await off_loop(self.placement.missing, verdict.spec.resources)
+            if lost:
+                found = Placed("nobody", lost[0], f"{', '.join(lost)} is no longer held by this worker")
+                return await self._elsewhere(found, verdict, execution_id, started, caller, detach, where,
+                                             on_start, 0.0)  # fmt: skip
         if verdict.spec.resources and not placed:
             found = await off_loop(self.placement.decide, verdict.spec.resources)
             if found.verdict != "here":

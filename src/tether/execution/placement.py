@@ -85,9 +85,16 @@ class _View:
 class Placement:
     """One executor's answer to "where does a call claiming these resources run"."""
 
-    def __init__(self, peers: WorkerStore, forwarder: Forwarder | None = None, home: str = "") -> None:
+    def __init__(
+        self, peers: WorkerStore, forwarder: Forwarder | None = None, home: str = "", lease_s: float = 10.0
+    ) -> None:
         self.peers = peers
         self.home = home
+        self.lease_s = lease_s
+        # In an executor process: whether it holds a resource now (``cluster.Member.may_take``). Only
+        # the holder runs a call for an owned resource; every other process forwards it to the holder,
+        # which is then the parent of its job (a job it did not start could outlive its hold).
+        self.holds: Callable[[str], bool] | None = None
         self.node = peers.installation.host
         self.forwarder = forwarder
         self._view = _View()
@@ -111,13 +118,13 @@ class Placement:
     def decide(self, resources: Sequence[str], *, force: bool = False) -> Placed:
         view = self._fresh(force)
         owned = sorted(r for r in resources if r in view.declared)
-        if not owned:
+        if not owned or (self.holds is not None and all(self.holds(r) for r in owned)):
             return Placed("here")
         version = self.forwarder.version if self.forwarder is not None else None
         by_key = {w.key: w for w in view.workers}
         targets: set[str] = set()
         for resource in owned:
-            owners = [w for w in view.workers if resource in w.resources and w.status == ALIVE]
+            owners = [w for w in view.workers if resource in w.resources and w.live(self.lease_s)]
             if not owners:
                 return Placed("nobody", resource, _nobody(resource, view.workers))
             runnable = [w for w in owners if version is None or w.version == version]
@@ -132,13 +139,6 @@ class Placement:
                        f"calls of this one ({version}) run once a worker of it holds {resource}")  # fmt: skip
                 return Placed("nobody", resource, why)
             targets.add(held.node if held is not None else "")
-        if targets == {self.node}:
-            return Placed("here")
-        if "" in targets and all(
-            any(r in w.resources and w.node == self.node and w.status == ALIVE for w in view.workers)
-            for r in owned
-        ):
-            return Placed("here")  # this node owns them all and nobody holds them: its flock serializes
         if len(owned) > 1 and len(targets) > 1:
             nodes = ", ".join(sorted(t or "?" for t in targets))
             claims = ", ".join(owned)
@@ -147,12 +147,19 @@ class Placement:
         if (
             self.peers.db.dialect == "sqlite"
         ):  # each home keeps its own DBOS log on SQLite: no queue is shared
-            homes = {w.home for w in view.workers if owned[0] in w.resources and w.status == ALIVE}
+            homes = {w.home for w in view.workers if owned[0] in w.resources and w.live(self.lease_s)}
             if homes - {self.home}:
                 why = (f"{owned[0]} is owned by a worker of another home, and homes share work only on "
                        "PostgreSQL ([store] database_url): run this from that home")  # fmt: skip
                 return Placed("nobody", owned[0], why)
         return Placed("forward", owned[0])
+
+    def missing(self, resources: Sequence[str]) -> list[str]:
+        """Owned resources among ``resources`` this executor does not hold now (a forwarded call that
+        arrives here must find them all held, or it does not run)."""
+        if self.holds is None:
+            return []
+        return [r for r in self.owned(resources) if not self.holds(r)]
 
     async def where(self, resources: Sequence[str], wait_s: float = 0.0) -> Placed:
         """``decide``, waiting up to ``wait_s`` for a worker to own what nobody owns."""
@@ -175,5 +182,5 @@ def _nobody(resource: str, workers: list[WorkerRecord]) -> str:
     if not last:
         return f"no worker owns {resource}: {hint}"
     w = max(last, key=lambda r: r.beat_at)
-    how = "was lost" if w.status == LOST else "stopped"
+    how = {LOST: "was lost", ALIVE: "went silent"}.get(w.status, "stopped")
     return f"no worker owns {resource} now ({w.node}'s worker {how} {w.silent_s:.0f} s ago): {hint}"

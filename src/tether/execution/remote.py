@@ -35,9 +35,12 @@ def settle_if_lost(jobs: JobManager, record: JobRecord) -> JobRecord:
     taken over): then nobody will ever settle it there, and whether it finished cannot be known."""
     if jobs.peers is None or not jobs.installation.owns(record.installation) or not record.host:
         return record
-    silent = jobs.peers.node_lost(record.host)
-    if silent is None:
+    lost = jobs.peers.node_lost(record.host)
+    # Only a job its lost executor started and waited on: it dies with its starter (it watches it). One
+    # started by a command on that node, or detached, may run on: nothing can be said of it from here.
+    if lost is None or record.detached or record.starter_pid not in lost[1]:
         return record
+    silent = lost[0]
     message = (
         f"its node {record.host} was lost (silent {silent:.0f} s) while it ran: whether it finished "
         "is unknown"

@@ -42,8 +42,8 @@ def workers_command(
 
         with _runtime() as rt:
             lease = rt.cluster_settings.lease_s
-            found = WorkerStore(rt.db).workers(alive_only=not everyone)
-            holders = WorkerStore(rt.db).holders()
+            found = WorkerStore(rt.db, rt.cluster_settings.lease_s).workers(alive_only=not everyone)
+            holders = WorkerStore(rt.db, rt.cluster_settings.lease_s).holders()
         rows = []
         for w in found:
             status = w.status if not (w.status == ALIVE and w.silent_s > lease) else "silent"
@@ -124,7 +124,11 @@ def _node_taken(home: Path) -> str | None:
     try:
         with _runtime() as rt:
             node = rt.installation.host
-            others = {(w.machine, w.home) for w in WorkerStore(rt.db).workers() if w.node == node}
+            others = {
+                (w.machine, w.home)
+                for w in WorkerStore(rt.db, rt.cluster_settings.lease_s).workers()
+                if w.node == node
+            }
     except Exception:  # no database yet (settings still to write): nothing to compare with
         return None
     others.discard((socket.gethostname(), str(home)))
@@ -148,8 +152,13 @@ def cluster_forget(
         from tether.store.workers import WorkerStore
 
         with _runtime() as rt:
-            gone = WorkerStore(rt.db).forget(node)
-            alive = [w for w in WorkerStore(rt.db).workers(alive_only=True) if w.node == node]
+            gone = WorkerStore(rt.db, rt.cluster_settings.lease_s).forget(node)
+            lease = rt.cluster_settings.lease_s
+            alive = [
+                w
+                for w in WorkerStore(rt.db, lease).workers(alive_only=True)
+                if w.node == node and w.live(lease)
+            ]
         if alive and not gone:
             fail(f"node {node} has {len(alive)} live worker(s): stop them first", as_json=as_json)
         if as_json:

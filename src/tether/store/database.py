@@ -146,7 +146,12 @@ class Database:
             options["connect_args"] = {"timeout": busy_timeout_s, "check_same_thread": False}
         elif self.dialect == "postgresql":
             options["pool_pre_ping"] = True
-            options["connect_args"] = {"connect_timeout": max(1, int(busy_timeout_s))}
+            # A peer that vanished (a dropped link) is noticed within seconds, not TCP's minutes: a
+            # connection stuck on it would hold up whatever waits for it (heartbeats, stops).
+            options["connect_args"] = {
+                "connect_timeout": max(1, int(busy_timeout_s)), "keepalives": 1, "keepalives_idle": 5,
+                "keepalives_interval": 2, "keepalives_count": 3, "tcp_user_timeout": 15_000,
+            }  # fmt: skip
         else:
             raise StoreError(f"tether stores run on SQLite or PostgreSQL, not {self.dialect!r} ({url!r})")
         try:

@@ -428,6 +428,7 @@ MIGRATIONS: tuple[str | dict[str, str], ...] = (
         beat_at      REAL NOT NULL,
         ended_at     REAL,
         taken_by     TEXT,
+        recovered_at REAL,
         PRIMARY KEY (executor_id, version)
     );
     CREATE INDEX workers_installation ON workers(installation, status);

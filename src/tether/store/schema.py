@@ -236,6 +236,7 @@ workers = Table(
     Column("beat_at", Float, nullable=False),
     Column("ended_at", Float),
     Column("taken_by", String),
+    Column("recovered_at", Float),
 )
 
 resource_leases = Table(

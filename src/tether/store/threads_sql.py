@@ -209,8 +209,8 @@ class SqlThreadStore:
                                      {"k_thread": thread_id}).scalar_one())  # fmt: skip
             for busy in conn.execute(_RUNNING, {"k_thread": thread_id}).all():
                 m = busy._mapping
-                if not self.installation.owns(m["installation"]):
-                    return None
+                if not self.installation.owns_here(m["installation"], m["host"]):
+                    return None  # another home's or node's turn: whether its process lives is seen there
                 if m["owner_pid"] is not None and alive(m["owner_pid"], m["owner_create_time"] or 0.0):
                     return None
                 conn.execute(_INTERRUPT_TURN, {"k_thread": thread_id, "k_turn": m["turn"], "v_at": stamp})
@@ -387,8 +387,8 @@ class SqlThreadStore:
     ) -> list[tuple[str, int]]:
         """Mark ``interrupted`` every running turn of this home (of thread ``only``, if given) whose
         process is dead, except on the threads in ``spare`` (a durable workflow will resume those). The
-        next turn on each thread settles it. The (thread, turn) pairs marked. Another home's turns are
-        its own to settle: whether their process lives cannot be seen from here."""
+        next turn on each thread settles it. The (thread, turn) pairs marked. Another home's turns, and
+        another node's, are their own to settle: whether their process lives cannot be seen from here."""
         marked: list[tuple[str, int]] = []
         stamp = now()
         with self.db.write() as conn:
@@ -396,6 +396,8 @@ class SqlThreadStore:
                 m = row._mapping
                 if m["thread_id"] in spare or (only is not None and m["thread_id"] != only):
                     continue
+                if m["host"] != self.installation.host:
+                    continue  # another node's: its process is out of this host's sight
                 if m["owner_pid"] is not None and alive(m["owner_pid"], m["owner_create_time"] or 0.0):
                     continue
                 conn.execute(

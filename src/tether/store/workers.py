@@ -53,6 +53,11 @@ class WorkerRecord:
     taken_by: str | None
     silent_s: float  # how long since its last heartbeat, by the database's clock, when read
 
+    def live(self, lease_s: float) -> bool:
+        """Alive on record and heard from within a lease (a row of a process that died with no peer of
+        its version to claim it stays ``alive``: it is not a live owner)."""
+        return self.status == ALIVE and self.silent_s <= lease_s
+
     @property
     def key(self) -> str:
         """What it holds resources as: one executor id may run under two versions (a host restarted
@@ -102,8 +107,9 @@ class WorkerTaken(StoreError):
 class WorkerStore:
     """The cluster tables of one database, for its installation."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, lease_s: float = 10.0) -> None:
         self.db = db
+        self.lease_s = lease_s  # [cluster] lease_s: a row silent longer is no live executor
         self.installation = db.installation
         if db.dialect == "postgresql":
             self._now_sql = "SELECT EXTRACT(EPOCH FROM clock_timestamp())"
@@ -140,7 +146,7 @@ class WorkerStore:
                 "installation": self.installation.id, "node": self.installation.host, "machine": machine,
                 "home": home, "pid": pid, "resources": json.dumps(sorted(set(resources))),
                 "version": version, "status": ALIVE, "started_at": now, "beat_at": now, "ended_at": None,
-                "taken_by": None,
+                "taken_by": None, "recovered_at": None,
             }  # fmt: skip
             for row in rows:
                 m = row._mapping
@@ -227,7 +233,7 @@ class WorkerStore:
                 stopped = conn.execute(select(W.c.status).where(mine)).scalar()
                 done = conn.execute(
                     update(W).where(mine)
-                    .values(status=LOST if stopped == ALIVE else STOPPED, taken_by=by,
+                    .values(status=LOST if stopped == ALIVE else STOPPED, taken_by=by, recovered_at=None,
                             ended_at=now if stopped == ALIVE else W.c.ended_at)
                 ).rowcount  # fmt: skip
                 if done:
@@ -235,7 +241,44 @@ class WorkerStore:
                     mine = L.c.installation == self.installation.id
                     held = member_key(executor_id, version)
                     conn.execute(delete(L).where(mine, L.c.holder == held, L.c.expires_at < now))
+            claimed += self._unrecovered(conn, by, version, now, lease_s)
         return claimed
+
+    def _unrecovered(self, conn: Any, by: str, version: str, now: float, lease_s: float) -> list[str]:
+        """Claims whose recovery never finished (``mark_recovered``): the claimer's own, and those of a
+        claimer that died since — taken again by ``by``, so a claim can never strand the work."""
+        live = set(
+            conn.execute(
+                select(W.c.executor_id).where(W.c.installation == self.installation.id, W.c.status == ALIVE,
+                                              W.c.beat_at >= now - lease_s)
+            ).scalars()
+        )  # fmt: skip
+        pending = conn.execute(
+            select(W.c.executor_id, W.c.taken_by).where(
+                W.c.installation == self.installation.id, W.c.version == version, W.c.status != ALIVE,
+                W.c.taken_by.is_not(None), W.c.recovered_at.is_(None),
+            )
+        ).all()  # fmt: skip
+        again = []
+        for executor_id, taker in pending:
+            if taker != by and taker in live:
+                continue  # its claimer lives, and recovers it
+            mine = and_(W.c.executor_id == executor_id, W.c.version == version, W.c.taken_by == taker,
+                        W.c.recovered_at.is_(None))  # fmt: skip
+            if conn.execute(update(W).where(mine).values(taken_by=by)).rowcount:
+                again.append(executor_id)
+        return sorted(set(again))
+
+    def mark_recovered(self, executor_ids: Sequence[str], version: str) -> None:
+        """The work of ``executor_ids`` (of ``version``) is back in its queues: their claims are done."""
+        if not executor_ids:
+            return
+        with self.db.write() as conn:
+            now = self.now(conn)
+            conn.execute(
+                update(W).where(W.c.executor_id.in_(list(executor_ids)), W.c.version == version)
+                .values(recovered_at=now)
+            )  # fmt: skip
 
     def workers(self, *, alive_only: bool = False) -> list[WorkerRecord]:
         """This installation's executors, live ones first, then the most recently seen."""
@@ -253,27 +296,28 @@ class WorkerStore:
             return int(
                 conn.execute(
                     delete(W).where(W.c.installation == self.installation.id, W.c.node == node,
-                                    W.c.status != ALIVE)
+                                    or_(W.c.status != ALIVE, W.c.beat_at < self.now(conn) - self.lease_s))
                 ).rowcount or 0
             )  # fmt: skip
 
-    def node_lost(self, node: str) -> float | None:
-        """How long ``node`` has been silent, when it is a node of the installation whose executors were
-        all lost (None when one lives, or it never ran one: nothing can be told of its jobs from here)."""
+    def node_lost(self, node: str) -> tuple[float, set[int]] | None:
+        """(how long ``node`` has been silent, the pids of its lost executors), when it is a node of the
+        installation whose executors were all lost (None when one lives, or it never ran one: nothing can
+        be told of its jobs from here)."""
         with self.db.read() as conn:
             now = self.now(conn)
             rows = conn.execute(
-                select(W.c.status, W.c.beat_at).where(
+                select(W.c.status, W.c.beat_at, W.c.pid).where(
                     W.c.installation == self.installation.id, W.c.node == node
                 )
             ).all()
         if not rows or any(r.status == ALIVE for r in rows) or not any(r.status == LOST for r in rows):
             return None
-        return now - max(float(r.beat_at) for r in rows)
+        return now - max(float(r.beat_at) for r in rows), {int(r.pid) for r in rows if r.status == LOST}
 
     def node_alive(self, node: str) -> bool:
         """Whether ``node`` has a live executor (one that applies stops asked through the database)."""
-        return any(w.node == node for w in self.workers(alive_only=True))
+        return any(w.node == node and w.live(self.lease_s) for w in self.workers(alive_only=True))
 
     def holders(self) -> dict[str, tuple[str, float]]:
         """Each held resource: (its holder's ``member_key``, seconds its hold has left; negative: expired)."""

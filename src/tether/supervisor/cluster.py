@@ -67,7 +67,7 @@ class Member:
         self.executor_id = executor_id
         self.resources = tuple(sorted(set(resources)))
         self.version = version
-        self.peers = WorkerStore(runtime.db)
+        self.peers = WorkerStore(runtime.db, runtime.cluster_settings.lease_s)
         settings = runtime.cluster_settings
         self.beat_s, self.lease_s = settings.heartbeat_s, settings.lease_s
         self.shared = runtime.db.dialect == "postgresql"  # several hosts can only meet on PostgreSQL
@@ -75,6 +75,7 @@ class Member:
         self.renewed_at = time.monotonic()  # when the last heartbeat that landed was sent
         self.fenced = False
         self.draining = False
+        self.launched = False  # DBOS runs here: it may take other executors' work over
         self._exit = exit_on_fence or _exit_now
         self._stopping: set[str] = set()
         self._tails: dict[str, int] = {}
@@ -104,6 +105,15 @@ class Member:
         poll of its queue): it holds it, and its hold is surely not expired anywhere."""
         return self.taking() and resource in self.held and self.silent_for() < STOP_TAKING * self.lease_s
 
+    def quitting(self) -> bool:
+        """Whether this executor is on its way out (its workflows are about to be taken over)."""
+        return self.draining or self.fenced
+
+    def quiet(self) -> None:
+        """This executor stops on purpose: the fence's watchdog stands down."""
+        self.draining = True
+        self._stop_watch.set()
+
     def taking(self) -> bool:
         """Whether this executor takes new work at all (not once it drains or fenced itself)."""
         return not (self.fenced or self.draining)
@@ -117,7 +127,9 @@ class Member:
 
         def running() -> list[str]:
             jobs = self.runtime.jobs.list(active=True, limit=1000, here=True)
-            return [j.execution_id for j in jobs if j.starter_pid == mine and not j.detached]
+            owned = set(self.resources)  # any job on them, detached too: its hold is about to go
+            return [j.execution_id for j in jobs
+                    if (j.starter_pid == mine and not j.detached) or owned & set(j.resources)]  # fmt: skip
 
         deadline = time.monotonic() + self.runtime.cluster_settings.drain_s
         left = await asyncio.to_thread(running)
@@ -184,12 +196,15 @@ class Member:
             log.warning("the cluster's chores failed this heartbeat", exc_info=True)
 
     async def _take_over(self) -> None:
+        if not self.launched:
+            return
         lost = await asyncio.to_thread(self.peers.claim_lost, self.executor_id, self.lease_s, self.version)
         if not lost:
             return
         from dbos._recovery import recover_pending_workflows
 
         handles = await asyncio.to_thread(recover_pending_workflows, durable.instance(), lost)
+        await asyncio.to_thread(self.peers.mark_recovered, lost, self.version)  # a failure before: again
         log.warning("took over %d workflow(s) of lost executor(s) %s", len(handles), ", ".join(lost))
 
     async def _stop(self, execution_id: str, reason: str) -> None:
@@ -272,10 +287,13 @@ class DbosForwarder:
     runs them (``engine.remote_call``) under the caller's execution id, and follows them: the result,
     or a background job's handshake. A caller that gives up (cancelled) stops the job."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, keep_on_cancel: Callable[[], bool] | None = None) -> None:
         self.runtime = runtime
         self.names = durable.names(runtime.installation.id)
         self.version = self.names.version
+        # True while this process's workflows are about to be taken over (its executor drains or fenced
+        # itself): a call cancelled then is not given up — whoever takes the workflow over follows it.
+        self.keep_on_cancel = keep_on_cancel or (lambda: False)
 
     async def __call__(
         self, call: Forwarded, resource: str, on_start: Callable[[str], None] | None
@@ -294,6 +312,8 @@ class DbosForwarder:
                     return done
                 await asyncio.sleep(FOLLOW_S)
         except asyncio.CancelledError:
+            if self.keep_on_cancel():
+                raise
             peers = WorkerStore(self.runtime.db)
             with contextlib.suppress(StoreError):
                 await asyncio.to_thread(

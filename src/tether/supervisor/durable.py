@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 APP_NAME = "tether"  # an installation's application is tether-<installation id> (``names``)
 # Pinned and bumped deliberately: DBOS recovers only workflows of the running version, so a change to
 # the engine's workflow or step sequence that would replay differently must bump this.
-APP_VERSION = "tether-flows-2"  # 2: agent attempts are child workflows; a goal is planned in its run
+# 3: calls forwarded to a resource's holder (a queue per resource); 2: agent attempts are child workflows
+APP_VERSION = "tether-flows-3"
 QUEUE = "tether-runs"  # an installation's queue is tether-runs-<installation id>
 WORKFLOW = "tether.run_segment"
 TURN_WORKFLOW = "tether.turn"

@@ -380,14 +380,17 @@ async def launch(
     except BaseException:
         slot.close()
         raise
-    executor.placement.forwarder = cluster.DbosForwarder(runtime)
+    # Beats (and the fence's watchdog) from now on: what follows may take longer than a lease.
+    beat = asyncio.get_running_loop().create_task(member.run())
+    executor.placement.forwarder = cluster.DbosForwarder(runtime, keep_on_cancel=member.quitting)
+    executor.placement.holds = member.may_take
     # This node's jobs an earlier executor left: re-attached if their workers live, settled otherwise
     # (another node's executor cannot tell from afar, and waits for this node's word).
     await io(executor.jobs.recover)
     # The host is in place before DBOS launches: its queue and its own recovery may start a segment at
     # once, and a segment that found no host failed its run ("not a tether executor") under load.
     telemetry.configure(runtime.home)  # as [telemetry] says (nothing, by default)
-    made = Host(runtime=runtime, executor=executor, model_for=model_for, slot=slot, member=member)
+    made = Host(runtime=runtime, executor=executor, model_for=model_for, slot=slot, member=member, beat=beat)
     install(made)
     try:
         DBOS(config=durable.config(runtime, slot))  # type: ignore[arg-type]
@@ -403,14 +406,15 @@ async def launch(
         await io(durable.recover_free_slots, runtime.home, slot)
     except BaseException:
         install(None)
+        beat.cancel()
         await io(member.leave)
         slot.close()
         raise
+    member.launched = True
     await io(reconcile_runs, runtime)
     await io(durable.prune, runtime)
     made.watch = asyncio.get_running_loop().create_task(_watch_slots(runtime, slot))
     made.notify = asyncio.get_running_loop().create_task(notify.loop(runtime, model_for))
-    made.beat = asyncio.get_running_loop().create_task(member.run())
     return made
 
 
@@ -445,6 +449,8 @@ async def held_here() -> list[str]:
 
 def shutdown() -> None:
     made = current()
+    if made is not None and made.member is not None:
+        made.member.quiet()  # no fence while DBOS winds down: this is a stop, not a silence
     for task in (made.watch, made.notify, made.beat) if made is not None else ():
         if task is not None:
             task.cancel()
