@@ -17,6 +17,9 @@ target, named as such, or none. Floors are the same mechanism without tether (``
 - an idle executor (``tether worker`` with nothing to run), CPU per second of wall: a plain DBOS process
   with one queue polled as often and nothing else, on SQLite and on PostgreSQL; for the record, the
   same with DBOS's defaults (``bench/idle.py``);
+- several hosts (``tether worker``s of one installation on PostgreSQL): a backlog of flow runs drained by
+  1, 2 and 4 of them, and a call forwarded to the worker that owns its resource: as many plain DBOS
+  processes doing the same, their queues set as tether's (``bench/cluster.py``);
 - the web app: a plain uvicorn app with no framework (``bench/web.py``);
 - documents: python-pptx and WeasyPrint used plainly (``bench/artifacts.py``);
 - reading a URL: plain ``httpx.get`` and the same extraction, without the guard; a Chinese page: an
@@ -292,6 +295,11 @@ def main(argv: list[str] | None = None) -> int:
 
         run_idle(home)
 
+    def cluster(home: Path) -> None:
+        from bench.cluster import cluster as run_cluster  # starts workers and plain DBOS processes
+
+        run_cluster(home)
+
     def decider(home: Path) -> None:
         from bench.decider import decider as run_decider  # reads the labelled signals
 
@@ -306,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         "loop": loop_overhead,
         "flows": flows,
         "idle": idle,
+        "cluster": cluster,
         "web": web,
         "artifacts": artifacts,
         "research": research,

@@ -112,3 +112,20 @@ IDLE_EXECUTOR = Goal(
     "hooks (tests/supervisor/test_idle.py says so), or a workflow left ENQUEUED or DELAYED in the "
     "queue, which rightly keeps them running.",
 )
+# Issue 25: a backlog of flow runs of one inline task drained by `tether worker`s of one installation on
+# PostgreSQL, CPU per task (enqueue and drain, every process and backend counted), vs plain DBOS processes
+# draining as many one-step workflows from a queue set as tether's (``bench/cluster.py``). Measured on a
+# loaded 2-core machine: 5-7x.
+CLUSTER_TASK = Goal(
+    limit=1.5,
+    metric="cpu",
+    why="a flow run of one task is a run on record and a workflow segment, where the floor is one "
+    "workflow of one step. service.start writes the run, its task and an event, and opens a DBOS client "
+    "(a new connection) to enqueue each run: about 8 transactions, against one insert through a kept "
+    "client. The segment decides (the run and its plan read, the attempt opened), runs the attempt (the "
+    "task's job and its outcome, the attempt settled) and decides again (the run completed), each a DBOS "
+    "step: about 50 transactions a run in the drain against some 8 for the plain workflow "
+    "(pg_stat_database), each about a millisecond of the worker's Python (SQLAlchemy, a thread hop). "
+    "What would have to change: a one-task run's records written in fewer, shared transactions (the "
+    "attempt with its job, the run's end with the last decision) and one DBOS client kept per process.",
+)
