@@ -54,7 +54,7 @@ def converse(home: Path, server: FakeOpenAI, session: str, *messages: str) -> li
         thread = ("--new-thread", "t1") if number == 0 else ("--thread", "t1")
         code, out, err = tether_cli(
             *DEMO, "run", message, *thread, "--json",
-            home=home, TETHER_CLI_SERVER="0", TETHER_MODEL_STREAM="0", timeout=120,
+            home=home, TETHER_MODEL_STREAM="0", timeout=120,
         )  # fmt: skip
         turn = json.loads(out)
         assert code == EXIT[turn["status"]], (code, turn, err)  # the exit code says what happened
