@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -334,6 +336,7 @@ def test_the_agent_sees_and_controls_only_its_own_threads_jobs(running_game: Exe
     model = ScriptedModel([calls(call("get_task_status", {"execution_id": other.execution_id})), say("ok")])
     seen = session(running_game, model, job_scope="caller").send_sync("mine", "status")
     assert tool_steps(seen) == [("get_task_status", "stopped")]
+    os.killpg(hang.data["pid"], signal.SIGKILL)  # it ignores stops: ended here, not by the teardown's graces
 
 
 def test_a_failed_confirmed_call_still_blocks_business_tools(running_game: Executor, home: Path) -> None:
