@@ -140,6 +140,12 @@ def _result(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
         ) from None
 
 
+def _job(rt: Runtime, execution_id: str) -> Any:
+    found = rt.jobs.get(execution_id)
+    assert found is not None, execution_id
+    return found
+
+
 def _keys(home: Path) -> list[str]:
     return [entry["key"] for entry in ledger(home)]
 
@@ -154,7 +160,7 @@ def test_a_call_runs_on_the_host_that_owns_its_resource_and_is_stopped_and_read_
     assert moved["status"] == "completed", moved
     assert _keys(b.home) == ["k1"] and _keys(cluster.here) == []  # the arm is b's
     with cluster.runtime() as rt:
-        assert rt.jobs.get(moved["execution_id"]).host == "b"
+        assert _job(rt, moved["execution_id"]).host == "b"
     here = _result(cluster.tether("task", "run", "f.safe", "--params", '{"key": "k2"}', "--json"))
     assert here["status"] == "completed" and _keys(cluster.here) == ["k2"]  # claims nothing owned: runs here
 
@@ -260,7 +266,7 @@ def test_a_host_killed_mid_flow_is_taken_over_and_nothing_runs_twice(cluster: Cl
         asked = wait_for(
             lambda: _waiting(rt, record.run_id), timeout=120, what="the unknown move asked about"
         )
-        assert asked == "k2" and rt.jobs.get(third.execution_id).data.get("interrupted")
+        assert asked == "k2" and _job(rt, third.execution_id).data.get("interrupted")
         # The person checks the world (the ledgers): the third move never happened, so it may run again.
         assert "k2" not in _keys(victim.home)
         service.answer(
@@ -312,7 +318,7 @@ def test_a_host_cut_off_stops_its_work_before_another_takes_its_resource(cluster
         )
         try:
             job = wait_for(lambda: next(iter(rt.jobs.list(active=True, limit=5)), None), timeout=60)
-            worker_pid = wait_for(lambda: rt.jobs.get(job.execution_id).pid, timeout=30)
+            worker_pid = wait_for(lambda: _job(rt, job.execution_id).pid, timeout=30)
             job_ref = process.ref_of(worker_pid)
             b.cut()
             taken: list[bool] = []
