@@ -217,12 +217,12 @@ def test_a_server_that_does_not_answer_in_time_fails_the_call_and_is_ended(
     home: Path, notes_log: Path, make_executor: Callable[..., Executor]
 ) -> None:
     (home / "settings.toml").write_text(
-        server_entry("notes", notes_log, tools=["wait"], timeout_s=4), encoding="utf-8"
+        server_entry("notes", notes_log, tools=["wait"], timeout_s=1), encoding="utf-8"
     )
     executor = make_executor(registry)
     refresh(executor)
     result = executor.execute_sync("mcp.notes.wait", {"seconds": 60}, caller="cli")
     assert result.status is TaskStatus.FAILED
-    assert "the MCP server 'notes' did not answer within 4 s" in result.message
+    assert "the MCP server 'notes' did not answer within 1 s" in result.message
     # (under load the server may not even have reached the call by then: what matters is that none lives)
     wait_for(lambda: not live_servers(notes_log), what="no server process to be left")
