@@ -2,8 +2,6 @@
 planned offline in both languages, and the schema that ships is the one the code checks."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.helpers import tether_cli
 from tests.support.robot import robot
 from tether.errors import PlanError
 from tether.supervisor import flowfile
@@ -203,30 +202,22 @@ def test_a_goal_beyond_the_tools_or_unclear_is_said_plainly(goal: str) -> None:
 
 def test_flow_commands(tmp_path: Path) -> None:
     home, path = tmp_path / "home", tmp_path / "plan.yaml"
-    tether = [sys.executable, "-m", "tether.interfaces.cli", "--home", str(home)]
-    made = subprocess.run(
-        [*tether, "flow", "plan", "启动游戏，然后刷 3 次金币副本", "-o", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert made.returncode == 0, made.stderr
-    checked = subprocess.run(
-        [*tether, "flow", "validate", str(path), "--json"], capture_output=True, text=True, timeout=60
-    )
-    assert checked.returncode == 0 and json.loads(checked.stdout) == {"valid": True, "tasks": 2}
+
+    def tether(*args: str) -> tuple[int, str, str]:
+        return tether_cli("--home", str(home), *args, home=home)
+
+    code, _, err = tether("flow", "plan", "启动游戏，然后刷 3 次金币副本", "-o", str(path))
+    assert code == 0, err
+    code, out, _ = tether("flow", "validate", str(path), "--json")
+    assert code == 0 and json.loads(out) == {"valid": True, "tasks": 2}
     document = yaml.safe_load(path.read_text(encoding="utf-8"))
     document["tasks"][1]["call"]["args"]["attempts"] = 500
     document["tasks"][0]["depends_on"] = [document["tasks"][1]["id"]]
     path.write_text(yaml.safe_dump(document, allow_unicode=True), encoding="utf-8")
-    checked = subprocess.run(
-        [*tether, "flow", "validate", str(path), "--json"], capture_output=True, text=True, timeout=60
-    )
-    result = json.loads(checked.stdout)
-    assert checked.returncode == 2 and result["valid"] is False
+    code, out, _ = tether("flow", "validate", str(path), "--json")
+    result = json.loads(out)
+    assert code == 2 and result["valid"] is False
     assert any("cycle" in p["problem"] for p in result["problems"])
     assert any("attempts" in p["problem"] for p in result["problems"])
-    checked = subprocess.run(
-        [*tether, "flow", "validate", str(path)], capture_output=True, text=True, timeout=60
-    )
-    assert checked.returncode == 2 and "cycle" in checked.stdout and "Traceback" not in checked.stderr
+    code, out, err = tether("flow", "validate", str(path))
+    assert code == 2 and "cycle" in out and "Traceback" not in err
