@@ -400,18 +400,37 @@ def test_a_bad_run_id_is_one_clear_line_for_every_run_command(home: Path, run_id
 def test_a_follower_takes_over_when_the_executor_it_relied_on_leaves(home: Path, tmp_path: Path) -> None:
     """Two `flow run`s: the first becomes the executor and ends with its own run; the second, which
     only followed, must not wait forever for a run nobody executes."""
-    first = flow_file(tmp_path, [call("quick", "f.safe", key="quick", seconds=1)])
-    second = flow_file(tmp_path, [call("long", "f.once", key="long", seconds=4)])
+    # Each step holds on until the test lets it go: the first run is surely still going when the second
+    # starts following it, and the second's step when the first executor has left.
+    first = flow_file(tmp_path, [call("quick", "f.safe", key="quick", until_file="go-quick")])
+    second = flow_file(tmp_path, [call("long", "f.once", key="long", until_file="go-long")])
     env = {**os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0"}
     base = [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "flow", "run"]
     one = subprocess.Popen([*base, str(first), "--json"], env=env, cwd=ROOT, stdout=subprocess.PIPE)
     from tether.supervisor import durable
 
     eventually(lambda: durable.live_executors(home), timeout=30, what="the first run to become the executor")
-    two = subprocess.run([*base, str(second), "--json"], env=env, cwd=ROOT, capture_output=True, timeout=120)
-    out, _ = one.communicate(timeout=60)
-    assert json.loads(out)["status"] == "completed"
-    assert two.returncode == 0 and json.loads(two.stdout)["status"] == "completed", two.stderr[-500:]
+    two = subprocess.Popen(
+        [*base, str(second), "--json"], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+
+        def both_on_record() -> bool:
+            runs = cli(home, "flow", "list", "--json")[1]
+            return isinstance(runs, list) and len(runs) == 2
+
+        eventually(both_on_record, timeout=60, what="the second run to be on record")
+        (home / "go-quick").touch()
+        out, _ = one.communicate(timeout=60)
+        assert json.loads(out)["status"] == "completed"
+        (home / "go-long").touch()  # the first executor has left
+        done, said = two.communicate(timeout=120)
+    finally:
+        for proc in (one, two):
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert two.returncode == 0 and json.loads(done)["status"] == "completed", said[-500:]
     assert sorted(m["key"] for m in ledger(home)) == ["long", "quick"]
 
 
