@@ -19,7 +19,8 @@ import re
 import shutil
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,19 @@ def describe(where: str, exc: BaseException, *, folder: Path | None = None) -> s
     return f"the store {where} failed: {text}"
 
 
+# What a PostgreSQL server says when it cannot take a connection for now (SQLSTATE 53300, 57P03). A
+# server that is not there at all is said at once: a person's command should not wait on it.
+_REFUSED_FOR_NOW = (
+    "too many clients", "too many connections", "remaining connection slots", "starting up", "shutting down", "in recovery",
+)  # fmt: skip
+
+
+def refused_for_now(exc: BaseException) -> bool:
+    """Whether a connection failed because the server is busy or restarting (worth asking again)."""
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    return any(words in text for words in _REFUSED_FOR_NOW)
+
+
 FULL_BELOW_BYTES = 256 * 1024  # less room than this for a SQLite store and its WAL is a full disk
 
 
@@ -129,6 +143,7 @@ class Database:
 
         self.installation = Installation.here(installation, node)
         self.url = url
+        self.busy_timeout_s = busy_timeout_s
         try:
             from sqlalchemy.engine import make_url
 
@@ -161,6 +176,9 @@ class Database:
                 f"no driver for {url!r}: install it (for PostgreSQL: pip install 'tether[postgres]')"
             ) from exc
         self._lock = threading.Lock()
+        self._closers: list[Callable[[], None]] = []
+        # What a higher layer keeps open beside this database, by name (a DBOS client): closed with it
+        self.attached: dict[str, Any] = {}
         self._writer: Any = threading.RLock() if self.dialect == "sqlite" else contextlib.nullcontext()
         if self.dialect == "sqlite":
             timeout_ms = int(busy_timeout_s * 1000)
@@ -214,6 +232,23 @@ class Database:
     def is_sqlite(self) -> bool:
         return self.dialect == "sqlite"
 
+    def _connect(self) -> Any:
+        """A connection from the pool. On PostgreSQL, a server that refuses one for now (all its slots
+        taken, starting up, shutting down) is asked again with growing pauses for up to the busy timeout:
+        a busy moment of a shared server costs a wait, not a failed run."""
+        from sqlalchemy.exc import OperationalError
+
+        deadline = time.monotonic() + self.busy_timeout_s
+        pause = 0.05
+        while True:
+            try:
+                return self.engine.connect()
+            except OperationalError as exc:
+                if self.dialect != "postgresql" or not refused_for_now(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
     @contextmanager
     def write(self) -> Iterator[Any]:
         """A connection in a write transaction (``BEGIN IMMEDIATE`` on SQLite), committed on success."""
@@ -225,7 +260,7 @@ class Database:
             # SQLite: one writer at a time in this process. Connections that contend for the file's
             # lock wait in SQLite's busy handler, which sleeps in growing steps (up to 100 ms) — a
             # mutex hands the turn over at once. Other processes still meet the busy timeout.
-            with self._writer, self.engine.connect() as conn:
+            with self._writer, self._connect() as conn:
                 conn = conn.execution_options(
                     tether_write=True, **{INSTALLATION_OPTION: self.installation.id}
                 )
@@ -241,14 +276,22 @@ class Database:
         from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
         try:
-            with self.engine.connect() as conn, conn.begin():
+            with self._connect() as conn, conn.begin():
                 yield conn
         except DBAPIError as exc:
             raise StoreError(describe(self.where, exc, folder=self.folder)) from exc
         except SQLAlchemyError as exc:
             raise StoreError(describe(self.where, exc, folder=self.folder)) from exc
 
+    def on_close(self, closer: Callable[[], None]) -> None:
+        """Have ``closer`` run when this database closes (what a higher layer keeps open beside it)."""
+        self._closers.append(closer)
+
     def close(self) -> None:
+        closers, self._closers = self._closers, []
+        for closer in reversed(closers):
+            with contextlib.suppress(Exception):
+                closer()
         self.engine.dispose()
 
 

@@ -1,0 +1,99 @@
+"""A PostgreSQL server that refuses a connection for now (every slot taken: ``too many clients``) costs
+a store a wait, not a failure.
+
+Found by the several-hosts bench: eight busy processes on one server ran it out of connections, and the
+runs whose store calls met the refusal were failed (the engine gave up on them) instead of waiting for
+a slot to come free."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import event, text
+from sqlalchemy.engine import make_url
+
+from tests.conftest import TEST_INSTALLATION
+from tether.errors import StoreError
+from tether.store.database import Database
+
+
+@pytest.fixture
+def limited_url(database_url: str) -> Iterator[str]:
+    """``database_url`` as a role that may hold one connection at a time (PostgreSQL only)."""
+    if database_url.startswith("sqlite"):
+        pytest.skip("connection slots are PostgreSQL's")
+    import psycopg
+
+    url = make_url(database_url)
+    role, password = f"tether_one_{secrets.token_hex(4)}", secrets.token_hex(8)
+    admin = psycopg.connect(
+        host=url.host, port=url.port or 5432, user=url.username, password=url.password,
+        dbname=url.database, autocommit=True,
+    )  # fmt: skip
+    admin.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 1 PASSWORD '{password}'")
+    admin.execute(f"GRANT ALL ON DATABASE {url.database} TO {role}")
+    admin.execute(f"GRANT ALL ON SCHEMA public TO {role}")
+    try:
+        yield url.set(username=role, password=password).render_as_string(hide_password=False)
+    finally:
+        admin.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'")
+        admin.execute(f"DROP OWNED BY {role}")
+        admin.execute(f"DROP ROLE {role}")
+        admin.close()
+
+
+def _hold_the_slot(url: str) -> Any:
+    import psycopg
+
+    parsed = make_url(url)
+    return psycopg.connect(
+        host=parsed.host, port=parsed.port or 5432, user=parsed.username, password=parsed.password,
+        dbname=parsed.database,
+    )  # fmt: skip
+
+
+def test_a_refused_connection_waits_for_a_free_slot(limited_url: str) -> None:
+    db = Database(limited_url, installation=TEST_INSTALLATION, busy_timeout_s=30)
+    try:
+        db.engine.dispose()  # no pooled connection: the next read must connect
+        refused = threading.Event()
+
+        @event.listens_for(db.engine, "handle_error")
+        def _seen(context: Any) -> None:
+            if "too many connections" in str(context.original_exception):
+                refused.set()
+
+        holder = _hold_the_slot(limited_url)
+        outcome: list[object] = []
+
+        def read() -> None:
+            try:
+                with db.read() as conn:
+                    outcome.append(conn.execute(text("SELECT 42")).scalar())
+            except Exception as exc:  # the failure the test reports
+                outcome.append(exc)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        assert refused.wait(30), "the server never refused the second connection"
+        holder.close()  # a slot comes free while the store waits for one
+        reader.join(30)
+        assert outcome == [42]
+    finally:
+        db.close()
+
+
+def test_a_slot_that_never_comes_free_is_said_plainly(limited_url: str) -> None:
+    db = Database(limited_url, installation=TEST_INSTALLATION, busy_timeout_s=0.5)
+    db.engine.dispose()
+    holder = _hold_the_slot(limited_url)
+    try:
+        with pytest.raises(StoreError, match="too many connections"), db.read():
+            pass
+    finally:
+        holder.close()
+        db.close()
