@@ -298,7 +298,7 @@ class DbosForwarder:
     async def __call__(
         self, call: Forwarded, resource: str, on_start: Callable[[str], None] | None
     ) -> TaskResult:
-        client = await asyncio.to_thread(durable.open_client, self.runtime)  # one for the whole call
+        client = await asyncio.to_thread(durable.shared_client, self.runtime)  # kept by the process
         started = False
         try:
             await asyncio.to_thread(self._enqueue, client, call, resource)
@@ -324,8 +324,6 @@ class DbosForwarder:
                     durable.cancel_workflows, self.runtime, [remote_id(call.execution_id)]
                 )
             raise
-        finally:
-            await asyncio.to_thread(client.destroy)
 
     def _enqueue(self, c: Any, call: Forwarded, resource: str) -> None:
         durable.prepare_resources(durable.system_url(self.runtime), self.names, (resource,))

@@ -23,8 +23,12 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import socket
 import sqlite3
+import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,13 +94,14 @@ def _serializer() -> Any:
     return DBOSPortableJSONSerializer()
 
 
-_PREPARED: set[tuple[str, str]] = set()
+_PREPARED: set[tuple[str, str, int]] = set()
 
 
-def prepare(url: str, own: Names) -> None:
+def prepare(url: str, own: Names, concurrency: int) -> None:
     """Create or migrate DBOS's schema, in WAL mode on SQLite, and register the installation's queue with
-    fast polling (so the first executor to launch listens to it at once). Cheap after the first time."""
-    if (url, own.app) in _PREPARED:
+    fast polling (so the first executor to launch listens to it at once), each executor running at most
+    ``concurrency`` of its workflows at once (``[cluster] concurrency``). Cheap after the first time."""
+    if (url, own.app, concurrency) in _PREPARED:
         return
     from dbos import DBOS
 
@@ -111,11 +116,12 @@ def prepare(url: str, own: Names) -> None:
     DBOS.migrate(url)
     client = _client(url, own)
     try:
-        if client.retrieve_queue(own.queue) is None:
-            client.register_queue(own.queue, polling_interval_sec=POLL_S)
+        queue = client.retrieve_queue(own.queue)
+        if queue is None or queue._worker_concurrency != concurrency:  # a home set another value
+            client.register_queue(own.queue, polling_interval_sec=POLL_S, worker_concurrency=concurrency)
     finally:
         client.destroy()
-    _PREPARED.add((url, own.app))
+    _PREPARED.add((url, own.app, concurrency))
 
 
 def resource_queue(own: Names, resource: str) -> str:
@@ -164,20 +170,48 @@ class Client:
 
 
 def open_client(runtime: Runtime) -> Client:
-    """A DBOS client for ``runtime``'s home (the schema prepared first): ``destroy`` it when done."""
+    """A DBOS client of its own for ``runtime``'s home (the schema prepared first): ``destroy`` it when
+    done. ``client`` shares one instead."""
     url, own = system_url(runtime), names(runtime.installation.id)
-    prepare(url, own)
+    prepare(url, own, runtime.cluster_settings.concurrency)
     return Client(_client(url, own), own)
 
 
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_client(runtime: Runtime) -> Client:
+    """The DBOS client of ``runtime``'s home in this process, opened once and kept with its connections
+    until the runtime's database closes: a run started, a segment looked at or a call forwarded costs a
+    query, not a client and a new connection (on PostgreSQL a server process of its own). Thread-safe;
+    a forked child opens its own rather than share its parent's connections."""
+    key = os.getpid()
+    with _SHARED_LOCK:
+        kept = runtime.db.attached.get(SHARED_CLIENT)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        made = open_client(runtime)
+        runtime.db.attached[SHARED_CLIENT] = (key, made)
+    runtime.db.on_close(functools.partial(_close_shared, runtime.db, key))
+    return made
+
+
+SHARED_CLIENT = "dbos-client"
+
+
+def _close_shared(db: Any, pid: int) -> None:
+    with _SHARED_LOCK:
+        kept = db.attached.get(SHARED_CLIENT)
+        if kept is None or kept[0] != pid or pid != os.getpid():
+            return
+        del db.attached[SHARED_CLIENT]
+    kept[1].raw.destroy()
+
+
 @contextmanager
-def client(runtime: Runtime) -> Any:
-    """``open_client`` for a ``with`` block."""
-    c = open_client(runtime)
-    try:
-        yield c
-    finally:
-        c.raw.destroy()
+def client(runtime: Runtime) -> Iterator[Client]:
+    """``shared_client`` for a ``with`` block (kept open after it)."""
+    yield shared_client(runtime)
 
 
 def segment_id(run_id: str, segment: int) -> str:
