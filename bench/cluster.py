@@ -5,20 +5,16 @@ database, next to plain DBOS processes doing the same on a database of their own
 - **a backlog drained by 1, 2 and 4 workers**: ``BACKLOG`` flow runs of one inline task each, enqueued up
   front with ``service.start``, against as many plain DBOS workflows of one plain step enqueued through
   one ``DBOSClient`` and drained by as many plain DBOS processes, their queue set as tether sets its
-  installation's (no concurrency limit, polled every ``durable.POLL_S``). Every worker of both sides is
-  started once and kept frozen (SIGSTOP) except while it drains: a backlog is enqueued with every worker
-  frozen, the clock starts when the round's workers are let go and stops once no workflow of the side is
-  enqueued or pending (looked at every ``WATCH_S``). Rounds alternate the sides, the order reversed every
-  other round; a row is the median of the per-round ratios. The workers' lease is ``LEASE_S``, so that
-  a frozen worker is never taken for lost (a heartbeat costs the same whatever the lease). A queue with
-  no per-worker limit (tether's, and so the floor's) hands a backlog whole to the first worker that
-  polls, and the process that takes it keeps connection pools as large as the backlog: a ``tether
-  worker`` that took 16 runs kept 22 connections (its DBOS pool keeps up to 20, its store's 5, and
-  opens 10 more while busy), a plain DBOS process 16; eight processes on a server that takes 100 leave
-  little room. So the backlog is small, the round's first worker is let go ``HEAD_START_S`` (a poll)
-  before the others, and a worker that took a part all the same is started anew outside every window;
-  a round whose runs failed because the server refused connections is done again (the row says how
-  often either happened);
+  installation's (each worker runs at most ``CONCURRENCY`` at once, ``[cluster] concurrency``; polled
+  every ``durable.POLL_S``). Every worker of both sides is started once and kept frozen (SIGSTOP) except
+  while it drains: a backlog is enqueued with every worker frozen, the clock starts when the round's
+  workers are let go and stops once no workflow of the side is enqueued or pending (looked at every
+  ``WATCH_S``). Rounds alternate the sides, the order reversed every other round; a row is the median of
+  the per-round ratios, and says how the backlog was split among the workers. The workers' lease is
+  ``LEASE_S``, so that a frozen worker is never taken for lost (a heartbeat costs the same whatever the
+  lease). A worker holds connections in proportion to what it runs at once, and eight processes share a
+  server that takes 100: a round whose runs failed because the server refused connections is done again
+  (the row says how often);
 - **the cost per task**: the CPU of enqueuing (this process and the backends of the side's database) and
   of draining (the workers' process trees and the backends), against plain DBOS (issue 25: ≤ 1.5x);
 - **a forwarded call's hand-off**: this process, an ``Executor`` whose placement forwards through
@@ -64,7 +60,7 @@ BACKLOG = 6 if SMALL else 8
 ROUNDS = 1 if SMALL else 4
 HAND_OFFS = 4 if SMALL else 15
 WARMUP = 2
-HEAD_START_S = 0.05  # the round's first worker is let go this long (a poll) before the others
+CONCURRENCY = 2  # runs one worker takes at once ([cluster] concurrency; the floor's worker_concurrency)
 REDO = 3  # rounds done again, at most, when the server ran out of connections (it is shared)
 LEASE_S = 600.0  # longer than the row: a worker frozen while the other side drains is never lost
 WATCH_S = 0.01  # how often the bench looks for a drained backlog, on both sides
@@ -121,7 +117,6 @@ class Side:
     database: str
     start: Callable[[int], Proc]  # its k-th worker, started
     workers: list[Proc] = field(default_factory=list)
-    restarted: int = 0
     watch: Any = None
 
     def open_watch(self, backends: Backends) -> None:
@@ -202,6 +197,7 @@ class Bench:
         (path / "settings.toml").write_text(
             f'[store]\ndatabase_url = "postgresql+psycopg://{url.username}@{url.host}:{url.port or 5432}/'
             f'{url.database}"\n[cluster]\nnode = "{node}"\nlease_s = {LEASE_S:g}\n'
+            f"concurrency = {CONCURRENCY}\n"
         )
         if path != self.here:
             join(path, installation_id(self.here))
@@ -261,10 +257,14 @@ class Bench:
         os.environ["TETHER_API_KEY_DATABASE"] = self.password  # this process's runtime, as a person's
         self._home(self.here, "here")
         self.runtime = Runtime.open(self.here)
-        durable.prepare(durable.system_url(self.runtime), durable.names(self.runtime.installation.id))
+        durable.prepare(
+            durable.system_url(self.runtime), durable.names(self.runtime.installation.id), CONCURRENCY
+        )
         DBOS.migrate(system_url(self.floor.url))
         self.client = DBOSClient(system_database_url=system_url(self.floor.url), application_name=FLOOR_APP)
-        self.client.register_queue(DRAIN_QUEUE, polling_interval_sec=durable.POLL_S)
+        self.client.register_queue(
+            DRAIN_QUEUE, polling_interval_sec=durable.POLL_S, worker_concurrency=CONCURRENCY
+        )
         self.client.register_queue(HAND_OFF_QUEUE, global_concurrency=1, polling_interval_sec=durable.POLL_S)
         for k in range(max(WORKERS)):
             self.ours.workers.append(self.ours.start(k))
@@ -325,11 +325,8 @@ class Bench:
         logged = [worker.log.stat().st_size for worker in workers]
         before = draining.sample(before=True)
         start = time.perf_counter()
-        workers[0].thaw()
-        if n > 1:
-            time.sleep(HEAD_START_S)
-            for worker in workers[1:]:
-                worker.thaw()
+        for worker in workers:
+            worker.thaw()
         deadline = time.monotonic() + DRAINED_WITHIN_S
         while side.waiting():
             if time.monotonic() > deadline:
@@ -348,13 +345,6 @@ class Bench:
                     if b"too many clients" in log.read():
                         raise OutOfConnections(str(exc)) from exc
             raise
-        for k, took in enumerate(split[1:], start=1):
-            if took:  # its pools grew to the backlog's size: started anew, outside every window
-                side.workers[k].stop()
-                side.workers[k] = side.start(k)
-                side.workers[k].wait_ready()
-                side.workers[k].freeze()
-                side.restarted += 1
         if side is self.ours:  # and tether's record says every run completed
             runs = [workflow_id.rpartition(".")[0] for workflow_id in ids]
             ended = side.query(
@@ -410,7 +400,8 @@ class Bench:
                 f"{n} worker{s} drain it, per task",
                 pair,
                 f"{n} plain DBOS process{'es' if n > 1 else ''} draining {BACKLOG} workflows of one plain"
-                " step from a queue set as tether's (no limit, polled every 50 ms)",
+                f" step from a queue set as tether's (at most {CONCURRENCY} at once per worker, polled every"
+                " 50 ms)",
             )
             rate = 1000 / pair.ours_ms
             one_worker = one_worker or rate
@@ -422,13 +413,8 @@ class Bench:
                 f" runs each worker took (last round): ours {'+'.join(map(str, took['ours'][-1].split[:n]))},"
                 f" floor {'+'.join(map(str, took['floor'][-1].split[:n]))}"
             )
-        restarted = self.ours.restarted + self.floor.restarted
-        if restarted or self.redone:
-            print(
-                f"  {'':<44} workers started anew after taking a part of a backlog: ours"
-                f" {self.ours.restarted}, floor {self.floor.restarted}; rounds done again after the server"
-                f" ran out of connections: {self.redone}"
-            )
+        if self.redone:
+            print(f"  {'':<44} rounds done again after the server ran out of connections: {self.redone}")
         most = [self.backends.most.get(side.database, 0) for side in (self.ours, self.floor)]
         print(
             f"  {'':<44} connections to each side's database, the most seen at a window's end: ours"

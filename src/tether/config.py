@@ -452,6 +452,10 @@ class ClusterSettings(_Section):
     # A worker asked to stop (SIGTERM, Ctrl-C) takes no new work and lets its running tool calls finish
     # for this long, then stops the rest; what it was running goes on at once on another worker.
     drain_s: Annotated[float, Field(ge=0, le=3600)] = 10.0
+    # How many runs and conversation turns one executor runs at once; the rest wait in the queue for it
+    # or for another executor, so a backlog spreads over the workers. One value for the installation
+    # (DBOS keeps it with the queue): give every home the same.
+    concurrency: Annotated[int, Field(ge=1, le=10_000)] = 16
 
     @model_validator(mode="after")
     def _lease_outlasts_beats(self) -> Self:

@@ -25,7 +25,7 @@ def sys_db(database_url: str, tmp_path: Path) -> Iterator[tuple[Any, Any, durabl
     else:
         url = sa.engine.make_url(database_url).set(drivername="postgresql").render_as_string(False)
     own = durable.names("1d1e000000000001")
-    durable.prepare(url, own)
+    durable.prepare(url, own, concurrency=16)
     client = durable._client(url, own)
     try:
         yield client, client._sys_db, own

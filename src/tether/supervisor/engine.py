@@ -371,7 +371,7 @@ async def launch(
     ``shutdown`` before the loop ends."""
     own = durable.names(runtime.installation.id)
     url = durable.system_url(runtime)
-    await io(durable.prepare, url, own)  # database round trips: not on the loop
+    await io(durable.prepare, url, own, runtime.cluster_settings.concurrency)  # round trips: off the loop
     await io(durable.prepare_resources, url, own, resources)
     slot = await io(durable.take_slot, runtime.home, runtime.installation.host)
     member = cluster.Member(runtime, executor, slot.executor_id, resources, own.version)
