@@ -245,12 +245,15 @@ async def step(runtime: Runtime, settings: InitiativeSettings, model_for: Any = 
 
     events, covered = await asyncio.to_thread(read_events, runtime)
     for event in events:
-        await asyncio.to_thread(route, runtime, event, settings)
+        queued = await asyncio.to_thread(route, runtime, event, settings)
         signal = await asyncio.to_thread(ended_signal, runtime, event) if settings.enabled else None
         if signal is not None:
             model = await asyncio.to_thread(decider_model, runtime, model_for, signal.agent)
             await consider(runtime, signal, model=model, settings=settings)
-        await asyncio.to_thread(runtime.notifications.advance, CURSOR, event.id)
+        if queued or signal is not None:  # work a crash should not have redone (a model's decision)
+            await asyncio.to_thread(runtime.notifications.advance, CURSOR, event.id)
+    # The rest at once: an event that led to nothing is read again after a crash, and leads to nothing
+    # again (what an event leads to is keyed by it, so even a repeat would be taken once).
     await asyncio.to_thread(runtime.notifications.advance, CURSOR, covered)
     await asyncio.to_thread(send_due, runtime, settings)
 
