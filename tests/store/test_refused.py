@@ -3,7 +3,10 @@ a store a wait, not a failure.
 
 Found by the several-hosts bench: eight busy processes on one server ran it out of connections, and the
 runs whose store calls met the refusal were failed (the engine gave up on them) instead of waiting for
-a slot to come free."""
+a slot to come free.
+
+And a pooled connection is pinged only when it sat idle (not before every transaction, a round trip
+each): one that went stale meanwhile is still replaced before a transaction meets it."""
 
 from __future__ import annotations
 
@@ -96,4 +99,36 @@ def test_a_slot_that_never_comes_free_is_said_plainly(limited_url: str) -> None:
             pass
     finally:
         holder.close()
+        db.close()
+
+
+def _terminate_pooled(db: Database, admin_url: str) -> int:
+    """End, from the server's side, the backends of ``db``'s pooled connections; how many."""
+    import psycopg
+
+    with db.read() as conn:
+        mine = int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+    parsed = make_url(admin_url)
+    with psycopg.connect(
+        host=parsed.host, port=parsed.port or 5432, user=parsed.username, password=parsed.password,
+        dbname=parsed.database, autocommit=True,
+    ) as admin:  # fmt: skip
+        admin.execute("SELECT pg_terminate_backend(%s)", (mine,))
+    return mine
+
+
+def test_a_pooled_connection_that_went_stale_while_idle_is_replaced(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if database_url.startswith("sqlite"):
+        pytest.skip("a server's connections")
+    import tether.store.database as database
+
+    monkeypatch.setattr(database, "PING_IDLE_S", 0.0)  # every connection has sat idle long enough
+    db = Database(database_url, installation=TEST_INSTALLATION)
+    try:
+        gone = _terminate_pooled(db, database_url)  # the server restarted, say, while the pool slept
+        with db.read() as conn:
+            assert conn.execute(text("SELECT pg_backend_pid()")).scalar_one() != gone
+    finally:
         db.close()

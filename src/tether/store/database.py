@@ -97,7 +97,8 @@ def describe(where: str, exc: BaseException, *, folder: Path | None = None) -> s
 # What a PostgreSQL server says when it cannot take a connection for now (SQLSTATE 53300, 57P03). A
 # server that is not there at all is said at once: a person's command should not wait on it.
 _REFUSED_FOR_NOW = (
-    "too many clients", "too many connections", "remaining connection slots", "starting up", "shutting down", "in recovery",
+    "too many clients", "too many connections", "remaining connection slots", "starting up",
+    "shutting down", "in recovery",
 )  # fmt: skip
 
 
@@ -160,13 +161,8 @@ class Database:
             _create_private(path)
             options["connect_args"] = {"timeout": busy_timeout_s, "check_same_thread": False}
         elif self.dialect == "postgresql":
-            options["pool_pre_ping"] = True
-            # A peer that vanished (a dropped link) is noticed within seconds, not TCP's minutes: a
-            # connection stuck on it would hold up whatever waits for it (heartbeats, stops).
-            options["connect_args"] = {
-                "connect_timeout": max(1, int(busy_timeout_s)), "keepalives": 1, "keepalives_idle": 5,
-                "keepalives_interval": 2, "keepalives_count": 3, "tcp_user_timeout": 15_000,
-            }  # fmt: skip
+            # No pre-ping on every checkout (a round trip a transaction): ``ping_when_idle`` below.
+            options["connect_args"] = postgres_connect_args(busy_timeout_s)
         else:
             raise StoreError(f"tether stores run on SQLite or PostgreSQL, not {self.dialect!r} ({url!r})")
         try:
@@ -197,6 +193,9 @@ class Database:
             def _begin(conn: Any) -> None:
                 immediate = conn.get_execution_options().get("tether_write", False)
                 conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+        elif self.dialect == "postgresql":
+            ping_when_idle(self.engine)
 
         from tether.store.migrations import migrate
 
@@ -293,6 +292,48 @@ class Database:
             with contextlib.suppress(Exception):
                 closer()
         self.engine.dispose()
+
+
+def postgres_connect_args(timeout_s: float) -> dict[str, Any]:
+    """How tether connects to PostgreSQL (its store's and DBOS's connections alike): a peer that vanished
+    (a dropped link) is noticed within seconds, not TCP's minutes — a connection stuck on it would hold
+    up whatever waits for it (heartbeats, stops)."""
+    return {
+        "connect_timeout": max(1, int(timeout_s)), "keepalives": 1, "keepalives_idle": 5,
+        "keepalives_interval": 2, "keepalives_count": 3, "tcp_user_timeout": 15_000,
+    }  # fmt: skip
+
+
+# A pooled PostgreSQL connection unused for this long is pinged before it is handed out again.
+PING_IDLE_S = 2.0
+
+
+def ping_when_idle(engine: Any) -> None:
+    """Ping a pooled connection before use only when it sat idle (``PING_IDLE_S``): one that went stale
+    meanwhile (the server restarted, the link dropped) is replaced before a transaction meets it, while
+    a busy store does not pay a round trip per transaction, as SQLAlchemy's ``pool_pre_ping`` would.
+    A connection in use notices a dead peer through its TCP keepalives."""
+    from sqlalchemy import event
+    from sqlalchemy.exc import DisconnectionError
+
+    @event.listens_for(engine, "checkin")
+    def _returned(dbapi: Any, record: Any) -> None:
+        record.info["returned_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi: Any, record: Any, proxy: Any) -> None:
+        returned = record.info.get("returned_at")
+        if returned is None or time.monotonic() - returned < PING_IDLE_S:
+            return  # new (it just connected) or fresh from use
+        try:
+            cursor = dbapi.cursor()
+            try:
+                cursor.execute("SELECT 1")
+            finally:
+                cursor.close()
+            dbapi.rollback()
+        except Exception as exc:  # the pool discards it and connects anew (SQLAlchemy's own protocol)
+            raise DisconnectionError(f"a pooled connection went stale: {exc}") from exc
 
 
 def _up_to_date(path: Path) -> bool:

@@ -151,10 +151,47 @@ def prepare_resources(url: str, own: Names, resources: tuple[str, ...]) -> None:
         client.destroy()
 
 
+CLIENT_POOL = 5  # a client's connections (DBOS's default)
+EXECUTOR_POOL = 20  # a launched executor's (DBOS's default)
+
+
+def _engine_options(pool: int, application: str) -> dict[str, Any]:
+    """DBOS's engine on PostgreSQL, as tether's store connects: keepalives, and a ping only for a
+    connection that sat idle (``ping_when_idle``) rather than a round trip before every transaction."""
+    from tether.store.database import postgres_connect_args
+
+    return {
+        "connect_args": {**postgres_connect_args(10), "application_name": application},
+        "pool_size": pool, "max_overflow": 0, "pool_timeout": 30, "pool_pre_ping": False,
+    }  # fmt: skip
+
+
 def _client(url: str, own: Names) -> DBOSClient:
     from dbos import DBOSClient
 
-    return DBOSClient(system_database_url=url, serializer=_serializer(), application_name=own.app)
+    if url.startswith("sqlite"):
+        return DBOSClient(system_database_url=url, serializer=_serializer(), application_name=own.app)
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    from tether.store.database import ping_when_idle
+
+    engine = create_engine(
+        make_url(url).set(drivername="postgresql+psycopg"),
+        **_engine_options(CLIENT_POOL, "dbos_transact_client"),
+    )
+    ping_when_idle(engine)
+    made = DBOSClient(system_database_engine=engine, serializer=_serializer(), application_name=own.app)
+    destroy = made.destroy
+
+    def destroy_with_engine() -> None:  # DBOS leaves an engine it was given to its owner
+        try:
+            destroy()
+        finally:
+            engine.dispose()
+
+    made.destroy = destroy_with_engine  # type: ignore[method-assign]
+    return made
 
 
 class Client:
@@ -438,7 +475,7 @@ def instance() -> Any:
 
 def config(runtime: Runtime, slot: Slot) -> dict[str, Any]:
     own = names(runtime.installation.id)
-    return {
+    made: dict[str, Any] = {
         "name": own.app,  # DBOS dequeues and recovers only this application's workflows
         "system_database_url": system_url(runtime),
         "executor_id": slot.executor_id,
@@ -448,3 +485,15 @@ def config(runtime: Runtime, slot: Slot) -> dict[str, Any]:
         "log_level": "WARNING",
         "run_migrations": False,
     }
+    if not made["system_database_url"].startswith("sqlite"):
+        made["db_engine_kwargs"] = _engine_options(EXECUTOR_POOL, "dbos_transact")
+    return made
+
+
+def ping_idle_connections() -> None:
+    """After launch: the launched DBOS's pooled connections pinged only when idle (``_engine_options``)."""
+    from tether.store.database import ping_when_idle
+
+    sys_db = instance()._sys_db
+    if sys_db.engine.dialect.name == "postgresql":
+        ping_when_idle(sys_db.engine)

@@ -398,6 +398,7 @@ async def launch(
         # work is its holder's.
         DBOS.listen_queues([own.queue, *(durable.resource_queue(own, r) for r in member.resources)])
         DBOS.launch()
+        durable.ping_idle_connections()
         sys_db = durable.instance()._sys_db
         made.quiet = [idle.quiet_when_idle(sys_db, own.queue, member.taking)]
         for resource in member.resources:
