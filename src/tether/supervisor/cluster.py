@@ -300,6 +300,8 @@ class DbosForwarder:
     ) -> TaskResult:
         client = await asyncio.to_thread(durable.shared_client, self.runtime)  # kept by the process
         started = False
+        look_at_owners = time.monotonic() + OWNERS_EVERY_S
+        ownerless_since: float | None = None  # owners may be gone for a restart's while: a lease
         try:
             await asyncio.to_thread(self._enqueue, client, call, resource)
             while True:
@@ -308,6 +310,14 @@ class DbosForwarder:
                         on_start(call.execution_id)
                         started = True
                 done = await asyncio.to_thread(self._done, client, call)
+                if done is None and time.monotonic() >= look_at_owners:
+                    look_at_owners = time.monotonic() + OWNERS_EVERY_S
+                    if await asyncio.to_thread(self._owned, resource):
+                        ownerless_since = None
+                    elif ownerless_since is None:
+                        ownerless_since = time.monotonic()
+                    elif time.monotonic() - ownerless_since >= self.runtime.cluster_settings.lease_s:
+                        done = await asyncio.to_thread(self._stranded, client, call, resource)
                 if done is not None:
                     return done
                 await asyncio.sleep(FOLLOW_S)
@@ -356,7 +366,42 @@ class DbosForwarder:
         return None
 
 
+    def _owned(self, resource: str) -> bool:
+        """Whether a live worker of this version owns ``resource`` (it runs the call, or takes it over)."""
+        lease_s = self.runtime.cluster_settings.lease_s
+        return any(
+            resource in w.resources and w.version == self.version and w.live(lease_s)
+            for w in WorkerStore(self.runtime.db, lease_s).workers(alive_only=True)
+        )
+
+    def _stranded(self, c: Any, call: Forwarded, resource: str) -> TaskResult | None:
+        """The call's end once no live worker of this version has owned ``resource`` for a lease (its
+        owners died or left, and no peer of theirs is left to take the call over): its workflow is
+        cancelled, so that a worker started later never runs it behind its caller's back, and the call
+        ends as what can be known of it."""
+        durable.cancel_workflows(self.runtime, [remote_id(call.execution_id)])
+        status, _ = durable.outcome(c, remote_id(call.execution_id))
+        if status == "SUCCESS":  # it ended just before
+            return self._done(c, call)
+        record = self.runtime.jobs.get(call.execution_id)
+        if record is not None and record.terminal:
+            return record.to_result()
+        if record is None:
+            why = (f"no worker of this version owns {resource} any more (its owners stopped or were lost "
+                   "before they took the call): it never started")  # fmt: skip
+            data: dict[str, Any] = {"never_started": True}
+        else:
+            why = (f"the worker running it on {record.host or '?'} was lost and no worker of this version "
+                   f"owns {resource} any more to take it over: whether it finished is unknown")  # fmt: skip
+            data = {"interrupted": True}
+        return TaskResult(
+            task_id=call.task_id, execution_id=call.execution_id, status=TaskStatus.FAILED, message=why,
+            data=data,
+        )  # fmt: skip
+
+
 FOLLOW_S = 0.1
+OWNERS_EVERY_S = 1.0  # how often a forwarded call not yet ended checks that its resource still has an owner
 
 
 def remote_id(execution_id: str) -> str:
