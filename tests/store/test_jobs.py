@@ -141,6 +141,21 @@ def test_retention_forgets_only_ended_jobs(store: SqlJobStore) -> None:
     assert store.get("old") is None and store.get("live") is not None
 
 
+def test_retention_forgets_what_other_nodes_asked_of_a_job_with_it(store: SqlJobStore) -> None:
+    from tether.store.workers import WorkerStore
+
+    peers = WorkerStore(store.db)
+    for eid in ("old", "live"):
+        store.insert(result(TaskStatus.RUNNING, eid=eid), caller="cli", params={})
+        peers.request_stop(eid, "stop it", "other-node")
+        peers.publish_tail(eid, "last lines")
+    store.transition(result(TaskStatus.STOPPED, eid="old"))
+    assert store.forget(["old", "live"]) == 1
+    assert peers.tail("old") == (None, None)  # gone with its job, not left behind for ever
+    assert peers.tail("live")[0] == "last lines"
+    assert [eid for eid, _ in peers.stops_here()] == ["live"]
+
+
 def test_an_unusable_database_url_is_a_clear_error(tmp_path: Path) -> None:
     for url, match in [
         ("mysql://x/y", "SQLite or PostgreSQL"),

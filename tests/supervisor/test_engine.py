@@ -372,6 +372,55 @@ def test_runs_past_retention_leave_both_tethers_record_and_dboss_log(home: Path,
     assert runs == []
 
 
+LONG_LIVED = """
+import asyncio, sqlite3, sys, time
+from tether.execution.executor import Executor
+from tether.runtime import Runtime
+from tether.supervisor import durable, engine
+from tests.support.flowkit import flows
+
+engine.PRUNE_EVERY_S, engine.WATCH_SLOTS_S = 0.0, 0.05  # retention on every pass, for the test
+
+async def main() -> None:
+    with Runtime.open() as rt, Executor(flows, runtime=rt) as executor:
+        await engine.launch(rt, executor)
+        try:
+            print("launched", flush=True)
+            sys.stdin.readline()  # the test aged the run meanwhile
+            deadline = time.monotonic() + 60
+            while rt.runs.get(sys.argv[1]) is not None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            print("pruned" if rt.runs.get(sys.argv[1]) is None else "kept", flush=True)
+        finally:
+            engine.shutdown()
+
+asyncio.run(main())
+"""
+
+
+def test_a_long_lived_executor_applies_retention_as_it_goes(home: Path, tmp_path: Path) -> None:
+    import sqlite3
+
+    code, run, err = cli(
+        home, "flow", "run", str(flow_file(tmp_path, [call("a", "f.safe", key="a")])), "--json"
+    )
+    assert code == 0, err
+    with subprocess.Popen(
+        [sys.executable, "-c", LONG_LIVED, run["run_id"]], cwd=ROOT, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True,
+    ) as executor:  # fmt: skip
+        try:
+            assert executor.stdout is not None and executor.stdin is not None
+            assert executor.stdout.readline().strip() == "launched"  # it pruned on launch: the run was new
+            with sqlite3.connect(home / "tether.db") as conn:  # and it ended long ago, now
+                conn.execute("UPDATE runs SET ended_at = '2001-01-01T00:00:00+00:00'")
+            executor.stdin.write("go\n")
+            executor.stdin.flush()
+            assert executor.stdout.readline().strip() == "pruned"
+        finally:
+            executor.kill()
+
+
 def test_detach_with_no_executor_starts_one_that_finishes_the_run_and_exits(
     home: Path, tmp_path: Path
 ) -> None:

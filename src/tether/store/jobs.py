@@ -430,9 +430,13 @@ class SqlJobStore:
                     T.c.ended_at.is_not(None),
                     T.c.installation == self.installation.id,
                     T.c.host == self.installation.host,
-                )
+                ).returning(T.c.execution_id)
             )
-            return int(result.rowcount or 0)
+            gone = list(result.scalars())
+            if gone:  # what other nodes asked of them, and the log tails published for them
+                requests = schema.job_requests
+                conn.execute(delete(requests).where(requests.c.execution_id.in_(gone)))
+            return len(gone)
 
 
 def _changed(

@@ -342,8 +342,9 @@ def segment_status(runtime: Runtime, run_id: str, segment: int) -> str | None:
 
 def prune(runtime: Runtime, *, older_than_days: float | None = None) -> int:
     """Retention for this home's runs, by ``[store].keep_days`` (0 keeps everything): runs that ended
-    before the cutoff leave tether's tables and their workflow segments leave DBOS's log. The runs
-    pruned (another home's are its own to prune)."""
+    before the cutoff leave tether's tables and their workflow segments leave DBOS's log, as do the
+    workflows of calls forwarded to a resource's holder that ended before it. The runs pruned (another
+    home's are its own to prune)."""
     from datetime import UTC, datetime, timedelta
 
     days = runtime.store_settings.keep_days if older_than_days is None else older_than_days
@@ -351,12 +352,20 @@ def prune(runtime: Runtime, *, older_than_days: float | None = None) -> int:
         return 0
     cutoff = (datetime.now(UTC) - timedelta(days=days)).isoformat(timespec="microseconds")
     gone = runtime.runs.delete_ended(cutoff)
-    if gone:
-        with client(runtime) as c:
-            ids = [segment_id(run_id, n) for run_id, last in gone for n in range(last + 1)]
-            for chunk in range(0, len(ids), 500):
-                c.delete_workflows(ids[chunk : chunk + 500])
+    with client(runtime) as c:
+        ids = [segment_id(run_id, n) for run_id, last in gone for n in range(last + 1)]
+        calls = c.list_workflows(
+            name=REMOTE_CALL_WORKFLOW, status=ENDED, completed_before=cutoff, limit=PRUNE_CALLS,
+            load_input=False, load_output=False,
+        )  # fmt: skip
+        ids += [w.workflow_id for w in calls]
+        for chunk in range(0, len(ids), 500):
+            c.delete_workflows(ids[chunk : chunk + 500])
     return len(gone)
+
+
+ENDED = ["SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"]
+PRUNE_CALLS = 10_000  # forwarded calls' workflows deleted by one pass at most
 
 
 # -- executor slots ------------------------------------------------------------------------------

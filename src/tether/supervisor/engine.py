@@ -414,7 +414,7 @@ async def launch(
     member.launched = True
     await io(reconcile_runs, runtime)
     await io(durable.prune, runtime)
-    made.watch = asyncio.get_running_loop().create_task(_watch_slots(runtime, slot))
+    made.watch = asyncio.get_running_loop().create_task(_watch_slots(runtime, slot, executor))
     made.notify = asyncio.get_running_loop().create_task(notify.loop(runtime, model_for))
     return made
 
@@ -424,9 +424,22 @@ async def launch(
 WATCH_SLOTS_S = 2.0
 
 
-async def _watch_slots(runtime: Runtime, slot: durable.Slot) -> None:
+# How often a long-lived executor applies the retention of ``[store]`` (a command does when it opens the
+# home; an executor did only when it launched, so one running for months kept everything).
+PRUNE_EVERY_S = 3600.0
+
+
+async def _watch_slots(runtime: Runtime, slot: durable.Slot, executor: Executor) -> None:
+    pruned = time.monotonic()
     while True:
         await asyncio.sleep(WATCH_SLOTS_S)
+        if time.monotonic() - pruned >= PRUNE_EVERY_S:
+            pruned = time.monotonic()
+            try:
+                await io(executor.prune)
+                await io(durable.prune, runtime)
+            except Exception:  # retention waits for the next pass; the executor goes on
+                log.warning("applying the retention settings failed", exc_info=True)
         try:
             recovered = await io(durable.recover_free_slots, runtime.home, slot)
         except Exception:  # a store or DBOS hiccup: the next look may do better
