@@ -153,3 +153,53 @@ def test_the_database_clock_is_one_for_every_node(nodes: dict[str, WorkerStore])
     now = nodes["a"].now()
     assert abs(now - nodes["b"].now()) < 5
     assert abs(now - before) < 60  # the same clock as this host's, give or take (one machine here)
+
+
+def test_of_two_processes_joined_under_one_id_only_the_last_one_beats(nodes: dict[str, WorkerStore]) -> None:
+    a = nodes["a"]
+    first = a.join("a/x/slot-0", machine="m", home="/h", pid=1, resources=("arm",), version="v1", lease_s=60)
+    second = a.join("a/x/slot-0", machine="m", home="/h", pid=2, resources=("arm",), version="v1", lease_s=60)
+    assert second != first
+    assert a.beat("a/x/slot-0", "v1", ("arm",), 60, first) == (False, ())  # it must stop at once
+    assert a.beat("a/x/slot-0", "v1", ("arm",), 60, second) == (True, ("arm",))
+
+
+def test_a_cloned_host_beating_under_this_id_is_refused_and_a_dead_predecessor_is_not(
+    nodes: dict[str, WorkerStore],
+) -> None:
+    """A clone has the same machine name and home path: only its moving heartbeat tells it apart from
+    this home's own dead predecessor, whose row has not been silent for a lease yet."""
+    a = nodes["a"]
+    twin = a.join("a/x/slot-0", machine="m", home="/h", pid=7, resources=(), version="v1", lease_s=60)
+    beating = threading.Event()
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.is_set():
+            a.beat("a/x/slot-0", "v1", (), 60, twin)
+            beating.set()
+            stop.wait(0.05)
+
+    thread = threading.Thread(target=beat)
+    thread.start()
+    try:
+        assert beating.wait(10)
+        with pytest.raises(WorkerTaken, match="a cloned machine"):
+            a.join(
+                "a/x/slot-0",
+                machine="m",
+                home="/h",
+                pid=8,
+                resources=(),
+                version="v1",
+                lease_s=60,
+                watch_s=0.5,
+            )
+    finally:
+        stop.set()
+        thread.join()
+    # The twin died (its beats stopped), its row still fresh: this home's executor takes the id over.
+    mine = a.join(
+        "a/x/slot-0", machine="m", home="/h", pid=8, resources=(), version="v1", lease_s=60, watch_s=0.3
+    )
+    assert a.beat("a/x/slot-0", "v1", (), 60, mine) == (True, ())

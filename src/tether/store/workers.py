@@ -16,6 +16,7 @@ still agree on who is silent and whose hold has expired.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -135,10 +136,17 @@ class WorkerStore:
         resources: Sequence[str],
         version: str,
         lease_s: float,
-    ) -> None:
-        """Say this executor is alive. ``WorkerTaken`` when a live executor of another home, or another
-        machine, runs under the same id (its heartbeat younger than ``lease_s``): two homes of the
-        cluster were given one node name. The same home's earlier holder is dead (its slot is held here)."""
+        watch_s: float = 0.0,
+    ) -> float:
+        """Say this executor is alive; its incarnation (the database's time of the join: each heartbeat
+        names it, so that of two processes that joined under one id only the last one beats).
+        ``WorkerTaken`` when a live executor of another home, or another machine, runs under the same id
+        (its heartbeat younger than ``lease_s``): two homes of the cluster were given one node name.
+        The same home's earlier holder is dead (its slot is held here) — unless the host was cloned,
+        its home with it: then the row of the same machine and home keeps beating, which ``watch_s``
+        (two heartbeats) of looking at it tells."""
+        if watch_s > 0:
+            self._refuse_a_beating_twin(executor_id, version, machine, home, lease_s, watch_s)
         with self.db.write() as conn:
             now = self.now(conn)
             rows = conn.execute(select(W).where(W.c.executor_id == executor_id)).all()
@@ -165,19 +173,58 @@ class WorkerStore:
                 )
             else:
                 conn.execute(insert(W), {"executor_id": executor_id, **values})
+            return now
+
+    def _refuse_a_beating_twin(
+        self, executor_id: str, version: str, machine: str, home: str, lease_s: float, watch_s: float
+    ) -> None:
+        def beat_at() -> float | None:
+            with self.db.read() as conn:
+                now = self.now(conn)
+                row = conn.execute(
+                    select(W).where(W.c.executor_id == executor_id, W.c.version == version)
+                ).first()
+            if (
+                row is None
+                or row._mapping["status"] != ALIVE
+                or now - float(row._mapping["beat_at"]) >= lease_s
+            ):
+                return None
+            return (
+                float(row._mapping["beat_at"])
+                if (row._mapping["machine"], row._mapping["home"]) == (machine, home)
+                else None
+            )
+
+        first = beat_at()
+        if first is None:
+            return
+        time.sleep(watch_s)
+        later = beat_at()
+        if later is not None and later > first:
+            raise WorkerTaken(
+                f"executor {executor_id} is alive and beating on another host with this machine's name "
+                f"({machine}) and this home's path ({home}) — a cloned machine? Give this home a node "
+                "name of its own ([cluster] node in settings.toml, or tether worker --name)"
+            )
 
     def beat(
-        self, executor_id: str, version: str, resources: Sequence[str], lease_s: float
+        self,
+        executor_id: str,
+        version: str,
+        resources: Sequence[str],
+        lease_s: float,
+        incarnation: float | None = None,
     ) -> tuple[bool, tuple[str, ...]]:
         """One heartbeat: (still alive on record, the resources held until ``lease_s`` from now). False
-        when another executor found this one silent and took its work over: it must stop at once."""
+        when another executor found this one silent and took its work over, or another process joined
+        under its id since ``incarnation`` (what ``join`` returned): it must stop at once."""
         with self.db.write() as conn:
             now = self.now(conn)
-            alive = conn.execute(
-                update(W)
-                .where(W.c.executor_id == executor_id, W.c.version == version, W.c.status == ALIVE)
-                .values(beat_at=now)
-            ).rowcount
+            mine = [W.c.executor_id == executor_id, W.c.version == version, W.c.status == ALIVE]
+            if incarnation is not None:
+                mine.append(W.c.started_at == incarnation)
+            alive = conn.execute(update(W).where(*mine).values(beat_at=now)).rowcount
             if not alive:
                 return False, ()
             held = []
