@@ -6,13 +6,16 @@ import contextlib
 import os
 import re
 import secrets
+import socket
 from pathlib import Path
 
 from tether.config import PRIVATE_FILE
 from tether.errors import ConfigError
 
 INSTALLATION_FILE = "installation"
+NODE_FILE = "node"
 _INSTALLATION_ID = re.compile(r"^[0-9a-f]{16}$")
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
 def installation_id(home: Path) -> str:
@@ -89,3 +92,56 @@ def join(home: Path, installation: str) -> str | None:
         os.fsync(out.fileno())
     os.replace(tmp, path)
     return before
+
+
+def node_name(home: Path, configured: str = "") -> str:
+    """The name of this home among the hosts of its installation: ``configured`` when the settings
+    give one (``[cluster] node``, ``tether worker --name``: a worker service's instance name, stable by
+    construction; several workers of one home may each have their own). Otherwise the name the home was
+    first known by on this machine — the host's name then, kept in ``<home>/node`` with the machine's
+    id — so that a host renamed later keeps its jobs (they are its node's). A home found on another
+    machine (copied, or its host cloned and given a new machine id) is named anew from its host."""
+    if configured:
+        return configured
+    path = home / NODE_FILE
+    machine = _machine_id()
+    try:
+        kept, _, where = path.read_text(encoding="ascii").strip().partition("\n")
+    except (OSError, UnicodeDecodeError):
+        kept, where = "", ""
+    if _NODE.match(kept) and not (machine and where.strip() and where.strip() != machine):
+        return kept
+    name = _host_name()
+    with contextlib.suppress(OSError):  # a read-only home: the name holds for this process only
+        _write_whole(path, f"{name}\n{machine}")
+    return name
+
+
+def _machine_id() -> str:
+    """This machine's id (systemd's), "" where there is none: it tells a home moved to another machine."""
+    for candidate in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            found = Path(candidate).read_text(encoding="ascii").strip()
+            if re.fullmatch(r"[0-9a-f]{32}", found):
+                return found
+    return ""
+
+
+def _host_name() -> str:
+    found = socket.gethostname()
+    if _NODE.match(found):
+        return found
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "-", found).lstrip("_.-")[:63]
+    return cleaned or "unknown-host"
+
+
+def _write_whole(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+        with os.fdopen(fd, "w", encoding="ascii") as out:
+            out.write(text + "\n")
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()

@@ -30,7 +30,7 @@ from tether.config import (
 )
 from tether.errors import ConfigError
 from tether.events import EventBus
-from tether.installation import installation_id
+from tether.installation import installation_id, node_name
 from tether.resilience import ResilienceRegistry, breakers_dir
 from tether.store.agents import AgentStore
 from tether.store.artifacts import SqlArtifactStore
@@ -132,7 +132,7 @@ class Runtime:
         db = Database(
             database_url(path, store_settings),
             installation=installation_id(path),
-            node=cluster.node,
+            node=node_name(path, cluster.node),
             busy_timeout_s=store_settings.busy_timeout_s,
         )
         return cls(
