@@ -76,3 +76,16 @@ def test_a_call_whose_owners_all_left_ends_and_never_runs_later(
             # Retention takes ended calls' workflows out of DBOS's log with the runs'.
             durable.prune(runtime, older_than_days=1e-9)
             assert _status(runtime, cluster.remote_id(call.execution_id)) is None
+
+
+def test_the_fence_counts_the_time_a_host_slept() -> None:
+    """A laptop or VM suspended past its lease must fence itself on waking, before it takes work on
+    resources another worker holds by then. The monotonic clock stops during a suspend (it would say the
+    last heartbeat landed a beat ago); the heartbeat's clock is the boot-time one, which goes on. (A real
+    suspend cannot be done in the suite: this pins the clock.)"""
+    import sys
+    import time
+
+    if sys.platform == "linux":
+        assert cluster._AWAKE == time.CLOCK_BOOTTIME
+        assert abs(cluster.awake() - time.clock_gettime(time.CLOCK_BOOTTIME)) < 1

@@ -49,6 +49,16 @@ TAIL_EVERY = 2  # heartbeats between publications of running jobs' log tails
 TAIL_LINES = 40
 
 
+def awake() -> float:
+    """A clock that goes on while the machine sleeps (Linux's boot time; elsewhere the monotonic one).
+    A host suspended past its lease finds, on waking, that its heartbeat is that old, and fences itself
+    before it starts anything; the monotonic clock stops during a suspend, and would say a beat ago."""
+    return time.clock_gettime(_AWAKE)
+
+
+_AWAKE = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
 class Member:
     """This executor in its installation's registry (``join`` before DBOS launches)."""
 
@@ -72,7 +82,7 @@ class Member:
         self.beat_s, self.lease_s = settings.heartbeat_s, settings.lease_s
         self.shared = runtime.db.dialect == "postgresql"  # several hosts can only meet on PostgreSQL
         self.held: frozenset[str] = frozenset()
-        self.renewed_at = time.monotonic()  # when the last heartbeat that landed was sent
+        self.renewed_at = awake()  # when the last heartbeat that landed was sent
         self.fenced = False
         self.draining = False
         self.launched = False  # DBOS runs here: it may take other executors' work over
@@ -81,24 +91,31 @@ class Member:
         self._tails: dict[str, int] = {}
         self._beats = 0
         self._stop_watch = threading.Event()
+        self.incarnation: float | None = None  # ``join``'s: the heartbeats of this process only
 
     def join(self) -> None:
-        self.peers.join(
+        # On PostgreSQL, a fresh row of this executor id, machine and home is its dead predecessor's or a
+        # cloned host's: two heartbeats of looking tell which (only a live one's row moves).
+        watch_s = 2 * self.beat_s + 0.1 if self.shared else 0.0
+        self.incarnation = self.peers.join(
             self.executor_id, machine=socket.gethostname(), home=str(self.runtime.home), pid=os.getpid(),
-            resources=self.resources, version=self.version, lease_s=self.lease_s,
+            resources=self.resources, version=self.version, lease_s=self.lease_s, watch_s=watch_s,
         )  # fmt: skip
         self.beat()
 
     def beat(self) -> bool:
-        """One heartbeat; False when the installation found this executor silent and took over."""
-        sent = time.monotonic()
-        alive, held = self.peers.beat(self.executor_id, self.version, self.resources, self.lease_s)
+        """One heartbeat; False when the installation found this executor silent and took over, or
+        another process joined under its id."""
+        sent = awake()
+        alive, held = self.peers.beat(
+            self.executor_id, self.version, self.resources, self.lease_s, self.incarnation
+        )
         if alive:
             self.held, self.renewed_at = frozenset(held), sent
         return alive
 
     def silent_for(self) -> float:
-        return time.monotonic() - self.renewed_at
+        return awake() - self.renewed_at
 
     def may_take(self, resource: str) -> bool:
         """Whether this executor may start work on ``resource`` now (the idle gate asks before each
@@ -160,10 +177,11 @@ class Member:
             while True:
                 if beat is None or beat.done():
                     if _outcome(beat) is False:
-                        self.fence("the installation found this executor silent and took its work over")
+                        self.fence("the installation found this executor silent and took its work over, "
+                                   "or another process joined under its id")
                         return
                     beat = asyncio.ensure_future(asyncio.to_thread(self.beat))
-                answering = self.renewed_at >= time.monotonic() - self.beat_s * 1.5
+                answering = self.renewed_at >= awake() - self.beat_s * 1.5
                 if answering and (chores is None or chores.done()):
                     chores = asyncio.ensure_future(self._chores())
                 await asyncio.sleep(self.beat_s)
