@@ -15,21 +15,29 @@ database, next to plain DBOS processes doing the same on a database of their own
   lease). A worker holds connections in proportion to what it runs at once, and eight processes share a
   server that takes 100: a round whose runs failed because the server refused connections is done again
   (the row says how often);
-- **the cost per task**: the CPU of enqueuing (this process and the backends of the side's database) and
-  of draining (the workers' process trees and the backends), against plain DBOS (issue 25: ≤ 1.5x);
+- **the cost per one-task run**: the CPU of enqueuing (this process and the backends of the side's
+  database) and of draining (the workers' process trees and the backends), against plain DBOS
+  (``goals.CLUSTER_RUN``); a run of one task carries the whole of a run's own cost (its record, its
+  workflow segment, its decisions), which the floor's workflow of one step has no counterpart of;
+- **the cost per task** (issue 25: ≤ 1.5x, ``goals.CLUSTER_TASK``): the same backlog, ``BACKLOG`` runs of
+  ``TASKS`` inline tasks each, a chain (each task ``depends_on`` the one before, so they run one after
+  the other as the floor's steps do), against as many plain DBOS workflows that await ``TASKS`` plain
+  steps in sequence (``FLOOR_RUN_MANY``), drained by ``CHAINED_BY`` workers a side, frozen, let go,
+  interleaved and paired as above; its CPU, enqueue and drain, divided by the tasks (``BACKLOG`` ×
+  ``TASKS``), as ``goals.FLOW`` measures a flow of many tasks on one host;
 - **a forwarded call's hand-off**: this process, an ``Executor`` whose placement forwards through
   ``cluster.DbosForwarder``, calls a task claiming a resource another ``tether worker`` owns: from the
-  call handed to the forwarder (which opens its DBOS client and enqueues) to the task's first line in
-  its worker on the holder, and the whole call, against a plain enqueue through a ready ``DBOSClient``
-  to one plain DBOS process listening to a queue of its own (global concurrency 1, polled every
-  ``durable.POLL_S``, as tether sets a resource's queue), whose result is followed as often as the
+  call handed to the forwarder (which enqueues through the process's DBOS client) to the task's first
+  line in its worker on the holder, and the whole call, against a plain enqueue through a ready
+  ``DBOSClient`` to one plain DBOS process listening to a queue of its own (global concurrency 1, polled
+  every ``durable.POLL_S``, as tether sets a resource's queue), whose result is followed as often as the
   forwarder follows its own (``cluster.FOLLOW_S``).
 
 CPU is read per process (psutil: user + system, reaped children included) before and after each window,
 summed over the processes seen at the end; the backends are those connected to the side's database, the
 bench's own connections left out. A backend that connects and leaves inside one window is not seen (its
-CPU goes to the postmaster, which serves every database of the server): ours opens one for each
-``service.start`` and each forwarded call (their DBOS client), the floor none.
+CPU goes to the postmaster, which serves every database of the server): neither side should open one, as
+each process keeps its DBOS client (ours, ``durable.shared_client``; the floor, one ``DBOSClient``).
 """
 
 from __future__ import annotations
@@ -58,6 +66,8 @@ SMALL = bool(os.environ.get(SMALL_ENV))
 WORKERS = (1, 2, 4)
 BACKLOG = 6 if SMALL else 8
 ROUNDS = 1 if SMALL else 4
+TASKS = 10  # tasks a run of the chained backlog has: its run's own cost then a small share of each
+CHAINED_BY = 2  # workers that drain the chained backlog, on each side
 HAND_OFFS = 4 if SMALL else 15
 WARMUP = 2
 CONCURRENCY = 2  # runs one worker takes at once ([cluster] concurrency; the floor's worker_concurrency)
@@ -72,6 +82,7 @@ FLOOR_VERSION = "bench-cluster-1"
 DRAIN_QUEUE = "bench-cluster-drain"
 HAND_OFF_QUEUE = "bench-cluster-hand-off"
 FLOOR_RUN = "bench.cluster.run"
+FLOOR_RUN_MANY = "bench.cluster.run_many"
 FLOOR_STAMP = "bench.cluster.stamp"
 RESOURCE = "arm"
 REGISTRY = "bench.cluster:registry"
@@ -106,6 +117,12 @@ class Drain:
     drain_cpu_s: float
     drain_pg_s: float  # of which the PostgreSQL backends
     split: list[int]  # how many of the backlog each worker took, in the workers' order
+
+    def total_s(self) -> float:
+        return self.enqueue_s + self.drain_s
+
+    def total_cpu_s(self) -> float:
+        return self.enqueue_cpu_s + self.drain_cpu_s
 
 
 @dataclass(slots=True, kw_only=True)
@@ -290,36 +307,42 @@ class Bench:
 
     # -- the backlog -----------------------------------------------------------------------------
 
-    def _enqueue(self, side: Side, tag: str) -> list[str]:
-        """The backlog, on record and enqueued: its DBOS workflow ids."""
+    def _enqueue(self, side: Side, tag: str, tasks: int) -> list[str]:
+        """The backlog of runs of ``tasks`` tasks, on record and enqueued: its DBOS workflow ids."""
         if side is self.floor:
             ids = [f"floor-{tag}-{k}" for k in range(BACKLOG)]
             for k, workflow_id in enumerate(ids):
+                name, args = (FLOOR_RUN, (k,)) if tasks == 1 else (FLOOR_RUN_MANY, (k, tasks))
                 self.client.enqueue(
                     {
-                        "workflow_name": FLOOR_RUN,
+                        "workflow_name": name,
                         "queue_name": DRAIN_QUEUE,
                         "workflow_id": workflow_id,
                         "app_version": FLOOR_VERSION,
                     },
-                    k,
+                    *args,
                 )
             return ids
         from tether.supervisor import durable, service
         from tether.supervisor.plan import Call, Plan, Task
 
-        plan = Plan(caller="cli", tasks=[Task(id="t", call=Call(task="c.small"))])
+        chain = [
+            Task(id=f"t{j}", call=Call(task="c.small"), depends_on=[f"t{j - 1}"] if j else [])
+            for j in range(tasks)
+        ]
+        plan = Plan(caller="cli", tasks=chain)
         runs = [service.start(self.runtime, registry, plan).run_id for _ in range(BACKLOG)]
         return [durable.segment_id(run_id, 0) for run_id in runs]
 
-    def drain(self, side: Side, n: int, tag: str) -> Drain:
-        """Enqueue the backlog with every worker frozen, then let ``n`` of them go until it is drained."""
+    def drain(self, side: Side, n: int, tag: str, tasks: int) -> Drain:
+        """Enqueue the backlog (runs of ``tasks`` tasks) with every worker frozen, then let ``n`` of them go
+        until it is drained."""
         workers = side.workers[:n]
         enqueuing = Meter(procs=list, backends=self.backends, database=side.database, own=True)
         draining = Meter(procs=lambda: workers, backends=self.backends, database=side.database)
         before = enqueuing.sample(before=True)
         start = time.perf_counter()
-        ids = self._enqueue(side, tag)
+        ids = self._enqueue(side, tag, tasks)
         enqueue_s = time.perf_counter() - start
         enqueue_cpu = spent(before, enqueuing.sample(before=False))
         logged = [worker.log.stat().st_size for worker in workers]
@@ -361,17 +384,59 @@ class Bench:
             split=split,
         )
 
-    def _redone(self, side: Side, n: int, tag: str) -> Drain:
+    def _redone(self, side: Side, n: int, tag: str, tasks: int) -> Drain:
         """A round, done again (up to ``REDO`` times in the row) when the server ran out of connections:
         another user of it may have taken them, and the round's runs failed."""
         attempt = 0
         while True:
             try:
-                return self.drain(side, n, f"{tag}-{attempt}")
+                return self.drain(side, n, f"{tag}-{attempt}", tasks)
             except OutOfConnections:
                 attempt, self.redone = attempt + 1, self.redone + 1
                 if self.redone > REDO:
                     raise
+
+    def _rounds(self, n: int, tasks: int) -> tuple[list[Drain], list[Drain]]:
+        """``ROUNDS`` rounds of ``n`` workers a side draining runs of ``tasks`` tasks, the sides alternating
+        (which goes first alternates too): ours, the floor's."""
+        took: dict[str, list[Drain]] = {"ours": [], "floor": []}
+        for i in range(ROUNDS):
+            for side in (self.ours, self.floor) if i % 2 == 0 else (self.floor, self.ours):
+                took[side.name].append(self._redone(side, n, f"{tasks}x{n}-{i}", tasks))
+        return took["ours"], took["floor"]
+
+    def _drained(
+        self, ours: list[Drain], floor: list[Drain], n: int, tasks: int, one_worker: float | None = None
+    ) -> float:
+        """The row of ``n`` workers draining the backlog, per task, and where its CPU went; our tasks/s,
+        against ``one_worker``'s (0: this is one worker's) unless None."""
+        per = BACKLOG * tasks
+        pair = _pair(
+            ours,
+            floor,
+            lambda d: d.drain_s,
+            lambda d: d.drain_cpu_s,
+            "the workers' process trees + their database's backends (psutil)",
+            per,
+        )
+        s, es = ("s", "es") if n > 1 else ("", "")
+        steps = "one plain step" if tasks == 1 else f"{tasks} plain steps in sequence"
+        row(
+            f"{n} worker{s} drain it, per task",
+            pair,
+            f"{n} plain DBOS process{es} draining {BACKLOG} workflows of {steps} from a queue set as tether's"
+            f" (at most {CONCURRENCY} at once per worker, polled every 50 ms)",
+        )
+        pg = [sum(d.drain_pg_s for d in side) / len(side) / per * 1000 for side in (ours, floor)]
+        took = ["+".join(map(str, side[-1].split[:n])) for side in (ours, floor)]
+        rate = 1000 / pair.ours_ms
+        than = "" if one_worker is None else f" ({rate / (one_worker or rate):.2f}x one worker's)"
+        print(
+            f"  {'':<44} tasks/s: ours {rate:.1f}{than}, floor {1000 / pair.floor_ms:.1f}; CPU in the"
+            f" backends: ours {pg[0]:.1f} ms, floor {pg[1]:.1f} ms; runs each worker took (last round):"
+            f" ours {took[0]}, floor {took[1]}"
+        )
+        return rate
 
     def drains(self) -> None:
         print(
@@ -382,37 +447,10 @@ class Bench:
         every: list[tuple[Drain, Drain]] = []
         one_worker = 0.0
         for n in WORKERS:
-            took: dict[str, list[Drain]] = {"ours": [], "floor": []}
-            for i in range(ROUNDS):
-                for side in (self.ours, self.floor) if i % 2 == 0 else (self.floor, self.ours):
-                    took[side.name].append(self._redone(side, n, f"{n}-{i}"))
-            every += zip(took["ours"], took["floor"], strict=True)
-            pair = _pair(
-                took["ours"],
-                took["floor"],
-                lambda d: d.drain_s,
-                lambda d: d.drain_cpu_s,
-                "the workers' process trees + their database's backends (psutil)",
-                BACKLOG,
-            )
-            s = "s" if n > 1 else ""
-            row(
-                f"{n} worker{s} drain it, per task",
-                pair,
-                f"{n} plain DBOS process{'es' if n > 1 else ''} draining {BACKLOG} workflows of one plain"
-                f" step from a queue set as tether's (at most {CONCURRENCY} at once per worker, polled every"
-                " 50 ms)",
-            )
-            rate = 1000 / pair.ours_ms
+            ours, floor = self._rounds(n, 1)
+            every += zip(ours, floor, strict=True)
+            rate = self._drained(ours, floor, n, 1, one_worker)
             one_worker = one_worker or rate
-            pg = [sum(d.drain_pg_s for d in took[k]) / ROUNDS / BACKLOG * 1000 for k in ("ours", "floor")]
-            print(
-                f"  {'':<44} tasks/s: ours {rate:.1f} ({rate / one_worker:.2f}x one worker's), floor"
-                f" {1000 / pair.floor_ms:.1f}; CPU in the backends: ours {pg[0]:.1f} ms, floor"
-                f" {pg[1]:.1f} ms;"
-                f" runs each worker took (last round): ours {'+'.join(map(str, took['ours'][-1].split[:n]))},"
-                f" floor {'+'.join(map(str, took['floor'][-1].split[:n]))}"
-            )
         if self.redone:
             print(f"  {'':<44} rounds done again after the server ran out of connections: {self.redone}")
         most = [self.backends.most.get(side.database, 0) for side in (self.ours, self.floor)]
@@ -434,16 +472,37 @@ class Bench:
             "DBOSClient.enqueue of the plain workflow, one client for all (ours: service.start)",
         )
         row(
-            "cost per task: enqueue + drain",
+            "cost per one-task run: enqueue + drain",
+            _pair(ours, floor, Drain.total_s, Drain.total_cpu_s, "the two rows above", BACKLOG),
+            "the same for plain DBOS, every round of every worker count",
+            goals.CLUSTER_RUN,
+        )
+
+    def chains(self) -> None:
+        """The cost per task where a run's own cost is shared, as in a flow: runs of ``TASKS`` tasks."""
+        print(
+            f"\nseveral hosts: a backlog of {BACKLOG} flow runs of {TASKS} inline tasks in a chain (each"
+            f" depends on the one before), enqueued up front, drained by {CHAINED_BY} `tether worker`s as"
+            " above"
+        )
+        redone = self.redone
+        ours, floor = self._rounds(CHAINED_BY, TASKS)
+        self._drained(ours, floor, CHAINED_BY, TASKS)
+        if self.redone > redone:
+            again = self.redone - redone
+            print(f"  {'':<44} rounds done again after the server ran out of connections: {again}")
+        row(
+            f"cost per task, runs of {TASKS} tasks: enqueue + drain",
             _pair(
                 ours,
                 floor,
-                lambda d: d.enqueue_s + d.drain_s,
-                lambda d: d.enqueue_cpu_s + d.drain_cpu_s,
-                "the two rows above",
-                BACKLOG,
+                Drain.total_s,
+                Drain.total_cpu_s,
+                "this process, the workers' process trees + each side's database's backends (psutil)",
+                BACKLOG * TASKS,
             ),
-            "the same for plain DBOS, every round of every worker count",
+            f"plain DBOS workflows of {TASKS} plain steps in sequence, enqueued through one DBOSClient and"
+            f" drained by {CHAINED_BY} plain DBOS processes",
             goals.CLUSTER_TASK,
         )
 
@@ -546,9 +605,9 @@ class Bench:
         )
         print(
             f"  {'':<44} where a start goes (medians): ours, handed over → dequeued on the holder"
-            f" {mine[0]:.0f} ms (a DBOS client opened, the enqueue, the holder's poll), → the task's first"
-            f" line {mine[1] - mine[0]:.0f} ms (the call admitted again, its job, its process); the floor,"
-            f" enqueue → dequeued {plain[0]:.0f} ms, → its step {plain[1] - plain[0]:.0f} ms"
+            f" {mine[0]:.0f} ms (the enqueue through the process's DBOS client, the holder's poll), → the"
+            f" task's first line {mine[1] - mine[0]:.0f} ms (the call admitted again, its job, its process);"
+            f" the floor, enqueue → dequeued {plain[0]:.0f} ms, → its step {plain[1] - plain[0]:.0f} ms"
         )
 
 
@@ -614,6 +673,7 @@ def _run(home: Path) -> None:
     try:
         bench.set_up()
         bench.drains()
+        bench.chains()
         bench.hand_offs()
     except RuntimeError as exc:  # a worker that did not start, a backlog not drained: the row says why
         print(f"\nseveral hosts: not measured: {exc}")
@@ -636,6 +696,12 @@ def _floor(url: str, executor_id: str, queue: str, poll_s: float) -> None:
     @DBOS.workflow(name=FLOOR_RUN)
     async def run_one(i: int) -> int:
         return int((await step(i))["i"])
+
+    @DBOS.workflow(name=FLOOR_RUN_MANY)
+    async def run_many(i: int, n: int) -> int:
+        for j in range(n):
+            await step(i * n + j)
+        return i
 
     @DBOS.step(name="bench.cluster.stamp_step", retries_allowed=False)
     async def stamp_step() -> float:
