@@ -298,6 +298,11 @@ class Executor:
                 started=started,
                 attach=lambda known: self._attach(known, verdict.spec.task_id, None),
             ).run()
+        # A holder's detached job on a resource it holds for the installation must not outlive the holder:
+        # its hold lapses when the holder dies, and another host's worker may take the resource.
+        tied = False
+        if detach and self.placement.holds is not None and verdict.spec.resources:
+            tied = bool(await off_loop(self.placement.owned, verdict.spec.resources))
         return await Launch(
             home=self.home,
             registry=self.registry,
@@ -314,6 +319,7 @@ class Executor:
             caller=caller,
             where=where,
             detach=detach,
+            tied=tied,
             on_start=on_start,
             attach=lambda known: self._attach(known, verdict.spec.task_id, on_start),
         ).run()

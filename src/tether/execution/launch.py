@@ -71,6 +71,7 @@ class Launch:
     caller: str
     where: Where
     detach: bool
+    tied: bool  # detached, on a resource this executor holds for the installation: dies with it all the same
     on_start: Callable[[str], None] | None
     attach: Callable[[JobRecord], Awaitable[TaskResult]]  # follows a twin call's run instead
 
@@ -165,6 +166,7 @@ class Launch:
             home=str(self.home),
             background=self.spec.background,
             detach=self.detach,
+            tied=self.tied,
             parent_pid=self.me.pid,
             parent_create_time=self.me.create_time,
             parent_poll_s=settings.parent_poll_s,

@@ -141,6 +141,9 @@ class Request(BaseModel):
     home: str
     background: bool
     detach: bool
+    # A detached job on a resource its executor holds for the installation: it stops when that executor
+    # dies all the same, since the hold dies with it and another host's worker may take the resource.
+    tied: bool = False
     parent_pid: int
     parent_create_time: float
     parent_poll_s: float

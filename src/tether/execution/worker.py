@@ -9,8 +9,9 @@ of exactly these arguments), honours a stop that arrived before it started, take
 re-checks the preconditions (closing the race between the parent's pre-check and now), then publishes
 ``running`` (the handshake), imports the handler lazily and runs it.
 
-A non-detached worker watches the process that started it and stops itself when that process dies:
-cooperatively first, then by interrupting itself, then by killing its own process group.
+A non-detached worker — or a detached one tied to its executor's hold on a resource — watches the
+process that started it and stops itself when that process dies: cooperatively first, then by
+interrupting itself, then by killing its own process group.
 """
 
 from __future__ import annotations
@@ -318,7 +319,7 @@ def _admit(
         )
         return None
     parent = process.ProcessRef(pid=request.parent_pid, create_time=request.parent_create_time)
-    if not request.detach and not process.is_alive(parent):
+    if (not request.detach or request.tied) and not process.is_alive(parent):
         publisher.final(
             TaskStatus.STOPPED,
             "stopped before it started: the process that started it exited",
@@ -401,7 +402,7 @@ def _run_locked(
     # between would end the worker with neither the handler's outcome nor "stopped" published. Blocked
     # before the parent watch starts, so that thread cannot take the signal in the main thread's place.
     _hold_stop_signals(True)
-    if not request.detach:
+    if not request.detach or request.tied:
         threading.Thread(
             target=_watch_parent,
             args=(request, ctx, publisher, log, locks.release),
