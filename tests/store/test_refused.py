@@ -37,15 +37,20 @@ def limited_url(database_url: str) -> Iterator[str]:
         host=url.host, port=url.port or 5432, user=url.username, password=url.password,
         dbname=url.database, autocommit=True,
     )  # fmt: skip
-    admin.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 1 PASSWORD '{password}'")
-    admin.execute(f"GRANT ALL ON DATABASE {url.database} TO {role}")
-    admin.execute(f"GRANT ALL ON SCHEMA public TO {role}")
+    from psycopg import sql
+
+    who = sql.Identifier(role)
+    admin.execute(
+        sql.SQL("CREATE ROLE {} LOGIN CONNECTION LIMIT 1 PASSWORD {}").format(who, sql.Literal(password))
+    )
+    admin.execute(sql.SQL("GRANT ALL ON DATABASE {} TO {}").format(sql.Identifier(url.database or ""), who))
+    admin.execute(sql.SQL("GRANT ALL ON SCHEMA public TO {}").format(who))
     try:
         yield url.set(username=role, password=password).render_as_string(hide_password=False)
     finally:
-        admin.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'")
-        admin.execute(f"DROP OWNED BY {role}")
-        admin.execute(f"DROP ROLE {role}")
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
+        admin.execute(sql.SQL("DROP OWNED BY {}").format(who))
+        admin.execute(sql.SQL("DROP ROLE {}").format(who))
         admin.close()
 
 

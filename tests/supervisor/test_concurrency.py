@@ -98,6 +98,4 @@ def test_an_executor_runs_no_more_than_its_concurrency(
     for _ in range(3):  # and stays so, look after look (each longer than a poll of the queue)
         assert sorted(status for status, _ in _segments(home, runs)) == ["ENQUEUED", "PENDING"]
     (home / RELEASE).touch()
-    wait_for(
-        lambda: _all_completed(home, runs), timeout=60, what="both runs completed, one after the other"
-    )
+    wait_for(lambda: _all_completed(home, runs), timeout=60, what="both runs completed, one after the other")

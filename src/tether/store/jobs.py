@@ -425,12 +425,14 @@ class SqlJobStore:
             return 0
         with self.db.write() as conn:
             result = conn.execute(
-                delete(T).where(
+                delete(T)
+                .where(
                     T.c.execution_id.in_(list(execution_ids)),
                     T.c.ended_at.is_not(None),
                     T.c.installation == self.installation.id,
                     T.c.host == self.installation.host,
-                ).returning(T.c.execution_id)
+                )
+                .returning(T.c.execution_id)
             )
             gone = list(result.scalars())
             if gone:  # what other nodes asked of them, and the log tails published for them

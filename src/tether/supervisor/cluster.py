@@ -177,8 +177,10 @@ class Member:
             while True:
                 if beat is None or beat.done():
                     if _outcome(beat) is False:
-                        self.fence("the installation found this executor silent and took its work over, "
-                                   "or another process joined under its id")
+                        self.fence(
+                            "the installation found this executor silent and took its work over, "
+                            "or another process joined under its id"
+                        )
                         return
                     beat = asyncio.ensure_future(asyncio.to_thread(self.beat))
                 answering = self.renewed_at >= awake() - self.beat_s * 1.5
@@ -382,7 +384,6 @@ class DbosForwarder:
                 message=why[:2000], data={"interrupted": True},
             )  # fmt: skip
         return None
-
 
     def _owned(self, resource: str) -> bool:
         """Whether a live worker of this version owns ``resource`` (it runs the call, or takes it over)."""
