@@ -139,7 +139,7 @@ class Database:
         node: str = "",
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
     ) -> None:
-        from sqlalchemy import create_engine, event
+        from sqlalchemy import create_engine
         from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
         self.installation = Installation.here(installation, node)
@@ -177,23 +177,7 @@ class Database:
         self.attached: dict[str, Any] = {}
         self._writer: Any = threading.RLock() if self.dialect == "sqlite" else contextlib.nullcontext()
         if self.dialect == "sqlite":
-            timeout_ms = int(busy_timeout_s * 1000)
-
-            @event.listens_for(self.engine, "connect")
-            def _pragmas(dbapi: Any, record: Any) -> None:
-                dbapi.isolation_level = None  # we say BEGIN ourselves, below
-                cursor = dbapi.cursor()
-                cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
-                cursor.execute("PRAGMA journal_mode = WAL")
-                cursor.execute("PRAGMA synchronous = NORMAL")
-                cursor.execute("PRAGMA foreign_keys = ON")
-                cursor.close()
-
-            @event.listens_for(self.engine, "begin")
-            def _begin(conn: Any) -> None:
-                immediate = conn.get_execution_options().get("tether_write", False)
-                conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
+            _sqlite_sessions(self.engine, busy_timeout_s)
         elif self.dialect == "postgresql":
             ping_when_idle(self.engine)
 
@@ -292,6 +276,29 @@ class Database:
             with contextlib.suppress(Exception):
                 closer()
         self.engine.dispose()
+
+
+def _sqlite_sessions(engine: Any, busy_timeout_s: float) -> None:
+    """Every SQLite connection in WAL mode with foreign keys and tether's busy timeout; a write
+    transaction begins ``IMMEDIATE`` (it takes the file's write lock at once, never midway)."""
+    from sqlalchemy import event
+
+    timeout_ms = int(busy_timeout_s * 1000)
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi: Any, record: Any) -> None:
+        dbapi.isolation_level = None  # we say BEGIN ourselves, below
+        cursor = dbapi.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        immediate = conn.get_execution_options().get("tether_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
 def postgres_connect_args(timeout_s: float) -> dict[str, Any]:
