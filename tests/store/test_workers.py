@@ -193,7 +193,7 @@ def test_a_cloned_host_beating_under_this_id_is_refused_and_a_dead_predecessor_i
                 resources=(),
                 version="v1",
                 lease_s=60,
-                watch_s=0.5,
+                watch_s=2,
             )
     finally:
         stop.set()
@@ -203,3 +203,21 @@ def test_a_cloned_host_beating_under_this_id_is_refused_and_a_dead_predecessor_i
         "a/x/slot-0", machine="m", home="/h", pid=8, resources=(), version="v1", lease_s=60, watch_s=0.3
     )
     assert a.beat("a/x/slot-0", "v1", (), 60, mine) == (True, ())
+
+
+def test_a_forwarded_call_whose_caller_fell_silent_is_found_by_its_node_once(
+    nodes: dict[str, WorkerStore],
+) -> None:
+    a, b = nodes["a"], nodes["b"]
+    jobs = SqlJobStore(a.db)
+    running = TaskResult(task_id="t.x", execution_id="fwd-1", status=TaskStatus.RUNNING)
+    jobs.insert(running, caller="cli", params={})
+    b.follow("fwd-1")  # the caller, on b, waits for a's job
+    assert a.unfollowed(30) == []  # (a generous lease: a loaded machine may take long between lines)
+    assert b.unfollowed(0.0) == []  # not b's job: b has nothing to stop
+    found = wait_for(lambda: a.unfollowed(LEASE), timeout=10)  # b fell silent
+    assert [eid for eid, _ in found] == ["fwd-1"] and found[0][1] >= LEASE
+    b.follow("fwd-1")  # it speaks again in time: nothing to stop
+    assert a.unfollowed(30) == []
+    a.request_stop("fwd-1", "its caller stopped waiting", "a")  # asked once: not found again
+    assert wait_for(lambda: a.unfollowed(0.0) == [], timeout=10)

@@ -187,6 +187,33 @@ def test_a_call_runs_on_the_host_that_owns_its_resource_and_is_stopped_and_read_
             follower.kill()
     assert "long" not in _keys(b.home)
 
+    # A person who waited for a move here is killed (SIGKILL: no word to anyone): the move stops on b,
+    # as a job whose starter died does on one host, once b finds its caller silent for a lease.
+    killed = cluster.follow(
+        "task", "run", "f.arm", "--json", "--params", '{"key": "orphan", "until_file": "never"}'
+    )
+    try:
+        with cluster.runtime() as rt:
+            job = wait_for(
+                lambda: next(
+                    (j for j in rt.jobs.list(active=True, limit=5) if j.status.value == "running"), None
+                ),
+                timeout=60,
+            )
+    finally:
+        killed.kill()
+        killed.communicate(timeout=30)
+    ended = wait_for(
+        lambda: (
+            (found := _result(cluster.tether("job", "status", job.execution_id, "--json")))["status"]
+            != "running"
+            and found
+        ),
+        timeout=60,
+    )
+    assert ended["status"] == "stopped" and "stopped waiting for it" in ended["message"], ended
+    assert "orphan" not in _keys(b.home)
+
 
 def test_a_resource_nobody_owns_is_refused_at_once_or_waited_for_when_asked(cluster: Cluster) -> None:
     b = cluster.host("b")

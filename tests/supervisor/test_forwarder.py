@@ -24,7 +24,7 @@ from tether.supervisor import cluster, durable
 from tether.tasks.result import TaskStatus
 
 pytestmark = pytest.mark.timeout(120)
-LEASE = "[cluster]\nheartbeat_s = 0.2\nlease_s = 1\n"
+LEASE = "[cluster]\nheartbeat_s = 0.2\nlease_s = 2\n"
 
 
 def _owner(runtime: Runtime, version: str) -> WorkerStore:
@@ -61,7 +61,7 @@ def test_a_call_whose_owners_all_left_ends_and_never_runs_later(
                 # While its owner beats, the call waits for it, leases on end.
                 until = asyncio.get_running_loop().time() + 2.5
                 while asyncio.get_running_loop().time() < until:
-                    peers.beat("owner/x/slot-0", forwarder.version, ["arm"], 1.0)
+                    peers.beat("owner/x/slot-0", forwarder.version, ["arm"], 2.0)
                     await asyncio.sleep(0.2)
                     assert not task.done()
                 peers.leave("owner/x/slot-0", forwarder.version)  # and now it is gone, with no peer

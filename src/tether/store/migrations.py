@@ -448,6 +448,9 @@ MIGRATIONS: tuple[str | dict[str, str], ...] = (
         tail_at      REAL
     );
     """,
+    # 18: when the caller of a forwarded call that waits for it last said it still does (the database's
+    # clock): its holder stops the job once that is a lease old, as a worker stops when its starter dies.
+    "ALTER TABLE job_requests ADD COLUMN followed_at REAL;",
 )
 
 SCHEMA_TABLE = "tether_schema"

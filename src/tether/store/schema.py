@@ -257,4 +257,5 @@ job_requests = Table(
     Column("requested_at", Float),
     Column("log_tail", Text),
     Column("tail_at", Float),
+    Column("followed_at", Float),
 )

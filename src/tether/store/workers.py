@@ -389,6 +389,37 @@ class WorkerStore:
             ):
                 conn.execute(insert(R), {"execution_id": execution_id, **values})
 
+    def follow(self, execution_id: str) -> None:
+        """The caller of a forwarded call says it still waits for it (every second or so, while it does):
+        its holder stops the job once the caller has been silent for a lease (``unfollowed``)."""
+        if self.db.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        with self.db.write() as conn:
+            now = self.now(conn)
+            upsert = dialect_insert(R).values(execution_id=execution_id, followed_at=now)
+            conn.execute(
+                upsert.on_conflict_do_update(index_elements=[R.c.execution_id], set_={"followed_at": now})
+            )
+
+    def unfollowed(self, lease_s: float, limit: int = 100) -> list[tuple[str, float]]:
+        """(execution id, seconds since its caller last said it waits) of this node's unfinished jobs whose
+        callers fell silent for ``lease_s``, and that nobody asked to stop yet."""
+        with self.db.read() as conn:
+            now = self.now(conn)
+            query = (
+                select(R.c.execution_id, R.c.followed_at)
+                .join(J, J.c.execution_id == R.c.execution_id)
+                .where(
+                    R.c.followed_at < now - lease_s, R.c.stop_reason.is_(None),
+                    J.c.installation == self.installation.id, J.c.host == self.installation.host,
+                    J.c.status.in_(ACTIVE_JOBS),
+                )
+                .limit(limit)
+            )  # fmt: skip
+            return [(row.execution_id, now - float(row.followed_at)) for row in conn.execute(query)]
+
     def stops_here(self, limit: int = 100) -> list[tuple[str, str]]:
         """(execution id, reason) of this node's unfinished jobs that another process asked to stop."""
         query = (

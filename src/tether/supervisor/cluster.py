@@ -204,6 +204,13 @@ class Member:
         try:
             if self.shared:
                 await self._take_over()
+            # A forwarded call whose caller stopped waiting for it (killed, crashed) stops, as a job whose
+            # starter died does on one host: asked like any stop, applied just below.
+            for execution_id, silent in await asyncio.to_thread(self.peers.unfollowed, self.lease_s):
+                why = f"its caller on another node stopped waiting for it ({silent:.0f} s ago)"
+                await asyncio.to_thread(
+                    self.peers.request_stop, execution_id, why, self.runtime.installation.host
+                )
             for execution_id, reason in await asyncio.to_thread(self.peers.stops_here):
                 if execution_id not in self._stopping:
                     self._stopping.add(execution_id)
@@ -323,6 +330,8 @@ class DbosForwarder:
         look_at_owners = time.monotonic() + OWNERS_EVERY_S
         ownerless_since: float | None = None  # owners may be gone for a restart's while: a lease
         try:
+            if not call.detach:
+                await asyncio.to_thread(self._follow, call.execution_id)
             await asyncio.to_thread(self._enqueue, client, call, resource)
             while True:
                 if not started and on_start is not None:
@@ -332,6 +341,8 @@ class DbosForwarder:
                 done = await asyncio.to_thread(self._done, client, call)
                 if done is None and time.monotonic() >= look_at_owners:
                     look_at_owners = time.monotonic() + OWNERS_EVERY_S
+                    if not call.detach:  # its holder stops it once this caller is silent for a lease
+                        await asyncio.to_thread(self._follow, call.execution_id)
                     if await asyncio.to_thread(self._owned, resource):
                         ownerless_since = None
                     elif ownerless_since is None:
@@ -384,6 +395,10 @@ class DbosForwarder:
                 message=why[:2000], data={"interrupted": True},
             )  # fmt: skip
         return None
+
+    def _follow(self, execution_id: str) -> None:
+        with contextlib.suppress(StoreError):  # a missed beat: the next one, a second on, may land
+            WorkerStore(self.runtime.db).follow(execution_id)
 
     def _owned(self, resource: str) -> bool:
         """Whether a live worker of this version owns ``resource`` (it runs the call, or takes it over)."""
