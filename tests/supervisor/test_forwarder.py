@@ -36,6 +36,14 @@ def _owner(runtime: Runtime, version: str) -> WorkerStore:
     return peers
 
 
+def _requests(runtime: Runtime, execution_id: str) -> int:
+    from sqlalchemy import text
+
+    with runtime.db.read() as conn:
+        query = text("SELECT count(*) FROM job_requests WHERE execution_id = :e")
+        return int(conn.execute(query, {"e": execution_id}).scalar_one())
+
+
 def _status(runtime: Runtime, workflow_id: str) -> str | None:
     with durable.client(runtime) as c:
         return durable.outcome(c, workflow_id)[0]
@@ -71,6 +79,7 @@ def test_a_call_whose_owners_all_left_ends_and_never_runs_later(
             assert result.status is TaskStatus.FAILED  # type: ignore[attr-defined]
             assert "no worker of this version owns arm any more" in result.message  # type: ignore[attr-defined]
             assert result.data == {"never_started": True}  # type: ignore[attr-defined]
+            assert _requests(runtime, call.execution_id) == 0  # its caller's beats are not left behind
             # Cancelled: a worker that owns arm later does not run it.
             assert _status(runtime, cluster.remote_id(call.execution_id)) == "CANCELLED"
             # Retention takes ended calls' workflows out of DBOS's log with the runs'.

@@ -403,6 +403,11 @@ class WorkerStore:
                 upsert.on_conflict_do_update(index_elements=[R.c.execution_id], set_={"followed_at": now})
             )
 
+    def drop_requests(self, execution_ids: Sequence[str]) -> None:
+        """Forget what was asked of calls that never became jobs (their retention goes with their jobs')."""
+        with self.db.write() as conn:
+            conn.execute(delete(R).where(R.c.execution_id.in_(list(execution_ids))))
+
     def unfollowed(self, lease_s: float, limit: int = 100) -> list[tuple[str, float]]:
         """(execution id, seconds since its caller last said it waits) of this node's unfinished jobs whose
         callers fell silent for ``lease_s``, and that nobody asked to stop yet."""

@@ -424,6 +424,8 @@ class DbosForwarder:
             why = (f"no worker of this version owns {resource} any more (its owners stopped or were lost "
                    "before they took the call): it never started")  # fmt: skip
             data: dict[str, Any] = {"never_started": True}
+            with contextlib.suppress(StoreError):  # its caller's "still waiting", for a job never made
+                WorkerStore(self.runtime.db).drop_requests([call.execution_id])
         else:
             why = (f"the worker running it on {record.host or '?'} was lost and no worker of this version "
                    f"owns {resource} any more to take it over: whether it finished is unknown")  # fmt: skip
