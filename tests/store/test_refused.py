@@ -137,3 +137,47 @@ def test_a_pooled_connection_that_went_stale_while_idle_is_replaced(
             assert conn.execute(text("SELECT pg_backend_pid()")).scalar_one() != gone
     finally:
         db.close()
+
+
+def test_a_session_left_inside_a_transaction_is_ended_by_the_server_and_its_locks_freed(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host cut off between two statements of a transaction leaves its session waiting on the server,
+    holding its row locks; the host that takes its work over would wait on them for as long as TCP takes
+    to give up (hours). Found by the several-hosts partition test: the take-over hung settling the lost
+    host's job, whose row the cut host had locked. The server now ends such a session."""
+    if database_url.startswith("sqlite"):
+        pytest.skip("a server's sessions")
+    import tether.store.database as database
+
+    monkeypatch.setattr(database, "IDLE_IN_TRANSACTION_S", 1.0)
+    cut_off, taker = (Database(database_url, installation=TEST_INSTALLATION) for _ in range(2))
+    try:
+        with taker.write() as conn:
+            conn.execute(text("CREATE TABLE IF NOT EXISTS held (id INTEGER PRIMARY KEY, v INTEGER)"))
+            conn.execute(text("INSERT INTO held VALUES (1, 0)"))
+        locked, release = threading.Event(), threading.Event()
+        failed: list[BaseException] = []
+
+        def hold() -> None:  # a client that stops talking in the middle of a transaction
+            try:
+                with cut_off.write() as conn:
+                    conn.execute(text("UPDATE held SET v = 1 WHERE id = 1"))
+                    locked.set()
+                    release.wait(30)
+            except Exception as exc:  # the server ended the session under it: its commit fails
+                failed.append(exc)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert locked.wait(30)
+        with taker.write() as conn:  # waits for the lock, then gets it once the server ends the holder
+            conn.execute(text("UPDATE held SET v = 2 WHERE id = 1"))
+        release.set()
+        holder.join(30)
+        assert failed, "the idle transaction was not ended"
+        with taker.read() as conn:
+            assert conn.execute(text("SELECT v FROM held WHERE id = 1")).scalar_one() == 2
+    finally:
+        cut_off.close()
+        taker.close()

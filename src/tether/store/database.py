@@ -301,13 +301,25 @@ def _sqlite_sessions(engine: Any, busy_timeout_s: float) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
+# A session that sits inside a transaction this long is ended by the server, its locks released. tether's
+# transactions last milliseconds; one left open is a client cut off between two statements.
+IDLE_IN_TRANSACTION_S = 15.0
+
+
 def postgres_connect_args(timeout_s: float) -> dict[str, Any]:
-    """How tether connects to PostgreSQL (its store's and DBOS's connections alike): a peer that vanished
-    (a dropped link) is noticed within seconds, not TCP's minutes — a connection stuck on it would hold
-    up whatever waits for it (heartbeats, stops)."""
+    """How tether connects to PostgreSQL (its store's and DBOS's connections alike). Both ends notice a
+    peer that vanished (a dropped link) within seconds, not TCP's hours: on the client, a connection stuck
+    on it would hold up whatever waits for it (heartbeats, stops); on the server, a session cut off in
+    the middle of a transaction would keep its row locks, and a host that takes the lost one's work over
+    would wait on them (a job's record it settles) — so the server ends a session idle inside a
+    transaction after ``IDLE_IN_TRANSACTION_S`` and probes idle clients too."""
+    server = (
+        f"-c idle_in_transaction_session_timeout={int(IDLE_IN_TRANSACTION_S * 1000)} "
+        "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3"
+    )
     return {
         "connect_timeout": max(1, int(timeout_s)), "keepalives": 1, "keepalives_idle": 5,
-        "keepalives_interval": 2, "keepalives_count": 3, "tcp_user_timeout": 15_000,
+        "keepalives_interval": 2, "keepalives_count": 3, "tcp_user_timeout": 15_000, "options": server,
     }  # fmt: skip
 
 
