@@ -140,6 +140,13 @@ def _result(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
         ) from None
 
 
+def _end(command: subprocess.Popen[str]) -> None:
+    """A command the test gave up on: killed, and its pipes closed (not left to a later test's garbage)."""
+    if command.poll() is None:
+        command.kill()
+    command.communicate(timeout=30)
+
+
 def _job(rt: Runtime, execution_id: str) -> Any:
     found = rt.jobs.get(execution_id)
     assert found is not None, execution_id
@@ -183,8 +190,7 @@ def test_a_call_runs_on_the_host_that_owns_its_resource_and_is_stopped_and_read_
         out, _ = follower.communicate(timeout=60)
         assert json.loads(out)["status"] == "stopped"
     finally:
-        if follower.poll() is None:
-            follower.kill()
+        _end(follower)
     assert "long" not in _keys(b.home)
 
     # A person who waited for a move here is killed (SIGKILL: no word to anyone): the move stops on b,
@@ -238,8 +244,7 @@ def test_a_resource_nobody_owns_is_refused_at_once_or_waited_for_when_asked(clus
         cluster.worker(b, "--resources", "arm")
         out, err = waiting.communicate(timeout=120)
     finally:
-        if waiting.poll() is None:
-            waiting.kill()
+        _end(waiting)
     assert json.loads(out)["status"] == "completed", err
     assert _keys(b.home) == ["k3"]
 
@@ -363,8 +368,7 @@ def test_a_host_cut_off_stops_its_work_before_another_takes_its_resource(cluster
             wait_for(c_holds, timeout=60, what="the standby takes the arm")
             out, _ = follower.communicate(timeout=120)
         finally:
-            if follower.poll() is None:
-                follower.kill()
+            _end(follower)
         outcome = json.loads(out)
         b.heal()
         cluster.worker(b, "--resources", "arm")  # back from the partition: it joins again, as a standby

@@ -51,6 +51,7 @@ class Relay:
         self.pairs: list[tuple[socket.socket, socket.socket]] = []
         self.hanging: list[socket.socket] = []  # the host's side of connections cut: closed at the end
         self.guard = threading.Lock()
+        self.down = False  # partitioned and not healed: a connection accepted meanwhile is dropped at once
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
@@ -69,6 +70,10 @@ class Relay:
             outer.settimeout(None)
             inner.settimeout(None)
             with self.guard:
+                if self.down:  # accepted just as the link went down: the cut drops it too
+                    outer.close()
+                    self.hanging.append(inner)
+                    continue
                 self.pairs.append((inner, outer))
             for a, b in ((inner, outer), (outer, inner)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
@@ -83,12 +88,18 @@ class Relay:
         with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)
 
-    def cut(self) -> None:
+    def cut(self, *, partition: bool = False) -> None:
         """The server's side of every connection is closed (it rolls back what they had open); the
-        host's side is left hanging, as a dropped link leaves it."""
+        host's side is left hanging, as a dropped link leaves it. ``partition``: until healed, so is any
+        connection that was being accepted as the link went down."""
         with self.guard:
             pairs, self.pairs = self.pairs, []
+            self.down = self.down or partition
         for inner, outer in pairs:
+            # shutdown, not only close: a socket closed while its pipe thread waits in recv() on it stays
+            # open in the kernel, and the server would never learn the connection is gone
+            with contextlib.suppress(OSError):
+                outer.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 outer.close()
             self.hanging.append(inner)
@@ -166,9 +177,11 @@ class Host:
     def cut(self) -> None:
         """The host is cut off: its link drops every packet, and the server forgets its connections."""
         _ip("link", "set", self.link, "down")
-        self.relay.cut()
+        self.relay.cut(partition=True)
 
     def heal(self) -> None:
+        with self.relay.guard:
+            self.relay.down = False
         _ip("link", "set", self.link, "up")
 
     def close(self) -> None:
