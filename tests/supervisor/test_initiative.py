@@ -320,3 +320,38 @@ def test_bad_channels_get_one_clear_line(home: Path) -> None:
     ]:
         code, out, _ = tether_cli(*args, "--json", home=home, env=env)
         assert code == 2 and said in json.loads(out)["error"]["message"], (args, out)
+
+
+def test_a_notice_carries_its_message_when_its_event_is_out(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page reloads its notices when a proactive message's event arrives: a decision whose message
+    was written only after that event showed an empty notice (the suite caught it under load). The
+    decision carries its message before the thread's turn, and its event, are written."""
+    import asyncio
+
+    from tether.agent.decider import Signal
+    from tether.runtime import Runtime
+    from tether.supervisor import initiative
+
+    seen: list[str | None] = []
+    with Runtime.open(home) as runtime, Runtime.open(home) as reader:
+        posting = runtime.threads.post
+
+        def post(thread_id: str, *args: Any, **kwargs: Any) -> Any:
+            # what a page reading the decisions as this turn is written finds
+            seen.extend(d.message for d in reader.initiative.decisions(fired=True, limit=1))
+            return posting(thread_id, *args, **kwargs)
+
+        monkeypatch.setattr(runtime.threads, "post", post)
+        signal = Signal(kind="message", text="服务器宕机了", source="监控", key="t:1")
+        record = asyncio.run(initiative.consider(runtime, signal))
+        assert record.fired and record.turn is not None
+        assert seen == [record.message] and "服务器宕机了" in (record.message or "")
+
+        # A message that could not be posted (the person stayed in a turn there) leaves no notice.
+        monkeypatch.setattr(initiative, "POST_TRIES", 1)
+        monkeypatch.setattr(runtime.threads, "post", lambda *args, **kwargs: None)
+        other = Signal(kind="message", text="数据库宕机了", source="监控", key="t:2")
+        kept = asyncio.run(initiative.consider(runtime, other))
+        assert kept.fired and runtime.initiative.get(kept.decision_id).message is None  # type: ignore[union-attr]

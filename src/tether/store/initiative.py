@@ -146,8 +146,9 @@ class InitiativeStore:
             row = conn.execute(_BY_ID, {"installation": self.installation, "id": decision_id}).one()
         return _record(row), True
 
-    def attach(self, decision_id: int, thread_id: str, turn: int, message: str) -> None:
-        """Link a decision to the proactive message it posted (turn ``turn`` of ``thread_id``)."""
+    def attach(self, decision_id: int, thread_id: str | None, turn: int | None, message: str | None) -> None:
+        """Link a decision to the proactive message it posted (turn ``turn`` of ``thread_id``; None while
+        it is being posted, and all None when it could not be)."""
         with self.db.write() as conn:
             conn.execute(
                 _ATTACH,

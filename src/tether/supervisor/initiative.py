@@ -142,10 +142,14 @@ async def post(runtime: Runtime, record: DecisionRecord, said: str, language: st
             category=record.category, decision_id=record.decision_id,
         )  # fmt: skip
 
+    # The decision carries its message before the message's event is out: a page that reloads its notices
+    # on that event shows the message, not an empty notice (it read the decision between two writes).
+    await asyncio.to_thread(runtime.initiative.attach, record.decision_id, thread_id, None, said)
     for _ in range(POST_TRIES):
         turn = await asyncio.to_thread(runtime.threads.post, thread_id, record.agent, said, title, event)
         if turn is not None:
             await asyncio.to_thread(runtime.initiative.attach, record.decision_id, thread_id, turn, said)
             return runtime.initiative.get(record.decision_id) or record
         await asyncio.sleep(POST_WAIT_S)  # the person is in a turn there: the message waits for its end
+    await asyncio.to_thread(runtime.initiative.attach, record.decision_id, None, None, None)  # never said
     return record
