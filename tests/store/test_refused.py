@@ -23,12 +23,13 @@ from tests.conftest import TEST_INSTALLATION
 from tether.errors import StoreError
 from tether.store.database import Database
 
+# A server's connections, slots and sessions: PostgreSQL only (the shared fixture runs on SQLite too).
+pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+
 
 @pytest.fixture
 def limited_url(database_url: str) -> Iterator[str]:
     """``database_url`` as a role that may hold one connection at a time (PostgreSQL only)."""
-    if database_url.startswith("sqlite"):
-        pytest.skip("connection slots are PostgreSQL's")
     import psycopg
 
     url = make_url(database_url)
@@ -125,8 +126,6 @@ def _terminate_pooled(db: Database, admin_url: str) -> int:
 def test_a_pooled_connection_that_went_stale_while_idle_is_replaced(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if database_url.startswith("sqlite"):
-        pytest.skip("a server's connections")
     import tether.store.database as database
 
     monkeypatch.setattr(database, "PING_IDLE_S", 0.0)  # every connection has sat idle long enough
@@ -146,8 +145,6 @@ def test_a_session_left_inside_a_transaction_is_ended_by_the_server_and_its_lock
     holding its row locks; the host that takes its work over would wait on them for as long as TCP takes
     to give up (hours). Found by the several-hosts partition test: the take-over hung settling the lost
     host's job, whose row the cut host had locked. The server now ends such a session."""
-    if database_url.startswith("sqlite"):
-        pytest.skip("a server's sessions")
     import tether.store.database as database
 
     monkeypatch.setattr(database, "IDLE_IN_TRANSACTION_S", 1.0)
