@@ -132,15 +132,22 @@ class Executor:
         """What a command does when it opens a home: re-attach to live workers, settle dead ones, and
         (at most every ``every_s``) apply the retention settings of ``[store]``."""
         self.jobs.recover()
+        self.prune_if_due(every_s=every_s)
+
+    def prune_if_due(self, *, every_s: float = MAINTAIN_EVERY_S) -> bool:
+        """``prune`` if no process of this home did for ``every_s`` (a marker in the home says when one
+        last did); whether it pruned. Commands call it as they open the home, long-lived executors as
+        they go."""
         marker = self.home / "logs" / ".pruned"
         try:
             if time.time() - marker.stat().st_mtime < every_s:
-                return
+                return False
         except FileNotFoundError:
             pass
         self.prune()
         marker.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         marker.touch(mode=0o600)
+        return True
 
     def prune(
         self,

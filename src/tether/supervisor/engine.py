@@ -32,7 +32,7 @@ from dbos import DBOS, SetWorkflowID
 
 import tether.telemetry as telemetry
 from tether.execution.admission import execution_id_for
-from tether.execution.executor import Executor
+from tether.execution.executor import MAINTAIN_EVERY_S, Executor
 from tether.runtime import Runtime
 from tether.store.runs import RunRecord
 from tether.supervisor import cluster, durable, idle, notify, turns
@@ -424,22 +424,20 @@ async def launch(
 WATCH_SLOTS_S = 2.0
 
 
-# How often a long-lived executor applies the retention of ``[store]`` (a command does when it opens the
-# home; an executor did only when it launched, so one running for months kept everything).
-PRUNE_EVERY_S = 3600.0
+# How often a long-lived executor applies the retention of ``[store]``, as a command does when it opens
+# the home (an executor did only when it launched, so one running for months kept everything).
+PRUNE_EVERY_S = MAINTAIN_EVERY_S
 
 
 async def _watch_slots(runtime: Runtime, slot: durable.Slot, executor: Executor) -> None:
-    pruned = time.monotonic()
+    """Dead executors' work handed on, every ``WATCH_SLOTS_S``; and the home's retention when due."""
     while True:
         await asyncio.sleep(WATCH_SLOTS_S)
-        if time.monotonic() - pruned >= PRUNE_EVERY_S:
-            pruned = time.monotonic()
-            try:
-                await io(executor.prune)
+        try:
+            if await io(executor.prune_if_due, every_s=PRUNE_EVERY_S):
                 await io(durable.prune, runtime)
-            except Exception:  # retention waits for the next pass; the executor goes on
-                log.warning("applying the retention settings failed", exc_info=True)
+        except Exception:  # retention waits for the next pass; the executor goes on
+            log.warning("applying the retention settings failed", exc_info=True)
         try:
             recovered = await io(durable.recover_free_slots, runtime.home, slot)
         except Exception:  # a store or DBOS hiccup: the next look may do better
