@@ -84,13 +84,7 @@ def join(home: Path, installation: str) -> str | None:
             "their records to no one; join with a fresh home (TETHER_HOME=…) instead"
         )
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
-    with os.fdopen(fd, "w", encoding="ascii") as out:
-        out.write(installation + "\n")
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    _write_whole(path, installation)
     return before
 
 
@@ -136,11 +130,14 @@ def _host_name() -> str:
 
 
 def _write_whole(path: Path, text: str) -> None:
+    """``text`` as the whole of ``path`` (owner-only), replaced at once: a reader never sees half of it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
         with os.fdopen(fd, "w", encoding="ascii") as out:
             out.write(text + "\n")
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(OSError):

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
-from tether.store.workers import ALIVE, LOST, WorkerRecord, WorkerStore
+from tether.store.workers import ALIVE, LOST, WorkerRecord, WorkerStore, live_owners
 from tether.tasks.result import TaskResult
 
 VIEW_TTL_S = 1.0  # how stale this executor's view of who owns what may be
@@ -124,7 +124,7 @@ class Placement:
         by_key = {w.key: w for w in view.workers}
         targets: set[str] = set()
         for resource in owned:
-            owners = [w for w in view.workers if resource in w.resources and w.live(self.lease_s)]
+            owners = live_owners(view.workers, resource, self.lease_s)
             if not owners:
                 return Placed("nobody", resource, _nobody(resource, view.workers))
             runnable = [w for w in owners if version is None or w.version == version]

@@ -83,6 +83,11 @@ class WorkerRecord:
         }  # fmt: skip
 
 
+def live_owners(workers: Sequence[WorkerRecord], resource: str, lease_s: float) -> list[WorkerRecord]:
+    """Those of ``workers`` that own ``resource`` and are live (heard from within ``lease_s``)."""
+    return [w for w in workers if resource in w.resources and w.live(lease_s)]
+
+
 def member_key(executor_id: str, version: str) -> str:
     return f"{executor_id}@{version}"
 
@@ -93,12 +98,17 @@ def split_key(key: str) -> tuple[str, str]:
     return executor_id, version
 
 
-def _insert_if_absent(dialect: str, values: dict[str, Any]) -> Any:
+def _upsert(dialect: str, table: Any, values: dict[str, Any]) -> Any:
+    """An insert into ``table`` that can say what to do on a conflict (PostgreSQL's or SQLite's)."""
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as dialect_insert
     else:
         from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    return dialect_insert(L).values(**values).on_conflict_do_nothing().returning(L.c.holder)
+    return dialect_insert(table).values(**values)
+
+
+def _insert_if_absent(dialect: str, values: dict[str, Any]) -> Any:
+    return _upsert(dialect, L, values).on_conflict_do_nothing().returning(L.c.holder)
 
 
 class WorkerTaken(StoreError):
@@ -392,13 +402,9 @@ class WorkerStore:
     def follow(self, execution_id: str) -> None:
         """The caller of a forwarded call says it still waits for it (every second or so, while it does):
         its holder stops the job once the caller has been silent for a lease (``unfollowed``)."""
-        if self.db.dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
         with self.db.write() as conn:
             now = self.now(conn)
-            upsert = dialect_insert(R).values(execution_id=execution_id, followed_at=now)
+            upsert = _upsert(self.db.dialect, R, {"execution_id": execution_id, "followed_at": now})
             conn.execute(
                 upsert.on_conflict_do_update(index_elements=[R.c.execution_id], set_={"followed_at": now})
             )

@@ -36,7 +36,7 @@ from tether.execution.lock import holder
 from tether.execution.placement import Forwarded
 from tether.execution.protocol import ExecutionPaths, log_tail, request_stop
 from tether.runtime import Runtime
-from tether.store.workers import WorkerStore
+from tether.store.workers import WorkerStore, live_owners
 from tether.supervisor import durable
 from tether.tasks.result import TaskResult, TaskStatus
 
@@ -403,10 +403,8 @@ class DbosForwarder:
     def _owned(self, resource: str) -> bool:
         """Whether a live worker of this version owns ``resource`` (it runs the call, or takes it over)."""
         lease_s = self.runtime.cluster_settings.lease_s
-        return any(
-            resource in w.resources and w.version == self.version and w.live(lease_s)
-            for w in WorkerStore(self.runtime.db, lease_s).workers(alive_only=True)
-        )
+        workers = WorkerStore(self.runtime.db, lease_s).workers(alive_only=True)
+        return any(w.version == self.version for w in live_owners(workers, resource, lease_s))
 
     def _stranded(self, c: Any, call: Forwarded, resource: str) -> TaskResult | None:
         """The call's end once no live worker of this version has owned ``resource`` for a lease (its
