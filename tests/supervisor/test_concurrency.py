@@ -8,31 +8,23 @@ backlog slower than one)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.supervisor.test_executors import FLOWS, Worker, _flow
+from tests.supervisor.test_executors import _flow
 from tests.support.helpers import tether_cli, wait_for
+from tests.support.workers import FLOWS, Worker
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 RELEASE = "release"
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def one_at_a_time(home: Path) -> Path:
     with (home / "settings.toml").open("a", encoding="utf-8") as settings:
         settings.write("[cluster]\nconcurrency = 1\n")
     return home
-
-
-@pytest.fixture
-def workers(one_at_a_time: Path) -> Iterator[list[Worker]]:
-    started: list[Worker] = []
-    yield started
-    for worker in started:
-        worker.close()
 
 
 def _start(home: Path, flow: Path) -> str:

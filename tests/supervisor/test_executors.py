@@ -11,12 +11,10 @@ import contextlib
 import itertools
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,52 +24,9 @@ import yaml
 
 from tests.support.flowkit import ledger
 from tests.support.helpers import ROOT, tether_cli, wait_for
+from tests.support.workers import FLOWS, Worker, worker_env
 
-FLOWS = "tests.support.flowkit:flows"
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
-
-
-def _env(home: Path) -> dict[str, str]:
-    return {
-        **os.environ, "TETHER_HOME": str(home), "TETHER_CLI_SERVER": "0",
-        "TETHER_STOP_GRACE_COOPERATIVE_S": "0.5", "TETHER_STOP_GRACE_INTERRUPT_S": "0.5",
-    }  # fmt: skip
-
-
-class Worker:
-    """A ``tether worker`` and the executor id it announced."""
-
-    def __init__(self, home: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "worker"],
-            env=_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True,
-        )  # fmt: skip
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        found = re.search(r"executor (\S+) runs", line)
-        assert found, line
-        self.executor_id = found.group(1)
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.proc.pid, signal.SIGKILL)  # the executor only: its workers live on (detached)
-        self.proc.wait(timeout=30)
-
-    def close(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
-@pytest.fixture
-def workers(home: Path) -> Iterator[list[Worker]]:
-    started: list[Worker] = []
-    yield started
-    for worker in started:
-        worker.close()
 
 
 def _segment_executor(home: Path, run_id: str) -> str | None:
@@ -223,7 +178,8 @@ def test_a_command_that_became_the_executor_hands_on_what_it_took_for_others(
     following = subprocess.Popen(
         [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "flow", "run", str(own),
          "--json"],
-        env=_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        env=worker_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
     )  # fmt: skip
     try:
         from tether.supervisor import durable
@@ -275,7 +231,8 @@ def test_a_command_following_a_run_nobody_executes_says_so_and_gets_it_executed(
     following = subprocess.Popen(
         [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "flow", "run",
          str(_flow(tmp_path, 3, 0.2, held_until="go")), "--json"],
-        env=_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        env=worker_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
     )  # fmt: skip
     try:
         from tether.runtime import Runtime
