@@ -117,7 +117,7 @@ def prepare(url: str, own: Names, concurrency: int) -> None:
     client = _client(url, own)
     try:
         queue = client.retrieve_queue(own.queue)
-        if queue is None or queue._worker_concurrency != concurrency:  # a home set another value
+        if queue is None or queue.worker_concurrency != concurrency:  # a home set another value
             client.register_queue(own.queue, polling_interval_sec=POLL_S, worker_concurrency=concurrency)
     finally:
         client.destroy()
