@@ -348,7 +348,8 @@ def check_skills(path: Path) -> Check:
 
 def check_mcp(path: Path) -> Check | None:
     """The MCP servers this home imports tools from (None when it configures none): the SDK, each
-    server's kept tool list and its secrets."""
+    server's kept tool list and its secrets. Every problem is named (one hid the others), the worst
+    decides the status."""
     from tether.errors import ConfigError
     from tether.toolkits.mcp import specs
     from tether.toolkits.mcp.servers import stored_secrets
@@ -362,17 +363,18 @@ def check_mcp(path: Path) -> Check | None:
     imported = sum(1 for plan in plans for tool in plan.tools if tool.spec is not None)
     detail = f"{len(plans)} servers, {imported} tools imported"
     missing = specs.sdk_problem(path)
-    if missing:
-        return Check(name="mcp", status=FAIL, detail=detail, fix=missing)
+    problems = [missing] if missing else []
     for plan in plans:
-        if plan.problem:
-            return Check(name="mcp", status=WARN, detail=detail, fix=f"{plan.server.name}: {plan.problem}")
+        problems += [f"{plan.server.name}: {plan.problem}"] if plan.problem else []
         stored = stored_secrets(plan.server)
-        for name, entry in plan.server.secret_names().items():
-            if stored[name] is None:
-                fix = f"{plan.server.name}: store its secret {name} in the keyring: `tether auth set {entry}`"
-                return Check(name="mcp", status=WARN, detail=detail, fix=fix)
-    return Check(name="mcp", status=OK, detail=detail)
+        problems += [
+            f"{plan.server.name}: store its secret {name} in the keyring: `tether auth set {entry}`"
+            for name, entry in plan.server.secret_names().items()
+            if stored[name] is None
+        ]
+    if not problems:
+        return Check(name="mcp", status=OK, detail=detail)
+    return Check(name="mcp", status=FAIL if missing else WARN, detail=detail, fix="; ".join(problems))
 
 
 def run_checks(home: str | None, registry_ref: str) -> list[Check]:

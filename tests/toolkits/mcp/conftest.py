@@ -14,6 +14,8 @@ from tests.support.helpers import FAST
 from tether.config import Settings
 from tether.execution.executor import Executor
 from tether.tasks.result import TaskResult, TaskStatus
+from tether.toolkits.mcp import cache
+from tether.toolkits.mcp.servers import load_servers
 from tether.toolkits.mcp.specs import registry
 
 SERVER = Path(__file__).with_name("notes_server.py")
@@ -64,6 +66,17 @@ def live_servers(log: Path) -> list[int]:
         except psutil.Error:
             continue
     return found
+
+
+def keep_listing(home: Path, server: str, *tools: dict[str, Any]) -> None:
+    """A kept tool list of ``server`` that is current (as a refresh would leave it), without starting
+    the server: ``tools`` as ``cache.tool_entry`` makes them, by default one ``whoami``."""
+    kept = load_servers(home)[server]
+    entries = tools or (cache.tool_entry("whoami", None, "", {"type": "object"}, {}),)
+    listing = cache.Listing(
+        server=server, fingerprint=kept.fingerprint(), listed_at=cache.now(), tools=entries
+    )
+    cache.write(home, listing)
 
 
 def refresh(executor: Executor, server: str = "notes") -> TaskResult:

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.helpers import ROOT, tether_cli
-from tests.toolkits.mcp.conftest import ran, server_entry
+from tests.toolkits.mcp.conftest import keep_listing, ran, server_entry
 from tether.execution.executor import Executor
+from tether.interfaces import doctor
 from tether.tasks.result import TaskStatus
 from tether.toolkits.mcp import specs
+from tether.toolkits.mcp.schema import SDK_MISSING
 
 
 def test_tools_are_listed_then_run_with_task_run_and_appear_in_job_list(home: Path, notes_log: Path) -> None:
@@ -122,6 +124,33 @@ def test_doctor_says_what_an_mcp_server_still_needs(home: Path, notes_log: Path)
     mcp = {check["check"]: check for check in json.loads(out)}["mcp"]
     assert mcp["status"] == "warn", mcp
     assert "vault: its tools were never listed: run `tether mcp tools vault --refresh`" in mcp["fix"]
+
+
+def test_doctor_names_every_servers_problem_not_only_the_first(
+    home: Path, notes_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: the mcp check stopped at the first problem it found, so a server whose tools were
+    never listed hid its own missing secret and another server's."""
+    (home / "settings.toml").write_text(
+        server_entry("fresh", notes_log, tools=["whoami"], secret_env=["FRESH_TOKEN"])
+        + server_entry("vault", notes_log, tools=["whoami"], secret_env=["NOTES_TOKEN"]),
+        encoding="utf-8",
+    )
+    keep_listing(home, "vault")
+    check = doctor.check_mcp(home)
+    assert check is not None
+    assert check.status == doctor.WARN
+    assert check.fix.split("; ") == [
+        "fresh: its tools were never listed: run `tether mcp tools fresh --refresh`",
+        "fresh: store its secret FRESH_TOKEN in the keyring: `tether auth set mcp.fresh.fresh_token`",
+        "vault: store its secret NOTES_TOKEN in the keyring: `tether auth set mcp.vault.notes_token`",
+    ]
+
+    monkeypatch.setitem(sys.modules, "mcp", None)  # the worst status wins; nothing else is hidden
+    worst = doctor.check_mcp(home)
+    assert worst is not None
+    assert worst.status == doctor.FAIL
+    assert worst.fix.split("; ") == [SDK_MISSING, *check.fix.split("; ")]
 
 
 def test_doctor_names_a_wrong_server_entry(home: Path) -> None:
