@@ -10,13 +10,16 @@ the worker of every call of an imported tool. No other command, and no other wor
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from tether.interfaces.base import JsonFlag, guarded, open_executor
-from tether.interfaces.render import err, out, print_result
+from tether.interfaces.render import err, out, print_result, visible
+
+if TYPE_CHECKING:
+    from tether.tasks.result import TaskResult
 
 mcp_app = typer.Typer(
     help="Serve this home's tasks to MCP clients, and import tools from other MCP servers.",
@@ -114,16 +117,18 @@ def mcp_tools(
                 raise ConfigError(f"no [[mcp.servers]] entry is named {server!r}; configured: {known}")
             chosen = [servers[server]] if server is not None else list(servers.values())
             code = 0
+            refreshed: dict[str, TaskResult] = {}
             if refresh:
                 for each in chosen:
                     result = executor.execute_sync("mcp.refresh", {"server": each.name}, caller=CLI)
+                    refreshed[each.name] = result
                     if result.status.value != "completed":
                         code = 1
                         if not as_json:
                             print_result(result, err)
             plans = [specs.server_plan(executor.home, each) for each in chosen]  # after the refresh
             missing_sdk = specs.sdk_problem(executor.home)
-        documents = [_plan_document(plan) for plan in plans]
+        documents = [_plan_document(plan, refreshed.get(plan.server.name)) for plan in plans]
         if as_json:
             print(json.dumps({"servers": documents, "sdk_problem": missing_sdk}, ensure_ascii=False))
         else:
@@ -133,7 +138,9 @@ def mcp_tools(
     guarded(as_json, body)
 
 
-def _plan_document(plan: Any) -> dict[str, Any]:
+def _plan_document(plan: Any, refreshed: TaskResult | None) -> dict[str, Any]:
+    """One server as ``--json`` gives it; ``refresh`` is how its refresh ended (None when not asked):
+    a failed one leaves the list kept before, which a script must be able to tell."""
     from tether.toolkits.mcp.servers import stored_secrets
 
     stored = stored_secrets(plan.server)
@@ -141,6 +148,14 @@ def _plan_document(plan: Any) -> dict[str, Any]:
         name: {"keyring": entry, "stored": stored[name] is not None}
         for name, entry in plan.server.secret_names().items()
     }
+    outcome = None
+    if refreshed is not None:
+        outcome = {
+            "status": refreshed.status.value,
+            # What the server wrote to its standard error may be in it: shown, never acted on.
+            "message": visible(refreshed.message),
+            "execution_id": refreshed.execution_id,
+        }
     listing = plan.listing
     return {
         "server": plan.server.name,
@@ -148,6 +163,7 @@ def _plan_document(plan: Any) -> dict[str, Any]:
         "listed_at": listing.listed_at if listing is not None else None,
         "problem": plan.problem or None,
         "secrets": secrets,
+        "refresh": outcome,
         "tools": [
             {
                 "name": tool.name,

@@ -53,6 +53,26 @@ def test_tools_are_listed_then_run_with_task_run_and_appear_in_job_list(home: Pa
     assert code == 2 and "allowed: short, full" in out  # refused, and the allowed values said
 
 
+def test_a_refresh_that_failed_is_said_in_its_servers_json(home: Path, notes_log: Path) -> None:
+    """Review: `tether mcp tools --refresh --json` said nothing of a refresh that failed (only the exit
+    code did), so a script could not tell which server's list is still the old one, or why."""
+    gone = '[[mcp.servers]]\nname = "gone"\ncommand = "/nonexistent/mcp-server"\ntools = ["*"]\n'
+    (home / "settings.toml").write_text(server_entry("notes", notes_log) + gone, encoding="utf-8")
+    code, out, err = tether_cli("mcp", "tools", "--json", home=home)
+    assert code == 0, err
+    assert [server["refresh"] for server in json.loads(out)["servers"]] == [None, None]  # none was asked
+
+    code, out, err = tether_cli("mcp", "tools", "--refresh", "--json", home=home)
+    assert code == 1, err
+    servers = {server["server"]: server for server in json.loads(out)["servers"]}
+    assert servers["notes"]["refresh"]["status"] == "completed"
+    failed = servers["gone"]["refresh"]
+    assert failed["status"] == "failed" and "cannot start the MCP server 'gone'" in failed["message"], failed
+    code, job, _ = tether_cli("job", "status", failed["execution_id"], "--json", home=home)
+    assert code == 0 and json.loads(job)["task_id"] == "mcp.refresh", job
+    assert servers["gone"]["problem"].startswith("its tools were never listed")
+
+
 def test_tool_names_outside_the_mcp_rule_are_left_out_and_printed_harmlessly(
     home: Path, notes_log: Path
 ) -> None:
