@@ -33,13 +33,42 @@ def test_keyring_first_then_environment(monkeypatch: pytest.MonkeyPatch) -> None
     assert credentials.delete_key("openai") and not credentials.delete_key("openai")
 
 
-def test_a_key_a_worker_reads_is_found_in_the_keyring_only(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_secret_a_worker_reads_is_the_keyrings_else_its_own_variable_never_the_models(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("TETHER_API_KEY", "the-models-key")
+    assert credentials.secret_key("mcp.vault.token") is None  # the model's key is no server's secret
     monkeypatch.setenv("TETHER_API_KEY_MCP_VAULT_TOKEN", "a-variables-key")
-    assert credentials.keyring_key("mcp.vault.token") is None  # no variable reaches a worker
+    assert credentials.secret_key("mcp.vault.token") == "a-variables-key"
     credentials.set_key("mcp.vault.token", SECRET)
-    assert credentials.keyring_key("mcp.vault.token") == SECRET
+    assert credentials.secret_key("mcp.vault.token") == SECRET
     assert credentials.scrub(f"said {SECRET}") == "said ***"
+
+
+def test_a_worker_is_handed_exactly_the_variables_its_task_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_API_KEY", "the-models-key")
+    monkeypatch.setenv("TETHER_API_KEY_OPENAI", "the-providers-key")
+    monkeypatch.setenv("TETHER_API_KEY_MCP_GIT_TOKEN", "git-token-1")
+    monkeypatch.setenv("TETHER_API_KEY_MCP_GIT_HUB_TOKEN", "git-hub-token-2")
+    assert credentials.handed_for(["mcp.git.token"]) == {"TETHER_API_KEY_MCP_GIT_TOKEN": "git-token-1"}
+    assert credentials.handed_for(["mcp.git.missing", "mcp.git_hub.token"]) == {
+        "TETHER_API_KEY_MCP_GIT_HUB_TOKEN": "git-hub-token-2"
+    }
+    assert credentials.handed_for(["mcp.*"]) == {
+        "TETHER_API_KEY_MCP_GIT_TOKEN": "git-token-1",
+        "TETHER_API_KEY_MCP_GIT_HUB_TOKEN": "git-hub-token-2",
+    }
+    assert credentials.handed_for([]) == {}
+
+
+def test_a_worker_keeps_only_key_variables_it_was_handed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(credentials, "_HANDED", {})
+    credentials.accept_handed(
+        {"TETHER_API_KEY_MCP_X_TOKEN": "handed-secret-9", "PATH": "/evil", "TETHER_API_KEY": "model", "N": 3}
+    )
+    assert credentials._HANDED == {"TETHER_API_KEY_MCP_X_TOKEN": "handed-secret-9"}
+    assert credentials.secret_key("mcp.x.token") == "handed-secret-9"
+    assert credentials.scrub("a handed-secret-9 b") == "a *** b"
 
 
 def test_bad_provider_names_are_refused() -> None:

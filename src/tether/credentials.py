@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tether.errors import CredentialError
@@ -109,11 +110,17 @@ def _read_handed(fd: int) -> None:
 def handing_pipe() -> int | None:
     """The read end of a pipe that holds this process's handed keys, for one tether process it starts
     (pass it with ``pass_fds`` and name it in ``KEYS_FD_ENV``); None when there is nothing to hand."""
+    return keys_pipe(_HANDED)
+
+
+def keys_pipe(keys: Mapping[str, str] | None) -> int | None:
+    """The read end of a pipe holding ``keys`` (variable → value) for one process this one starts; None
+    when there is nothing to hand, or too much for the pipe's buffer."""
     import json
 
-    if not _HANDED:
+    if not keys:
         return None
-    data = json.dumps(_HANDED).encode()
+    data = json.dumps(dict(keys)).encode()
     if len(data) > KEYS_LIMIT:
         return None
     read_end, write_end = os.pipe()
@@ -159,16 +166,50 @@ def get_key(provider: str) -> str | None:
     return key or None
 
 
-def keyring_key(provider: str) -> str | None:
-    """The key the OS keyring holds for ``provider``, never a variable's: for a key that a worker reads
-    (an MCP server's secret). A worker inherits none of its starter's keys (its environment is an
-    allowlist, and a command takes ``TETHER_API_KEY_*`` out of its own at start-up), so a key found in a
-    variable would look stored to the command and be missing in the worker."""
-    _check(provider)
-    key = _keyring_get(provider) or None
+def secret_key(entry: str) -> str | None:
+    """The secret a worker reads for ``entry`` (an MCP server's, ``mcp.<server>.<name>``): the OS
+    keyring's, else the value of the entry's own variable (``TETHER_API_KEY_MCP_…``) that this process
+    holds. A worker inherits none of its starter's keys (its environment is an allowlist); its starter
+    hands it exactly the variables its task names in ``TaskSpec.secrets`` (``handed_for``). The generic
+    ``TETHER_API_KEY`` is the model's and never counts here."""
+    _check(entry)
+    key = _keyring_get(entry) or _from_env(env_names(entry)[0]) or None
     if key and len(key) >= 8:
         _SEEN.add(key)
     return key
+
+
+def handed_for(entries: Iterable[str]) -> dict[str, str]:
+    """The variables of this process's handed keys that ``entries`` name, for the worker of one task
+    (``TaskSpec.secrets``): an entry names its own variable (``env_names(entry)[0]``), or ends in ``.*``
+    to name every variable of that namespace (``mcp.*``: every MCP server's secret). Never the generic
+    ``TETHER_API_KEY``, which is the model's."""
+    handed = {**{name: value for name, value in os.environ.items() if _is_key_name(name)}, **_HANDED}
+    chosen: dict[str, str] = {}
+    for entry in entries:
+        if entry.endswith(".*"):
+            prefix = env_names(entry[:-2])[0] + "_"
+            chosen.update({name: value for name, value in handed.items() if name.startswith(prefix)})
+        elif value := handed.get(env_names(entry)[0]):
+            chosen[env_names(entry)[0]] = value
+    chosen.pop(KEY_ENV, None)
+    return {name: value for name, value in chosen.items() if value}
+
+
+def accept_handed(keys: Mapping[str, object]) -> None:
+    """Keep the keys a starter handed this worker (``handed_for``), for ``secret_key``; anything that
+    is not a ``TETHER_API_KEY_*`` name with a text value is left out."""
+    for name, value in keys.items():
+        if (
+            isinstance(name, str)
+            and name != KEY_ENV
+            and _is_key_name(name)
+            and isinstance(value, str)
+            and value
+        ):
+            _HANDED[name] = value
+            if len(value) >= 8:
+                _SEEN.add(value)
 
 
 def scrub(text: str) -> str:

@@ -29,6 +29,9 @@ def test_defaults_lock_automation_and_expose_nothing() -> None:
         ({"timeout_s": 0}, "positive"),
         ({"resources": ("bad name!",)}, "not a valid"),
         ({"params": dict}, "BaseModel"),
+        ({"secrets": ("openai",)}, "credential entry"),  # a model's key is never a task's secret
+        ({"secrets": ("mcp.*.x",)}, "credential entry"),
+        ({"secrets": ("TETHER_API_KEY",)}, "credential entry"),
     ],
 )
 def test_bad_specs_are_refused_at_registration(overrides: dict[str, object], match: str) -> None:

@@ -19,7 +19,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -53,13 +53,16 @@ class Children:
         with contextlib.suppress(BlockingIOError):
             os.read(self.wake_r, 4096)
 
-    def fork_worker(self, exec_dir: Path, keep_closed: Iterable[int] = ()) -> int:
+    def fork_worker(
+        self, exec_dir: Path, keep_closed: Iterable[int] = (), keys: Mapping[str, object] | None = None
+    ) -> int:
         """Fork the worker of ``exec_dir``; its pid. ``keep_closed``: more descriptors the child must
-        not hold (other clients' connections). ``OSError`` when the fork fails."""
+        not hold (other clients' connections). ``keys``: the secrets its starter hands it
+        (``credentials.accept_handed``). ``OSError`` when the fork fails."""
         closing = [*self.fds, *keep_closed]
         pid = os.fork()
         if pid == 0:
-            _worker_child(exec_dir, closing)
+            _worker_child(exec_dir, closing, keys or {})
         self.workers[pid] = exec_dir
         return pid
 
@@ -105,10 +108,13 @@ def take_stdio(fds: Sequence[int]) -> None:
         os.close(fd)
 
 
-def _worker_child(exec_dir: Path, keep_closed: list[int]) -> NoReturn:
+def _worker_child(exec_dir: Path, keep_closed: list[int], keys: Mapping[str, object]) -> NoReturn:
     """Runs in the forked child; never returns."""
 
     def run() -> int:
+        from tether import credentials
+
+        credentials.accept_handed(keys)
         os.setsid()
         leave_server(keep_closed, default=(signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE))
         signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -8,7 +8,8 @@ registry names in ``preload``, which the server imports itself in its idle pause
 ``_warm``): children forked afterwards start with them loaded.
 
 Protocol on stdin/stdout, one JSON document per line each way (so any path, newlines included, fits
-in one line): ``{"id": n, "spawn": dir}`` → ``{"id": n, "pid": pid}`` or ``{"id": n, "error": why}``.
+in one line): ``{"id": n, "spawn": dir[, "keys": {variable: secret}]}`` → ``{"id": n, "pid": pid}`` or
+``{"id": n, "error": why}``.
 The id is echoed, so an answer is never taken for another request's. The server reaps its children
 and records each exit code in the child's result file; forking.py does both, for the CLI server too.
 It exits when its stdin closes (its parent is gone); running workers go on and watch their starter
@@ -109,11 +110,14 @@ def serve(registry_ref: str) -> int:
         try:
             request = json.loads(line)
             ident, exec_dir = request["id"], Path(request["spawn"])
-        except (ValueError, KeyError, TypeError):
-            _answer(out, None, error=f"unknown request {line[:200]!r}")
+            keys = request.get("keys") or {}  # the secrets its task names, for this worker alone
+            if not isinstance(keys, dict):
+                raise TypeError("keys")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            _answer(out, None, error=f"unknown request of {len(line)} bytes")  # it may hold secrets
             continue
         try:
-            pid = children.fork_worker(exec_dir)  # fds 0-2 are replaced in the child
+            pid = children.fork_worker(exec_dir, keys=keys)  # fds 0-2 are replaced in the child
         except OSError as exc:
             _answer(out, ident, error=f"fork failed: {exc}")
             continue

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tether.telemetry as telemetry
+from tether import credentials
 from tether.config import Settings, setting_variables
 from tether.errors import ConfigError, JobError, StoreError
 from tether.execution import faults, process
@@ -208,7 +209,8 @@ class Launch:
     async def _spawn(self, paths: ExecutionPaths) -> process.ProcessRef | TaskResult:
         """Start the worker: its identity, or the failed run when none could be started."""
         faults.point("executor.before_spawn")
-        spawning = asyncio.ensure_future(asyncio.to_thread(self.spawner().spawn, paths))
+        keys = credentials.handed_for(self.spec.secrets) if self.spec.secrets else None
+        spawning = asyncio.ensure_future(asyncio.to_thread(self.spawner().spawn, paths, keys))
         try:
             return await asyncio.shield(spawning)
         except asyncio.CancelledError:

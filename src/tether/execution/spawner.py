@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Protocol
 
+from tether.credentials import KEYS_FD_ENV, keys_pipe
 from tether.errors import JobError
 from tether.execution import faults, process
 from tether.execution.environment import worker_env
@@ -26,8 +27,13 @@ from tether.execution.protocol import ExecutionPaths, write_exit
 FORKSERVER_START_TIMEOUT_S = 30.0
 
 
+# What a spawner hands one worker besides its request: the secrets its task names (``TaskSpec.secrets``),
+# variable → value, through a pipe or the spawner's own channel, never a file or an environment.
+Keys = Mapping[str, str]
+
+
 class Spawner(Protocol):
-    def spawn(self, paths: ExecutionPaths) -> ProcessRef: ...
+    def spawn(self, paths: ExecutionPaths, keys: Keys | None = None) -> ProcessRef: ...
 
     def reap(self) -> None: ...
 
@@ -53,23 +59,31 @@ class SubprocessSpawner:
         self._children = _UNREAPED
         self._env = dict(worker_env() if env is None else env)
 
-    def spawn(self, paths: ExecutionPaths) -> ProcessRef:
+    def spawn(self, paths: ExecutionPaths, keys: Keys | None = None) -> ProcessRef:
         faults.point("spawner.before_spawn")
+        env, pipe = self._env, keys_pipe(keys)
+        if pipe is not None:
+            env = {**env, KEYS_FD_ENV: str(pipe)}
         with os.fdopen(os.open(paths.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
             kwargs: dict[str, object] = {}
             if sys.platform == "win32":
                 kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
             else:
                 kwargs["start_new_session"] = True
-            child = subprocess.Popen(
-                process.worker_command(paths.dir),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                close_fds=True,
-                env=self._env,
-                **kwargs,  # type: ignore[arg-type]
-            )
+            try:
+                child = subprocess.Popen(
+                    process.worker_command(paths.dir),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    close_fds=True,
+                    pass_fds=() if pipe is None else (pipe,),
+                    env=env,
+                    **kwargs,  # type: ignore[arg-type]
+                )
+            finally:
+                if pipe is not None:
+                    os.close(pipe)
         self._children[paths.dir] = child
         return _identity(child.pid)
 
@@ -151,7 +165,7 @@ class ForkServerSpawner:
             if answer.get("id") is None:
                 raise JobError(f"the fork server could not read a request: {answer.get('error')!r}")
 
-    def spawn(self, paths: ExecutionPaths) -> ProcessRef:
+    def spawn(self, paths: ExecutionPaths, keys: Keys | None = None) -> ProcessRef:
         faults.point("spawner.before_spawn")
         with self._lock:
             for attempt in (1, 2):
@@ -165,7 +179,9 @@ class ForkServerSpawner:
                             raise JobError(f"the fork server failed to start ({line!r}); see {self.log_path}")
                         self._ready = True
                     self._sent += 1
-                    request = {"id": self._sent, "spawn": str(paths.dir)}
+                    request: dict[str, object] = {"id": self._sent, "spawn": str(paths.dir)}
+                    if keys:
+                        request["keys"] = dict(keys)  # over the server's stdin pipe, never a file
                     server.stdin.write(json.dumps(request).encode() + b"\n")
                     server.stdin.flush()
                     answer = self._answer_to(server.stdout, self._sent)
@@ -224,7 +240,7 @@ class ZygoteSpawner:
     def __init__(self, socket_path: str) -> None:
         self.socket_path = socket_path
 
-    def spawn(self, paths: ExecutionPaths) -> ProcessRef:
+    def spawn(self, paths: ExecutionPaths, keys: Keys | None = None) -> ProcessRef:
         import marshal
         import socket
 
@@ -233,7 +249,10 @@ class ZygoteSpawner:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
                 conn.settimeout(FORKSERVER_START_TIMEOUT_S)
                 conn.connect(self.socket_path)
-                body = marshal.dumps({"spawn": str(paths.dir)})
+                message: dict[str, object] = {"spawn": str(paths.dir)}
+                if keys:
+                    message["keys"] = dict(keys)  # over the server's own-user socket, never a file
+                body = marshal.dumps(message)
                 conn.sendall(len(body).to_bytes(4, "big") + body)
                 replies = conn.makefile("rb")
                 size = int.from_bytes(replies.read(4), "big")

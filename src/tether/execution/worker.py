@@ -489,6 +489,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m tether.execution.worker <execution dir>", file=sys.stderr)
         return 2
+    if argv is None:  # a fresh interpreter: its starter may hand it secrets through a pipe
+        from tether import credentials
+
+        credentials.adopt_environment()
     paths = ExecutionPaths(Path(args[0]))
     try:
         request = read_request(paths)

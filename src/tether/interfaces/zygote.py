@@ -9,8 +9,9 @@ interpreter, then for each request:
   runs the command exactly as a fresh ``tether`` process would (a terminal stays a terminal). The child
   watches the client: if the client dies, the child dies with it, as the command itself would have.
   When the child ends, the server sends its exit status, which the client mirrors.
-- ``{"spawn": execution_dir}`` from one of those commands: it forks a worker for it, reaps it and
-  records its exit code, exactly as the fork server does (both use ``tether.execution.forking``).
+- ``{"spawn": execution_dir[, "keys": {variable: secret}]}`` from one of those commands: it forks a
+  worker for it (handed the secrets its task names), reaps it and records its exit code, exactly as the
+  fork server does (both use ``tether.execution.forking``).
 
 It serves only its own user (peer credentials are checked), lives in a 0700 folder, refuses to serve
 once any module it loaded changed on disk (it lets running commands finish, then exits; the next
@@ -262,7 +263,8 @@ class Server:
                 _send(conn, {"error": f"{exec_dir} is not an execution folder with a request"})
                 conn.close()
                 return
-            self._spawn_worker(conn, exec_dir)
+            keys = message.get("keys") or {}  # the secrets its task names, for this worker alone
+            self._spawn_worker(conn, exec_dir, keys if isinstance(keys, dict) else {})
         elif "run" in message and len(fds) == 4:  # stdin, stdout, stderr and the client's lifeline
             if message.get("identity") != self.identity or _stale(self.files):
                 _send(conn, {"stale": True})
@@ -288,8 +290,8 @@ class Server:
         fds += [conn.fileno() for conn in self.commands.values()]
         return fds
 
-    def _spawn_worker(self, conn: socket.socket, exec_dir: Path) -> None:
-        pid = self.children.fork_worker(exec_dir, [*self._inherited(), conn.fileno()])
+    def _spawn_worker(self, conn: socket.socket, exec_dir: Path, keys: dict[str, object]) -> None:
+        pid = self.children.fork_worker(exec_dir, [*self._inherited(), conn.fileno()], keys)
         with contextlib.suppress(OSError):
             _send(conn, {"pid": pid})
         conn.close()

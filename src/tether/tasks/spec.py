@@ -29,6 +29,9 @@ from tether.tasks.grants import JOBS_STATUS, JOBS_STOP, REMEMBER, Grants, allowe
 
 TASK_ID_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# A secret's credential entry, always in a namespace (a model provider's key is one bare word: never
+# handed), or a whole namespace.
+SECRET_ENTRY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}\.(?:[a-z0-9_.-]{1,96}|\*)$")
 MODULE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 OBJECT_PATH_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -101,6 +104,10 @@ class TaskSpec:
     # a request file records the worker's environment). ``mcp.refresh``, and an imported MCP tool whose
     # server has secrets, name what reaches the OS keyring, which other workers never get.
     env: tuple[str, ...] = ()
+    # Secrets its worker is handed by whoever starts it, from that process's own variables (a machine
+    # with no OS keyring keeps an MCP server's secret in ``TETHER_API_KEY_MCP_…``): credential entries
+    # (``mcp.vault.token``), or a namespace (``mcp.*``). Never the model's key; other workers get none.
+    secrets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Accept lists and sets from callers, store immutable, ordered values.
@@ -114,6 +121,7 @@ class TaskSpec:
         object.__setattr__(self, "reads", tuple(self.reads))
         object.__setattr__(self, "writes", tuple(self.writes))
         object.__setattr__(self, "env", tuple(self.env))
+        object.__setattr__(self, "secrets", tuple(self.secrets))
         where = f"task {self.task_id!r}"
         if not TASK_ID_RE.match(self.task_id):
             raise RegistryError(f"{where}: ids are dotted lowercase names like 'demo.farm_instance'")
@@ -141,6 +149,12 @@ class TaskSpec:
         for name in self.env:
             if not ENV_NAME_RE.match(name):
                 raise RegistryError(f"{where}: env: {name!r} is not an environment variable name")
+        for entry in self.secrets:
+            if not SECRET_ENTRY_RE.match(entry):
+                raise RegistryError(
+                    f"{where}: secrets: {entry!r} is not a credential entry ('mcp.vault.token') "
+                    "or a namespace ('mcp.*')"
+                )
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise RegistryError(f"{where}: timeout_s must be positive")
         if self.isolation is Isolation.INLINE and (

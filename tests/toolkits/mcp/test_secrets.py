@@ -43,7 +43,7 @@ def test_a_secret_reaches_its_server_and_nowhere_else(
     executor = make_executor(registry, settings=KEYRING_SETTINGS)
     missing = executor.execute_sync("mcp.refresh", {"server": "vault"}, caller="cli")
     assert missing.status is TaskStatus.FAILED  # listing needs the secret too; it is not stored yet
-    assert "NOTES_TOKEN (`tether auth set mcp.vault.notes_token`)" in missing.message
+    assert "not stored: NOTES_TOKEN (`tether auth set mcp.vault.notes_token`)" in missing.message
     assert not notes_log.exists()  # so nothing was started
 
     credentials.set_key("mcp.vault.notes_token", TOKEN)
@@ -82,7 +82,8 @@ def test_the_doctor_the_tools_list_and_the_worker_agree_on_whether_a_secret_is_s
     where: str, home: Path, notes_log: Path, make_executor: Callable[..., Executor], monkeypatch: MonkeyPatch
 ) -> None:
     """Review: the doctor and `tether mcp tools` counted a secret found in any variable as stored,
-    while the worker that needs it (whose environment is allowlisted) could not find it."""
+    while the worker that needs it (whose environment is allowlisted) could not find it. Now the
+    secret's own variable is handed to that worker, and the model's key is no server's secret."""
     (home / "settings.toml").write_text(
         server_entry("vault", notes_log, tools=["whoami"], secret_env=["NOTES_TOKEN"])
         + '[execution]\nworker_env = ["TETHER_TEST_KEYRING"]\n',
@@ -108,4 +109,50 @@ def test_the_doctor_the_tools_list_and_the_worker_agree_on_whether_a_secret_is_s
     worker_found = called.status is TaskStatus.COMPLETED
     assert worker_found or "needs secrets that are not stored" in called.message, called
     assert doctor_says == listing_says == worker_found, (doctor_says, listing_says, called.message)
-    assert worker_found == (where == "keyring")
+    assert worker_found == (where != "the model's variable")
+
+
+NO_KEYRING = {"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
+
+
+@pytest.mark.parametrize("spawner", ["fork server", "fresh interpreter", "CLI server"])
+def test_a_machine_without_a_keyring_hands_a_secrets_variable_to_its_servers_worker_alone(
+    spawner: str,
+    home: Path,
+    notes_log: Path,
+    make_executor: Callable[..., Executor],
+    monkeypatch: MonkeyPatch,
+) -> None:
+    """A headless host (a `tether worker` service) has no OS keyring: `tether auth set` tells a person to
+    set TETHER_API_KEY_MCP_… instead, which no worker ever received. Now the process that starts a
+    call's worker hands it that one variable, through the spawner's own channel: whichever spawner."""
+    (home / "settings.toml").write_text(
+        server_entry("vault", notes_log, tools=["whoami"], secret_env=["NOTES_TOKEN"])
+        + server_entry("notes", notes_log, tools=["whoami"]),
+        encoding="utf-8",
+    )
+    variable = credentials.env_names("mcp.vault.notes_token")[0]
+    for name, value in {**NO_KEYRING, variable: TOKEN, "TETHER_API_KEY": "the-models-key-7"}.items():
+        monkeypatch.setenv(name, value)
+    if spawner == "CLI server":
+        for server in ("vault", "notes"):
+            code, out, err = tether_cli("mcp", "tools", server, "--refresh", home=home)
+            assert code == 0, (out, err)
+        code, out, err = tether_cli("task", "run", "mcp.vault.whoami", "--json", home=home)
+        assert code == 0, (out, err)
+        mine = json.loads(out)["data"]["structured"]
+        code, out, err = tether_cli("task", "run", "mcp.notes.whoami", "--json", home=home)
+        assert code == 0, (out, err)
+        theirs = json.loads(out)["data"]["structured"]
+    else:
+        settings = KEYRING_SETTINGS.model_copy(update={"forkserver": spawner == "fork server"})
+        executor = make_executor(registry, settings=settings)
+        refresh(executor, "vault")
+        refresh(executor, "notes")
+        mine = executor.execute_sync("mcp.vault.whoami", {}, caller="cli").data["structured"]
+        theirs = executor.execute_sync("mcp.notes.whoami", {}, caller="cli").data["structured"]
+    assert mine["token_sha256"] == hashlib.sha256(TOKEN.encode()).hexdigest()
+    assert set(mine["env"]) <= BASICS | {"NOTES_LOG", "NOTES_TOKEN"}, mine["env"]
+    assert theirs["token_sha256"] is None  # another server's worker was handed nothing
+    for path in [p for p in home.rglob("*") if p.is_file()]:
+        assert TOKEN.encode() not in path.read_bytes(), f"the secret was written to {path}"

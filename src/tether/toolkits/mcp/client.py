@@ -27,15 +27,16 @@ STDERR_TAIL_CHARS = 1500
 
 
 def secrets_of(server: McpServer) -> dict[str, str]:
-    """Each secret of ``server`` (variable or header → value) from the keyring; ``TaskFailed`` naming
-    every missing one and the command that stores it."""
+    """Each secret of ``server`` (variable or header → value) from the keyring, or handed to this worker
+    by its starter from the secret's own variable; ``TaskFailed`` naming every missing one and the
+    command that stores it."""
     stored = stored_secrets(server)
     missing = [name for name, value in stored.items() if value is None]
     if missing:
         entries = server.secret_names()
         said = ", ".join(f"{name} (`tether auth set {entries[name]}`)" for name in missing)
         raise TaskFailed(
-            f"the MCP server {server.name!r} needs secrets that are not stored in the keyring: {said}",
+            f"the MCP server {server.name!r} needs secrets that are not stored: {said}",
             missing=missing,
         )
     return {name: value for name, value in stored.items() if value is not None}

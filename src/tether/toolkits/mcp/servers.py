@@ -3,7 +3,9 @@
 A server is either a ``command`` started over stdio in the worker of each call (and ended with it), or
 a ``url`` spoken to over streamable HTTP. Secrets are only ever named here: ``secret_env`` (a command's
 environment variables) and ``secret_headers`` (a URL's request headers) are read from the OS keyring,
-each under ``mcp.<server>.<name in lowercase>`` (``tether auth set mcp.github.github_token``).
+each under ``mcp.<server>.<name in lowercase>`` (``tether auth set mcp.github.github_token``), or, on a
+machine without one, from that entry's own variable (``TETHER_API_KEY_MCP_GITHUB_GITHUB_TOKEN``) in the
+environment of the process that starts the call's worker.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tether.config import SETTINGS_FILE, EnvName, McpSettings, PositiveSeconds
-from tether.credentials import keyring_key
+from tether.credentials import secret_key
 from tether.errors import ConfigError
 
 # One segment of its tasks' ids (mcp.<name>.<tool>): short, so that a tool's function name for a model
@@ -97,9 +99,11 @@ def secret_entry(server: str, name: str) -> str:
 def stored_secrets(server: McpServer) -> dict[str, str | None]:
     """Each secret of ``server`` (variable or header → its value; None when it is not stored): the one
     answer to "is it stored" that its worker (``client.secrets_of``), ``tether mcp tools`` and the
-    doctor share. Only the keyring counts (``credentials.keyring_key``): a variable never reaches the
-    worker that needs it."""
-    return {name: keyring_key(entry) for name, entry in server.secret_names().items()}
+    doctor share. The keyring counts, and so does the secret's own variable
+    (``TETHER_API_KEY_MCP_<SERVER>_<NAME>``) in the environment of the process that starts the call's
+    worker, which hands it to that worker alone (``TaskSpec.secrets``); the model's ``TETHER_API_KEY``
+    never does."""
+    return {name: secret_key(entry) for name, entry in server.secret_names().items()}
 
 
 def load_servers(home: Path, environ: dict[str, str] | None = None) -> dict[str, McpServer]:

@@ -182,6 +182,7 @@ def _tool(server: McpServer, entry: dict[str, object], *, shared: bool) -> Tool:
         timeout_s=server.timeout_s + TIMEOUT_GRACE_S,
         available=AVAILABLE,
         env=KEYRING_ENV if server.secret_names() else (),
+        secrets=tuple(server.secret_names().values()),
     )
     return Tool(
         server=server.name, name=name, task_id=task_id, description=description, danger=danger,
@@ -225,6 +226,7 @@ def add_tasks(registry: Registry) -> None:
             idempotent=True,
             available=AVAILABLE,
             env=KEYRING_ENV,
+            secrets=("mcp.*",),  # any configured server's, as it reaches the keyring
         )
     )
 
