@@ -44,6 +44,7 @@ from tether import __version__
 from tether.agent.texts import call_described
 from tether.errors import ToolError
 from tether.execution.protocol import last_progress
+from tether.interfaces.base import DEFAULT_REGISTRY
 from tether.tasks.callers import MCP
 from tether.tasks.grants import Grants
 from tether.tasks.result import TaskResult, TaskStatus
@@ -371,8 +372,7 @@ class Bridge:
         return f"{call}只执行这一次调用吗？" if self.zh else f"{call} Run exactly this call, once?"
 
     def _no_elicitation(self, name: str, refused: TaskResult) -> str:
-        clean = json.dumps(refused.data.get("params") or {}, ensure_ascii=False)
-        command = f"tether task run {name} --params {shlex.quote(clean)} --confirm"
+        command = self.confirm_command(name, refused.data.get("params") or {})
         if self.zh:
             return (
                 f"{name} 需要你确认这次调用，但这个 MCP 客户端不支持 elicitation（无法向你提问）：没有执行。"
@@ -382,6 +382,17 @@ class Bridge:
             f"{name} needs the person's confirmation of this exact call, and this MCP client cannot ask "
             f"(it declared no elicitation capability): nothing ran. To run it, type it yourself: {command}"
         )
+
+    def confirm_command(self, name: str, params: dict[str, Any]) -> str:
+        """The command that runs this call in a terminal, confirmed: with this server's home and
+        registry, which a person's shell may not have (a client starts ``tether --home H mcp serve``;
+        without them the command would reach another home, where the same task may exist)."""
+        words = ["tether", "--home", str(self.executor.home)]
+        ref = self.executor.registry.ref
+        if ref is not None and ref != DEFAULT_REGISTRY:
+            words += ["--registry", ref]
+        words += ["task", "run", name, "--params", json.dumps(params, ensure_ascii=False), "--confirm"]
+        return shlex.join(words)
 
 
 def can_elicit(ctx: ServerRequestContext[Any]) -> bool:

@@ -4,6 +4,7 @@ every other command's start path; what a listed tool claims about itself."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shlex
 import subprocess
 import sys
@@ -14,9 +15,10 @@ from pydantic import BaseModel
 from tests.interfaces.mcp.peers import DEMO, in_memory, text
 from tests.support.helpers import FAST, ROOT, tether_cli
 from tether.execution.executor import Executor
-from tether.interfaces.mcp_server import describe, progress_point, tool_annotations
+from tether.interfaces.mcp_server import Bridge, describe, progress_point, tool_annotations
 from tether.tasks.spec import Danger, TaskSpec
 from tether.toolkits.demo.registry import registry as demo
+from tether.toolkits.standard import registry as standard
 
 
 def test_the_mcp_sdk_is_imported_by_no_other_command() -> None:
@@ -61,23 +63,38 @@ def test_a_tool_claims_only_what_its_spec_says() -> None:
     assert "Unavailable in this home: no key" in describe(spec("web.fetch"), "no key")
 
 
-def test_the_refusal_gives_a_command_that_runs_the_call(home: Path) -> None:
-    """A client that cannot ask is given the command the README shows, and that command does it."""
+def test_the_refusal_gives_a_command_that_runs_the_call_in_the_servers_home(
+    home: Path, tmp_path: Path
+) -> None:
+    """A client that cannot ask is given the command the README shows, and that command does it, as
+    pasted into a shell whose TETHER_HOME is another home: a client starts `tether --home H mcp serve`,
+    and a command without that home ran the call, if at all, in the wrong home (audit)."""
 
     async def session() -> str:
-        with Executor(demo, home=home, settings=FAST) as executor:
+        with Executor(standard, home=home, settings=FAST) as executor:
             async with in_memory(executor, "auto", None) as client:
                 await client.call_tool("demo.start_game", {})
                 return text(await client.call_tool("demo.salvage_relics", {"rarity": 3}))
 
     said = asyncio.run(session())
-    command = said[said.index("tether task run") :]
+    command = said[said.index("tether --home") :]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     mcp = readme[readme.index("## MCP") : readme.index("## Documents, research")]
-    assert f"`{command}`" in mcp
-    code, out, err = tether_cli("--registry", DEMO, *shlex.split(command)[1:], home=home)
+    assert f"`{command.replace(shlex.quote(str(home)), '~/.tether')}`" in mcp
+    elsewhere = tmp_path / "another-home"
+    code, out, err = tether_cli(*shlex.split(command)[1:], home=elsewhere)
     assert code == 0, out + err
     assert "salvaged" in out
+    assert not (elsewhere / "tether.db").exists()
+
+
+def test_the_refusal_names_the_servers_registry_unless_it_is_the_default(home: Path) -> None:
+    with Executor(demo, home=home, settings=FAST) as executor:
+        command = Bridge(executor).confirm_command("demo.salvage_relics", {"rarity": 3, "note": "a b'"})
+    words = shlex.split(command)
+    assert words[:5] == ["tether", "--home", str(home), "--registry", demo.ref]
+    assert words[5:9] == ["task", "run", "demo.salvage_relics", "--params"]
+    assert json.loads(words[9]) == {"rarity": 3, "note": "a b'"} and words[10] == "--confirm"
 
 
 def test_a_progress_report_becomes_a_percent_or_one_step_on() -> None:

@@ -126,7 +126,8 @@ def test_a_client_that_cannot_ask_is_told_how_to_confirm(executor: Executor, mod
     result = asyncio.run(session())
     said = text(result)
     assert result.is_error and "nothing ran" in said
-    assert "tether task run demo.salvage_relics --params" in said and "--confirm" in said
+    assert f"tether --home {executor.home}" in said and "task run demo.salvage_relics --params" in said
+    assert "--confirm" in said
     assert "completed" not in statuses(executor, "demo.salvage_relics")
 
 
