@@ -12,7 +12,10 @@ Spans (names and ``gen_ai.*`` attributes as the conventions have them; tether's 
   worker's request, so the trace crosses the process boundary, and a background job's worker hangs under
   the call that started it for as long as it runs;
 - ``invoke_workflow {run}`` and ``flow_task {task}``: a flow run and each attempt of its tasks
-  (``supervisor/engine.py``).
+  (``supervisor/engine.py``);
+- ``tools/call {task}``: one call of an MCP client through ``tether mcp serve``
+  (``interfaces/mcp_server.py``), under the client's span when its request's ``_meta`` carries a
+  ``traceparent``.
 
 **Nothing when off.** With ``[telemetry] exporter = "none"`` (the default), or without the ``otel``
 extra, no ``opentelemetry`` module is imported by tether and every function here returns at once

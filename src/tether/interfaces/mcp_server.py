@@ -40,6 +40,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import is_version_at_least
 from pydantic import ValidationError
 
+import tether.telemetry as telemetry
 from tether import __version__
 from tether.agent.texts import call_described
 from tether.errors import ToolError
@@ -160,7 +161,7 @@ def tool_result(result: TaskResult, *, control: bool = False) -> types.CallToolR
         ok = result.status not in (TaskStatus.NOT_FOUND, TaskStatus.REJECTED)
     else:
         ok = result.status in (TaskStatus.COMPLETED, TaskStatus.RUNNING)
-    text = f"{result.task_id} {result.status.value}: {result.message}"
+    text = said_of(result)
     if result.status is TaskStatus.RUNNING:
         text += f"\nexecution id: {result.execution_id} (jobs.status to follow it, jobs.stop to stop it)"
     return types.CallToolResult(
@@ -168,6 +169,17 @@ def tool_result(result: TaskResult, *, control: bool = False) -> types.CallToolR
         structured_content=result.model_dump(mode="json"),
         is_error=not ok,
     )
+
+
+def said_of(result: TaskResult) -> str:
+    """The task, its status and its message, the status said once ("x stopped (asked by mcp)", not
+    "x stopped: stopped (asked by mcp)"; "x running", not "x running: running")."""
+    status, message = result.status.value, result.message.strip()
+    if not message or message == status:
+        return f"{result.task_id} {status}"
+    if message.startswith(status):
+        return f"{result.task_id} {message}"
+    return f"{result.task_id} {status}: {message}"
 
 
 def progress_point(event: dict[str, Any], sent: float) -> tuple[float, float | None, str | None]:
@@ -230,6 +242,31 @@ class Bridge:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         name, args = params.name, dict(params.arguments or {})
+        meta = params.meta or {}
+        with telemetry.span(
+            f"tools/call {name}", _traced(ctx, name), parent=meta.get("traceparent")
+        ) as traced:
+            answer = await self._call(ctx, name, args, params)
+            if isinstance(answer, types.CallToolResult):
+                done = answer.structured_content or {}
+                traced.set_attributes(
+                    {
+                        "tether.execution.id": done.get("execution_id"),
+                        "tether.task.status": done.get("status"),
+                    }
+                )
+                if answer.is_error:
+                    traced.set_attribute("error.type", "tool_error")
+                    traced.error(str(getattr(answer.content[0], "text", "")) if answer.content else "")
+            return answer
+
+    async def _call(
+        self,
+        ctx: ServerRequestContext[Any],
+        name: str,
+        args: dict[str, Any],
+        params: types.CallToolRequestParams,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if params.request_state is not None or params.input_responses:
             return await self._answered(ctx, name, args, params)
         result = await self._run(ctx, name, args, None)
@@ -395,6 +432,26 @@ class Bridge:
         return shlex.join(words)
 
 
+def _traced(ctx: ServerRequestContext[Any], name: str) -> dict[str, Any]:
+    """A call's span attributes, as the GenAI conventions for MCP servers name them: the span hangs
+    under the client's, when its request carries a ``traceparent`` in ``_meta``."""
+    return {
+        "mcp.method.name": "tools/call",
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "jsonrpc.request.id": None if ctx.request_id is None else str(ctx.request_id),
+        "mcp.session.id": _session_id(ctx),
+        "mcp.protocol.version": ctx.protocol_version,
+    }
+
+
+def _session_id(ctx: ServerRequestContext[Any]) -> str | None:
+    """The streamable HTTP session the request belongs to (none on stdio)."""
+    headers = getattr(ctx.request, "headers", None)
+    value = headers.get("mcp-session-id") if headers is not None else None
+    return value if isinstance(value, str) else None
+
+
 def can_elicit(ctx: ServerRequestContext[Any]) -> bool:
     """Whether the client declared form elicitation (a bare ``elicitation: {}`` means form)."""
     capabilities = ctx.session.client_capabilities
@@ -424,6 +481,7 @@ async def serve_stdio(executor: Executor, grants: Grants | None = None) -> None:
     """Serve one client on this process's stdin and stdout until it closes them."""
     from mcp.server.stdio import stdio_server
 
+    telemetry.configure(executor.home)  # as [telemetry] says (nothing, by default)
     server = build_server(Bridge(executor, grants))
     async with _relaying(executor), stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
@@ -445,6 +503,7 @@ async def serve_http(
     from tether.interfaces.web.protocol import Limits
     from tether.interfaces.web.server import bind
 
+    telemetry.configure(executor.home)  # as [telemetry] says (nothing, by default)
     settings = WebSettings.load(executor.home)
     token = security.load_or_create_token(executor.home)
     policy = security.Policy(token=token, loopback=security.is_loopback(host.strip("[]")))

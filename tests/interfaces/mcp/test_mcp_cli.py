@@ -15,7 +15,8 @@ from pydantic import BaseModel
 from tests.interfaces.mcp.peers import DEMO, in_memory, text
 from tests.support.helpers import FAST, ROOT, tether_cli
 from tether.execution.executor import Executor
-from tether.interfaces.mcp_server import Bridge, describe, progress_point, tool_annotations
+from tether.interfaces.mcp_server import Bridge, describe, progress_point, said_of, tool_annotations
+from tether.tasks.result import TaskResult, TaskStatus
 from tether.tasks.spec import Danger, TaskSpec
 from tether.toolkits.demo.registry import registry as demo
 from tether.toolkits.standard import registry as standard
@@ -106,3 +107,15 @@ def test_a_progress_report_becomes_a_percent_or_one_step_on() -> None:
 def test_serving_as_an_agent_that_does_not_exist_names_the_agents(home: Path) -> None:
     code, out, err = tether_cli("--registry", DEMO, "mcp", "serve", "--agent", "nosuch", home=home)
     assert code == 2 and "no agent 'nosuch'; agents: assistant" in out + err, (out, err)
+
+
+def test_a_results_text_says_its_status_once() -> None:
+    def said(status: TaskStatus, message: str) -> str:
+        return said_of(
+            TaskResult(task_id="demo.loop_farm", execution_id="e1", status=status, message=message)
+        )
+
+    assert said(TaskStatus.RUNNING, "running") == "demo.loop_farm running"
+    assert said(TaskStatus.STOPPED, "stopped (asked by mcp)") == "demo.loop_farm stopped (asked by mcp)"
+    assert said(TaskStatus.COMPLETED, "farmed 3 times") == "demo.loop_farm completed: farmed 3 times"
+    assert said(TaskStatus.FAILED, "") == "demo.loop_farm failed"
