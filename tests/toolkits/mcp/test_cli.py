@@ -13,10 +13,11 @@ import pytest
 
 from tests.support.helpers import ROOT, tether_cli
 from tests.toolkits.mcp.conftest import keep_listing, ran, server_entry
+from tether.agent.surface import tool_for
 from tether.execution.executor import Executor
 from tether.interfaces import doctor
 from tether.tasks.result import TaskStatus
-from tether.toolkits.mcp import specs
+from tether.toolkits.mcp import cache, specs
 from tether.toolkits.mcp.schema import SDK_MISSING
 
 
@@ -95,6 +96,38 @@ def test_tool_names_outside_the_mcp_rule_are_left_out_and_printed_harmlessly(
     }
     code, out, err = tether_cli("mcp", "tools", home=home)
     assert code == 0 and out.replace("\n", "").isprintable() and "wipe\\x9b2J" in out, (out, err)
+
+
+def test_an_imported_tools_words_reach_the_terminal_and_the_model_without_control_characters(
+    home: Path, notes_log: Path
+) -> None:
+    """Review: a tool's title and description (and its parameters') came from a server we do not
+    trust as they were: an escape sequence or a right-to-left override reached `tether tasks` and the
+    model. Its name is left out when it breaks the rule; its words are kept, made plain."""
+    (home / "settings.toml").write_text(server_entry("notes", notes_log, tools=["*"]), encoding="utf-8")
+    schema = {
+        "type": "object",
+        "properties": {"color": {"type": "string", "description": "the \x1b[5mcolor\u202e"}},
+    }
+    said = "Paints it \x1b[2J\x9b31mred\u202etxt.exe\r\nfor good"
+    keep_listing(home, "notes", cache.tool_entry("paint", "Paint\x1b]0;owned\x07", said, schema, {}))
+    [plan] = specs.plan(home)
+    [tool] = plan.tools
+    assert tool.spec is not None, tool.skipped
+    words = "Paints it [2J31mredtxt.exe\nfor good"
+    assert tool.description == words
+    assert tool.spec.description == f"{words} (the tool 'paint' of the MCP server 'notes')"
+    assert tool.spec.aliases == ("paint", "Paint]0;owned")
+    seen = tool_for(tool.spec)  # what the model is told
+    assert seen.description.startswith(words) and "Paint]0;owned" in seen.description
+    assert seen.parameters["properties"]["color"]["description"] == "the [5mcolor"
+
+    code, out, err = tether_cli("tasks", "--json", home=home)
+    assert code == 0, err
+    assert out.rstrip("\n").isprintable(), out
+    [row] = [task for task in json.loads(out) if task["task_id"] == "mcp.notes.paint"]
+    assert row["description"] == tool.spec.description and row["aliases"] == ["paint", "Paint]0;owned"]
+    assert row["params"]["properties"]["color"]["description"] == "the [5mcolor"
 
 
 def test_a_setting_that_is_wrong_is_named_by_every_command(home: Path) -> None:

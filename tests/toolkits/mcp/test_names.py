@@ -67,3 +67,35 @@ def test_annotations_are_hints_and_the_persons_settings_decide_within_them(
 ) -> None:
     found, why = names.danger_of("t", annotations, overrides, trust_read_only=trust)
     assert found is danger and why
+
+
+@pytest.mark.parametrize(
+    ("said", "plain"),
+    [
+        ("Read one note.\n\tIts name first.", "Read one note.\n\tIts name first."),
+        ("读取笔记\u3000全文", "读取笔记\u3000全文"),  # a space of any width stays
+        ("\x1b[2J\x1b]0;title\x07cleared", "[2J]0;titlecleared"),  # C0: ESC, BEL
+        ("\x9b31mred\x85", "31mred"),  # C1: the 8-bit CSI, NEL
+        ("evil\u202etxt.exe \u2066x\u2069", "eviltxt.exe x"),  # bidirectional override, isolate
+        ("hidden\U000e0049\U000e0067\u200b", "hidden"),  # invisible tag characters, zero width
+        ("one\r\ntwo\rthree", "one\ntwo\nthree"),  # a carriage return would hide a line
+    ],
+)
+def test_a_servers_words_are_kept_plain(said: str, plain: str) -> None:
+    assert names.plain(said) == plain
+
+
+@given(st.text(max_size=60))
+def test_plain_words_hold_nothing_a_terminal_acts_on_and_stay_as_they_are(text: str) -> None:
+    once = names.plain(text)
+    assert all(c.isprintable() or c in "\n\t" or c.isspace() for c in once)
+    assert not set(once) & {
+        "\r",
+        "\x1b",
+        "\x9b",
+        *map(chr, range(0x202A, 0x202F)),
+        *map(chr, range(0x2066, 0x206A)),
+    }
+    assert names.plain(once) == once
+    if text.isprintable():
+        assert once == text

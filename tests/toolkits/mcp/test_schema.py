@@ -137,3 +137,29 @@ def test_refusals_name_the_parameter_and_the_allowed_values() -> None:
         validate_params(spec, {"mode": "short", "n": 9})  # a $ref is resolved in the whole schema
     with pytest.raises(ToolRejected, match="unknown parameter 'x'; parameters are: mode, n"):
         validate_params(spec, {"mode": "short", "x": 1})
+
+
+def test_parameter_words_are_plain_and_calls_are_still_checked_by_the_servers_schema() -> None:
+    """Review: a parameter's description and title reached the model and `tether tasks --json` with
+    the escape sequences and right-to-left overrides the server put in them."""
+    schema = {
+        "type": "object",
+        "title": "Paint\x9b2J",
+        "properties": {
+            "color": {"type": "string", "description": "the \x1b[5mcolor\u202e", "title": "Co\x07lor"},
+            "description": {"type": "string", "enum": ["\x1b"]},  # a parameter called description
+            "at": {"$ref": "#/$defs/place"},
+        },
+        "$defs": {"place": {"type": "integer", "description": "where\u2066", "maximum": 3}},
+    }
+    model = params_model("mcp.s.paint", "paint", schema)
+    shown = model.model_json_schema()
+    assert shown["title"] == "Paint2J"
+    assert shown["properties"]["color"] == {"type": "string", "description": "the [5mcolor", "title": "Color"}
+    assert shown["properties"]["description"] == {"type": "string", "enum": ["\x1b"]}  # a value, kept
+    assert shown["$defs"]["place"]["description"] == "where"
+    assert model.model_fields["color"].description == "the [5mcolor"
+    spec = TaskSpec(task_id="mcp.s.paint", handler="x.y:z", params=model)
+    assert validate_params(spec, {"description": "\x1b", "at": 2}) is not None
+    with pytest.raises(ToolRejected, match="at: 9 is greater than the maximum of 3"):
+        validate_params(spec, {"at": 9})

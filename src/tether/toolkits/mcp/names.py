@@ -8,7 +8,9 @@ out the same are both left out, and said so: neither may be called by the other'
 
 A name outside the MCP rule (1 to 128 of ``A-Z a-z 0-9 _ . -``) is left out, and said so: it may hold
 control characters or a right-to-left override that a terminal acts on when it is printed, so only
-``shown(name)`` is ever kept or printed, which never passes the rule itself.
+``shown(name)`` is ever kept or printed, which never passes the rule itself. What a server says in
+words (a tool's title and description, a parameter's) has no rule to break, so it is kept, but
+``plain``: what a terminal or the model would take for something else is dropped from it.
 
 Danger: the server's annotations are hints, never permissions. A tool is ``caution`` unless the
 person's ``danger`` setting says otherwise; ``destructiveHint: true`` makes it ``destructive``, and no
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -44,6 +47,18 @@ def shown(tool_name: str) -> str:
     the rule refuses, or ends with "…"), and showing it again changes nothing."""
     text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in tool_name)
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
+
+def plain(text: str) -> str:
+    """Words a server wrote (a title, a description) as the model and a terminal get them: the
+    characters ``shown`` keeps in a name (``str.isprintable``), lines, tabs and spaces of any width.
+    The rest is dropped, not escaped (it is prose, not an identifier): C0 and C1 controls (an escape
+    sequence, a bell, the 8-bit CSI), the bidirectional overrides and isolates that reorder what a
+    person reads, and invisible format characters (tag characters may spell an instruction to the
+    model that nobody sees). A carriage return becomes a newline: it would hide the line before it.
+    Making plain words plain again changes nothing."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "".join(c for c in lines if c.isprintable() or c in "\n\t" or unicodedata.category(c) == "Zs")
 
 
 def segment(tool_name: str) -> str:

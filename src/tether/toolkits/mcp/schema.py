@@ -7,7 +7,8 @@ allowed values); its value is checked against the property's own schema by ``jso
 properties (``required``, ``dependentRequired``, ``anyOf`` …). Only declared properties pass: an
 argument the schema does not name is refused, whatever ``additionalProperties`` says. Arguments left
 out stay out of what is sent (the server's defaults apply). ``model_json_schema()`` is the server's
-schema itself.
+schema itself, its words for people (``title``, ``description``, ``$comment``) made plain
+(``names.plain``): the model and ``tether tasks`` read them, and they take no part in validation.
 
 A schema that cannot be used — not an object schema, not valid JSON Schema, a property name that
 cannot be a parameter — is ``UnusableSchema`` naming the tool and why; that tool is not imported.
@@ -27,6 +28,7 @@ from pydantic import model_validator as model_check
 from pydantic_core import PydanticCustomError
 
 from tether.errors import RegistryError
+from tether.toolkits.mcp import names
 
 SDK_MISSING = "the MCP SDK is not installed: pip install 'tether[mcp]'"
 MAX_PROPERTIES = 200
@@ -55,6 +57,22 @@ class ForeignParams(BaseModel):
 
 # The server's schema, per model class (a class attribute would become a field).
 _SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], Mapping[str, Any]] = weakref.WeakKeyDictionary()
+
+
+WORDS = frozenset({"title", "description", "$comment"})  # annotations: shown, never validated
+
+
+def _plain_words(node: Any) -> Any:
+    """``node`` (a schema or a part of one) with the text of its words for people made plain. A
+    property named ``description`` is a schema, not a string: it is looked into, not cleaned."""
+    if isinstance(node, Mapping):
+        return {
+            key: names.plain(value) if key in WORDS and isinstance(value, str) else _plain_words(value)
+            for key, value in cast(Mapping[str, Any], node).items()
+        }
+    if isinstance(node, list):
+        return [_plain_words(item) for item in cast(list[Any], node)]
+    return node
 
 
 def _validator(schema: Mapping[str, Any]) -> Any:
@@ -133,7 +151,7 @@ def params_model(task_id: str, tool_name: str, schema: object) -> type[BaseModel
             kind = Literal[tuple(enum)]  # type: ignore[valid-type]
         described = subschema.get("description") if isinstance(subschema, Mapping) else None
         annotated = Annotated[kind, _property_check(root, subschema)]
-        text = described if isinstance(described, str) else None
+        text = names.plain(described) if isinstance(described, str) else None
         # Left out, an optional argument stays out of the call (None is only the absent marker: a
         # null the caller sends is checked against the schema like any value).
         default = ... if name in required else None
@@ -147,5 +165,5 @@ def params_model(task_id: str, tool_name: str, schema: object) -> type[BaseModel
             __validators__={"_whole": _whole_check(root)},
             **fields,
         )
-    _SCHEMAS[model] = schema
+    _SCHEMAS[model] = _plain_words(schema)  # calls are checked by ``root``: the server's own
     return model

@@ -130,7 +130,7 @@ def server_plan(home: Path, server: McpServer) -> ServerPlan:
             server=server.name,
             name=entry["name"],
             task_id=names.task_id(server.name, entry["name"]),
-            description=str(entry.get("description", "")),
+            description=names.plain(str(entry.get("description") or "")),
             skipped="not in this server's tools allowlist",
         )
         for entry in named
@@ -154,7 +154,9 @@ def _tool(server: McpServer, entry: dict[str, object], *, shared: bool) -> Tool:
         server.danger,
         trust_read_only=server.trust_read_only,
     )
-    description = str(entry.get("description") or entry.get("title") or "")
+    # A server we do not trust wrote these: plain (``names.plain``) before the model or a terminal sees them.
+    title = names.plain(str(entry.get("title") or ""))
+    description = names.plain(str(entry.get("description") or "")) or title
     base = Tool(
         server=server.name, name=name, task_id=task_id, description=description, danger=danger, why_danger=why
     )
@@ -172,7 +174,7 @@ def _tool(server: McpServer, entry: dict[str, object], *, shared: bool) -> Tool:
         handler=H + "call",
         params=params,
         description=f"{description} (the tool {name!r} of the MCP server {server.name!r})".lstrip(),
-        aliases=tuple(dict.fromkeys(a for a in (name, str(entry.get("title") or "")) if a)),
+        aliases=tuple(dict.fromkeys(a for a in (name, title) if a)),
         resources=(),
         background=names.matches(name, server.background) is not None,
         danger=danger,
