@@ -307,3 +307,6 @@ def test_a_goal_whose_plan_could_not_be_made_says_why_not_failed_empty(
     run_id = json.loads(out)[0]["run_id"]
     code, out, err = tether_cli("flow", "show", run_id, "--json", home=home)
     assert json.loads(out)["planning_usage"]["model_calls"] == 2, out
+    # A run's id given to `tether trace` (audit) points to the command that shows it.
+    code, out, err = tether_cli("trace", run_id, home=home)
+    assert code == 2 and f"tether flow show {run_id}" in out + err, (out, err)

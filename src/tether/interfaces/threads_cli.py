@@ -125,7 +125,10 @@ def trace_command(
             matches = store.ids_with_prefix(given, 2)
             found = matches[0] if len(matches) == 1 else None
         if found is None:
-            print_error(f"no thread {given[:80]!r}", as_json=as_json, code="not_found")
+            hint = ""
+            if runtime.runs.get(given) is not None:  # a goal or flow run's id: its own command shows it
+                hint = f"; {given[:80]!r} is a run: `tether flow show {given[:80]}` shows its steps"
+            print_error(f"no thread {given[:80]!r}{hint}", as_json=as_json, code="not_found")
             return 2
         thread = found
         steps = _step_tree(store, thread)
