@@ -120,20 +120,36 @@ def fake_openai() -> Iterator[object]:
     server.close()
 
 
+# The tether processes a test may leave behind on purpose or by failing: a demo game, a detached
+# worker and the fork server that started it, a `tether worker` or `tether serve` of a failed test.
+_LEFTOVERS = ("tether.toolkits.demo.game", "tether.execution.worker", "tether.execution.forkserver",
+              "tether.interfaces.cli")  # fmt: skip
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _no_demo_game_outlives_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def _no_tether_process_outlives_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The demo game a test started in a home of its own (the README's tours, a module's served home)
-    outlives its test by design (a person's game keeps running): this test process stops every one
-    whose home lies under its temporary folders. They were left running after the suite before."""
+    outlives its test by design (a person's game keeps running), and so does a detached job's worker
+    when a test fails before it stops it: this test process kills every tether process whose home lies
+    under its temporary folders (in its arguments or its TETHER_HOME). Six workers of a failed run went
+    on using the machine for 38 minutes before, and loaded the next run."""
     yield
     import psutil
 
     base = str(tmp_path_factory.getbasetemp())
-    for proc in psutil.process_iter(["cmdline"]):
+    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    for proc in psutil.process_iter(["pid", "cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if "tether.toolkits.demo.game" in cmdline and any(arg.startswith(base) for arg in cmdline):
-            with contextlib.suppress(psutil.Error):
+        if proc.info["pid"] in mine or not any(word in arg for arg in cmdline for word in _LEFTOVERS):
+            continue
+        with contextlib.suppress(psutil.Error):
+            ours = any(_under(arg, base) for arg in cmdline)
+            if ours or _under(proc.environ().get("TETHER_HOME", ""), base):
                 proc.kill()
+
+
+def _under(path: str, base: str) -> bool:
+    return path == base or path.startswith(base.rstrip(os.sep) + os.sep)
 
 
 @pytest.fixture(autouse=True)
