@@ -140,7 +140,8 @@ def _no_tether_process_outlives_the_session(tmp_path_factory: pytest.TempPathFac
     mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
     for proc in psutil.process_iter(["pid", "cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if proc.info["pid"] in mine or not any(word in arg for arg in cmdline for word in _LEFTOVERS):
+        command = any(os.path.basename(arg) == "tether" for arg in cmdline[:2])  # `tether worker`, …
+        if proc.info["pid"] in mine or not (command or any(w in arg for arg in cmdline for w in _LEFTOVERS)):
             continue
         with contextlib.suppress(psutil.Error):
             ours = any(_under(arg, base) for arg in cmdline)
