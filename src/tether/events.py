@@ -145,6 +145,10 @@ class JobStateChanged(_Event):
     status: str
     message: str = ""
     step_id: str | None = None
+    # Whether the job runs in the background (only such a job's end is notified): said here so that
+    # the notify loop reads no job for the end of every flow task and tool call. None: an event written
+    # before it was said, whose job must be read.
+    background: bool | None = None
 
 
 class RunChanged(_Event):

@@ -281,7 +281,7 @@ class SqlJobStore:
                 if used is not None:
                     raise ConfirmationUsed(used[0])
             conn.execute(_INSERT, row)
-            _changed(conn, result, origin, step_id, self.installation.values())
+            _changed(conn, result, origin, step_id, self.installation.values(), background=background)
         return True
 
     def set_process(self, execution_id: str, pid: int, create_time: float) -> None:
@@ -325,6 +325,7 @@ class SqlJobStore:
                     m["origin"],
                     m["step_id"],
                     {"installation": m["installation"], "host": m["host"]},
+                    background=bool(m["background"]),
                 )
         before = JobRecord.from_row(row)  # the record as _TRANSITION left it, without reading it back
         return replace(
@@ -442,7 +443,13 @@ class SqlJobStore:
 
 
 def _changed(
-    conn: Any, result: TaskResult, origin: str | None, step_id: str | None, owner: dict[str, Any]
+    conn: Any,
+    result: TaskResult,
+    origin: str | None,
+    step_id: str | None,
+    owner: dict[str, Any],
+    *,
+    background: bool,
 ) -> None:
     if result.status is TaskStatus.COMPLETED:  # its files are in the home of the job's installation
         record_artifacts(conn, result, origin, step_id, owner)
@@ -455,5 +462,6 @@ def _changed(
             status=result.status.value,
             message=result.message[:500],
             step_id=step_id,
+            background=background,
         ),
     )

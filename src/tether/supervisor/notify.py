@@ -92,8 +92,8 @@ def describe(runtime: Runtime, event: Event, page_url: str) -> tuple[str, str, s
     if isinstance(event, RunChanged) and event.status in ENDED_RUN:
         return "ended", f"Run {event.run_id} {event.status}", event.message or f"run {event.run_id} ended"
     if isinstance(event, JobStateChanged) and event.status in ENDED_JOB:
-        job = runtime.jobs.get(event.execution_id)
-        if job is None or not job.background:
+        job = _background_job(runtime, event)
+        if job is None:
             return None
         return (
             "ended",
@@ -121,14 +121,23 @@ def ended_signal(runtime: Runtime, event: Event) -> Any:
             "message": event.message[:300], "duration_s": took, "run_id": event.run_id,
         })  # fmt: skip
     if isinstance(event, JobStateChanged) and event.status in ENDED_JOB:
-        job = runtime.jobs.get(event.execution_id)
-        if job is None or not job.background:
+        job = _background_job(runtime, event)
+        if job is None:
             return None
         return Signal(kind="ended", source=f"job {event.execution_id}", key=f"event:{event.id}", data={
             "status": event.status, "task": event.task_id, "message": event.message[:300],
             "duration_s": job.duration_seconds, "execution_id": event.execution_id,
         })  # fmt: skip
     return None
+
+
+def _background_job(runtime: Runtime, event: JobStateChanged) -> Any:
+    """The job that ended, if it ran in the background (the only jobs whose end is said); read only
+    then: the end of every flow task and foreground call is not worth a read of its job."""
+    if event.background is False:
+        return None
+    job = runtime.jobs.get(event.execution_id)
+    return job if job is not None and job.background else None
 
 
 def route(runtime: Runtime, event: Event, settings: InitiativeSettings) -> int:
