@@ -1,11 +1,13 @@
 """OpenTelemetry traces (``tether/telemetry.py``): the tree of a turn after the GenAI conventions, in
-memory; a turn's whole trace, its worker's span from another process included, at a real OTLP/HTTP
-receiver on 127.0.0.1; and nothing of OpenTelemetry imported when telemetry is off."""
+memory; a turn's whole trace, its worker's span from another process included, and a flow run's, at a
+real OTLP/HTTP receiver on 127.0.0.1; the console exporter's spans on a command's stderr; and nothing of
+OpenTelemetry imported when telemetry is off."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -15,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.helpers import ROOT, tether_cli, wait_for
 from tether import telemetry
 from tether.agent.roster import agent_of, run_child, session_for
+from tether.agent.session import ConversationSession
 from tether.agent.team import Team
 from tether.config import AgentSettings
 from tether.events import EventBus
@@ -33,6 +37,7 @@ pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 GOLD = {"instance_type": "拟造花萼（金）", "instance_name": "藏珍之蕾"}
+FLOWS = "tests.support.flowkit:flows"
 
 
 @pytest.fixture
@@ -101,6 +106,22 @@ def test_a_turns_tree_holds_its_model_calls_a_delegated_turn_and_a_background_jo
     execution_id = job.attributes["tether.execution.id"]
     request = json.loads((ExecutionPaths.of(home, str(execution_id)).request).read_text())
     assert request["trace"] == f"00-{job.context.trace_id:032x}-{hexid(job.context.span_id)}-01"
+
+
+def test_a_chat_span_says_why_the_model_stopped_when_the_model_said_it(
+    spans: InMemorySpanExporter, executor: Executor
+) -> None:
+    model = ScriptedModel(
+        [calls(call("demo__status", {})), say("the game is not running", finish_reason="stop")]
+    )
+    result = ConversationSession(executor, model).send_sync("why", "is the game running?")
+    assert result.final == "the game is not running"
+    every: list[Any] = list(spans.get_finished_spans())
+    (turn,) = [s for s in every if s.name.startswith("invoke_agent")]
+    chats = [s for s in every if s.name == "chat scripted"]
+    assert [c.parent.span_id for c in chats] == [turn.context.span_id] * 2
+    # The first answer (tool calls) gave no reason: the attribute is left out, not sent empty.
+    assert [c.attributes.get("gen_ai.response.finish_reasons") for c in chats] == [None, ("stop",)]
 
 
 class Receiver:
@@ -218,6 +239,70 @@ def test_a_workers_span_goes_where_the_standard_variables_send_its_callers(
 
     span = wait_for(worker, timeout=30, what="the worker's span at the receiver the variable names")
     assert span["service"] == "tether-by-variable"
+
+
+def test_a_flow_runs_trace_holds_one_flow_task_span_per_attempt_under_the_runs_span(
+    home: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    (home / "settings.toml").write_text(
+        f'[telemetry]\nexporter = "otlp"\notlp_endpoint = "{receiver.url}"\n', encoding="utf-8"
+    )
+    flaky = {"id": "flaky", "call": {"task": "f.once", "args": {"key": "flaky", "fail_first": 1}},
+             "retry": {"at_once": 1}}  # fmt: skip
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(yaml.safe_dump({"caller": "cli", "tasks": [flaky]}), encoding="utf-8")
+    code, out, err = tether_cli("--registry", FLOWS, "flow", "run", str(flow), "--json", home=home,
+                                TETHER_CLI_SERVER="0")  # fmt: skip
+    assert code == 0, (out, err)
+    run_id = json.loads(out.strip().splitlines()[-1])["run_id"]
+
+    def whole() -> list[dict[str, Any]] | None:
+        names = [s["name"] for s in receiver.spans]
+        ended = f"invoke_workflow {run_id}" in names
+        return receiver.spans if ended and names.count("tether.worker f.once") == 2 else None
+
+    spans = wait_for(whole, timeout=30, what="the run's span and both attempts' workers' at the receiver")
+    (run,) = [s for s in spans if s["name"] == f"invoke_workflow {run_id}"]
+    assert run["parent"] is None and run["attributes"]["tether.run.status"] == "completed"
+    tasks = sorted(
+        (s for s in spans if s["name"] == "flow_task flaky"), key=lambda s: s["attributes"]["tether.attempt"]
+    )
+    assert [t["parent"] for t in tasks] == [run["id"], run["id"]]
+    assert [(t["attributes"]["tether.attempt"], t["attributes"]["tether.task.status"]) for t in tasks] == [
+        (1, "failed"), (2, "completed"),
+    ]  # fmt: skip
+    assert {t["attributes"]["tether.run.id"] for t in tasks} == {run_id}
+    # Ids derived from the run and the attempt: a recovered segment's spans join the same tree.
+    assert (run["trace"], run["id"]) == telemetry.ids_for(f"run:{run_id}")
+    assert [t["id"] for t in tasks] == [telemetry.ids_for(f"run:{run_id}:flaky:{n}")[1] for n in (1, 2)]
+    workers = [s for s in spans if s["name"] == "tether.worker f.once"]
+    assert sorted(w["parent"] for w in workers) == sorted(t["id"] for t in tasks)  # each under its attempt
+
+
+def console_spans(text: str) -> list[dict[str, Any]]:
+    """The spans the SDK's console exporter wrote into ``text``: an indented JSON object each."""
+    decoder, found = json.JSONDecoder(), []
+    for start in re.finditer(r"^\{$", text, re.MULTILINE):
+        try:
+            value, _ = decoder.raw_decode(text, start.start())
+        except ValueError:
+            continue
+        if isinstance(value, dict) and "name" in value and "context" in value:
+            found.append(value)
+    return found
+
+
+def test_the_console_exporter_writes_a_commands_spans_to_stderr_and_leaves_its_json_alone(home: Path) -> None:
+    (home / "settings.toml").write_text('[telemetry]\nexporter = "console"\n', encoding="utf-8")
+    code, out, err = tether_cli("run", "start the game", "--new-thread", "console1", "--json", home=home,
+                                TETHER_CLI_SERVER="0")  # fmt: skip
+    assert code == 0, (out, err)
+    assert json.loads(out)["status"] == "completed"  # stdout is the one document a script reads
+    spans = {s["name"]: s for s in console_spans(err)}
+    turn, tool = spans["invoke_agent assistant"], spans["execute_tool demo.start_game"]
+    assert turn["parent_id"] is None and turn["attributes"]["gen_ai.conversation.id"] == "console1"
+    assert tool["parent_id"] == turn["context"]["span_id"]
+    assert tool["attributes"]["tether.task.status"] == "completed"
 
 
 def test_with_telemetry_off_no_opentelemetry_module_is_imported_by_a_turn_or_its_worker(
