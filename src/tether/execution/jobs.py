@@ -524,7 +524,7 @@ class JobManager:
         while True:
             late = self._starter_gone_or_late(record)
             if late is None and time.monotonic() >= deadline:
-                late = f"{reason}; no worker began within {self.settings.handshake_timeout_s:g}s"
+                late = f"no worker began within {self.settings.handshake_timeout_s:g}s"
             give_up = late and f"{reason}: {late}"
             found = await _io(self._identity, record, paths, give_up=give_up, status=status)
             if found is not None:

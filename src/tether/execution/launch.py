@@ -17,13 +17,15 @@ import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import tether.telemetry as telemetry
 from tether import credentials
 from tether.config import Settings, setting_variables
-from tether.errors import ConfigError, JobError, StoreError
+from tether.errors import ConfigError, JobError, StoreError, TetherError
 from tether.execution import faults, process
 from tether.execution.admission import Admitted, Where
 from tether.execution.environment import worker_env
@@ -87,7 +89,14 @@ class Launch:
                 "this registry has no ref: workers re-import the registry, so create it as "
                 "Registry(ref='your.module:registry') in an importable module"
             )
-        reserved = await self._reserve()
+        reserving = _pool().submit(self._reserve)
+        try:
+            reserved = await asyncio.wrap_future(reserving)
+        except asyncio.CancelledError:
+            # The pending row may still land, and its caller never learns its id: end it once it is
+            # on record, from a thread (the caller's event loop may be closing).
+            reserving.add_done_callback(lambda done: _pool().submit(self._end_unstarted, paths, done))
+            raise
         if isinstance(reserved, TaskResult):
             return reserved
         if reserved is not None:  # a twin call with this id got there first: follow that one
@@ -97,14 +106,40 @@ class Launch:
         if self.on_start is not None:
             self.on_start(self.execution_id)
         request = self._request(self.registry.ref)
-        await off_loop(self._write, paths, request)
+        try:
+            await off_loop(self._write, paths, request)
+        except asyncio.CancelledError:
+            # No worker was asked for: end it now, rather than have a stop wait out the handshake.
+            _pool().submit(self._end_unstarted, paths, None)
+            raise
         with Wake.on(paths) as wake:  # listening before the worker exists: no ring is missed
             return await self._start_and_follow(paths, wake)
+
+    def _end_unstarted(self, paths: ExecutionPaths, reserving: Future[Any] | None) -> None:
+        """A call cancelled before its worker was asked for: once its pending row is on record (if
+        ``reserving`` put one there), give the execution up so that no worker ever runs it, and end it
+        ``stopped``. Runs in a thread of its own: the caller's cancellation cannot cut it short."""
+        if reserving is not None and (reserving.cancelled() or reserving.exception() is not None):
+            return
+        if reserving is not None and reserving.result() is not None:
+            return  # nothing of ours was put on record
+        try:
+            claim = abandon(paths, "cancelled before it started")
+            if claim.abandoned is None:
+                return  # a worker claimed it after all: a stop reaches it as usual
+            record = self.jobs.record(self.execution_id)
+            if not record.terminal:
+                data = {"stop_reason": "cancelled", "stop_step": "before_start"}
+                self.jobs.finish(
+                    record, paths, TaskStatus.STOPPED, "stopped before it started (cancelled)", data
+                )
+        except (OSError, TetherError):
+            pass  # its starter's end settles it, as for any job whose starter left
 
     def _write(self, paths: ExecutionPaths, request: Request) -> None:
         write_request(paths, sign(request, self.key()))
 
-    async def _reserve(self) -> TaskResult | JobRecord | None:
+    def _reserve(self) -> TaskResult | JobRecord | None:
         """The pending row, first: None once it is ours, the twin's record when another call inserted
         this id first, or a result when nothing may start (a used confirmation, a store that refused)."""
         spec, consent = self.spec, self.admitted.consent
@@ -115,8 +150,7 @@ class Launch:
             message="starting",
         )
         try:
-            inserted = await off_loop(
-                self.store.insert,
+            inserted = self.store.insert(
                 pending,
                 caller=self.caller,
                 params=self.admitted.clean,
@@ -145,7 +179,7 @@ class Launch:
             )  # fmt: skip
         if inserted:
             return None
-        known = await off_loop(self.store.get, self.execution_id)
+        known = self.store.get(self.execution_id)
         assert known is not None
         return known
 
@@ -232,6 +266,19 @@ class Launch:
             record = await off_loop(self.jobs.record, self.execution_id)
             finished = await off_loop(self.jobs.finish, record, paths, TaskStatus.FAILED, why)
             return finished.to_result()
+
+
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+POOL_THREADS = 16
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The threads that put calls on record (and end those cancelled meanwhile): not the event loop's,
+    whose work a closing loop abandons. One pool per process: a forked child makes its own."""
+    global _POOL
+    if _POOL is None or _POOL[0] != os.getpid():
+        _POOL = (os.getpid(), ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="tether-reserve"))
+    return _POOL[1]
 
 
 class RequestKey:

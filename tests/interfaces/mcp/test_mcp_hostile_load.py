@@ -201,15 +201,12 @@ def holding_the_write_lock(home: Path) -> Iterator[None]:
         other.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a call cancelled while its pending record is being inserted never reaches on_start: the MCP "
-    "server has no execution id to stop, the launch is gone, and the job stays pending for good",
-)
 def test_a_call_cancelled_while_its_job_is_put_on_record_leaves_no_pending_job(
     make_executor: Callable[..., Executor], home: Path
 ) -> None:
-    """The window lasts as long as the insert of the job's pending row: another writer holding the
+    """Found by this test: a call cancelled while its pending record was being inserted never reached
+    on_start, so the MCP server had no execution id to stop, and the job stayed pending for good. The
+    window lasts as long as the insert of the job's pending row: another writer holding the
     database stretches it (up to the busy timeout, 10 s), and the inserting thread's stack says when the
     call is in it. A stop that waits for a worker gives up after the handshake timeout (5 s here), within
     the deadline: only a job that nothing ever ends fails."""
