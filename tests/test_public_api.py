@@ -194,6 +194,7 @@ ALLOWED: dict[str, set[str]] = {
         "tether.runtime",
         "tether.events",
         "tether.telemetry",
+        "tether.credentials",  # the trust boundary hands a worker the secrets its task names, no others
     },
     "tether.models": {
         "tether.models",

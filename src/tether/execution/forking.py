@@ -112,7 +112,7 @@ def _worker_child(exec_dir: Path, keep_closed: list[int], keys: Mapping[str, obj
     """Runs in the forked child; never returns."""
 
     def run() -> int:
-        from tether import credentials
+        import tether.credentials as credentials
 
         credentials.accept_handed(keys)
         os.setsid()

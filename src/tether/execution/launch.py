@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tether.credentials as credentials
 import tether.telemetry as telemetry
-from tether import credentials
 from tether.config import Settings, setting_variables
 from tether.errors import ConfigError, JobError, StoreError, TetherError
 from tether.execution import faults, process

@@ -490,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m tether.execution.worker <execution dir>", file=sys.stderr)
         return 2
     if argv is None:  # a fresh interpreter: its starter may hand it secrets through a pipe
-        from tether import credentials
+        import tether.credentials as credentials
 
         credentials.adopt_environment()
     paths = ExecutionPaths(Path(args[0]))
