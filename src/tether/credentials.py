@@ -186,14 +186,15 @@ def handed_for(entries: Iterable[str]) -> dict[str, str]:
     ``TETHER_API_KEY``, which is the model's."""
     handed = {**{name: value for name, value in os.environ.items() if _is_key_name(name)}, **_HANDED}
     chosen: dict[str, str] = {}
-    for entry in entries:
+    for entry in entries:  # every name made here is TETHER_API_KEY_<something>: never the model's own
         if entry.endswith(".*"):
             prefix = env_names(entry[:-2])[0] + "_"
-            chosen.update({name: value for name, value in handed.items() if name.startswith(prefix)})
+            chosen.update(
+                {name: value for name, value in handed.items() if name.startswith(prefix) and value}
+            )
         elif value := handed.get(env_names(entry)[0]):
             chosen[env_names(entry)[0]] = value
-    chosen.pop(KEY_ENV, None)
-    return {name: value for name, value in chosen.items() if value}
+    return chosen
 
 
 def accept_handed(keys: Mapping[str, object]) -> None:
