@@ -2,7 +2,10 @@
 
 The order is the crash-safety argument (docs/architecture.md, "One execution", steps 2-4): the job row
 is inserted first (pending), so no worker may exist that no record points to; a twin call with the same
-execution id finds that row and follows the run instead of starting a second one. Then ``request.json``
+execution id finds that row and follows the run instead of starting a second one. A call cancelled
+before its worker is asked for (while its row goes in, or its request is written) is given up and ended
+``stopped`` from a thread, once its row is on record: its caller may never have learned its id. Then
+``request.json``
 is written, signed with the home's key, and the doorbell is listened on *before* the worker exists, so no
 ring is missed. The spawn runs in a thread; a cancellation that arrives meanwhile asks the worker to
 stop before its handshake (its handler never runs), lets the start finish and stops it. A spawn that
