@@ -112,6 +112,16 @@ os.environ["TETHER_ALLOW_MODEL_REQUESTS"] = "0"
 
 
 @pytest.fixture
+def receiver() -> Iterator[object]:
+    """A real OTLP/HTTP traces endpoint on 127.0.0.1 (``tests/support/otlp.py``)."""
+    from tests.support.otlp import Receiver
+
+    found = Receiver()
+    yield found
+    found.close()
+
+
+@pytest.fixture
 def fake_openai() -> Iterator[object]:
     from tests.support.fake_openai import FakeOpenAI
 

@@ -5,14 +5,11 @@ OpenTelemetry imported when telemetry is off."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,7 @@ import pytest
 import yaml
 
 from tests.support.helpers import ROOT, tether_cli, wait_for
+from tests.support.otlp import Receiver
 from tether import telemetry
 from tether.agent.roster import agent_of, run_child, session_for
 from tether.agent.session import ConversationSession
@@ -122,64 +120,6 @@ def test_a_chat_span_says_why_the_model_stopped_when_the_model_said_it(
     assert [c.parent.span_id for c in chats] == [turn.context.span_id] * 2
     # The first answer (tool calls) gave no reason: the attribute is left out, not sent empty.
     assert [c.attributes.get("gen_ai.response.finish_reasons") for c in chats] == [None, ("stop",)]
-
-
-class Receiver:
-    """A real OTLP/HTTP traces endpoint on 127.0.0.1: every span it is sent, decoded from protobuf."""
-
-    def __init__(self) -> None:
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-        received: list[dict[str, Any]] = []
-        self.spans = received
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                if self.headers.get("content-encoding") == "gzip":
-                    body = gzip.decompress(body)
-                request = ExportTraceServiceRequest.FromString(body)
-                for resource in request.resource_spans:
-                    service = {a.key: a.value.string_value for a in resource.resource.attributes}
-                    for scope in resource.scope_spans:
-                        for span in scope.spans:
-                            received.append({
-                                "name": span.name, "trace": span.trace_id.hex(), "id": span.span_id.hex(),
-                                "parent": span.parent_span_id.hex() or None,
-                                "attributes": {a.key: _value(a.value) for a in span.attributes},
-                                "service": service.get("service.name"),
-                            })  # fmt: skip
-                self.send_response(200)
-                self.send_header("content-type", "application/x-protobuf")
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def _value(value: Any) -> Any:
-    kind = value.WhichOneof("value")
-    return (
-        getattr(value, kind)
-        if kind not in (None, "array_value")
-        else [_value(v) for v in value.array_value.values]
-    )
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    found = Receiver()
-    yield found
-    found.close()
 
 
 def test_a_turns_trace_arrives_at_an_otlp_receiver_as_one_tree_with_its_workers_span(

@@ -10,7 +10,6 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +17,9 @@ import pytest
 
 from tests.interfaces.mcp.peers import DEMO
 from tests.support.helpers import ROOT, wait_for
+from tests.support.otlp import Receiver
 
 pytest.importorskip("opentelemetry.sdk")
-from tests.test_telemetry import Receiver
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    found = Receiver()
-    yield found
-    found.close()
-
-
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
 
