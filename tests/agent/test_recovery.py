@@ -148,3 +148,21 @@ def test_another_homes_interrupted_turn_is_answered_never_run_again_here(tmp_pat
         assert not (a / "idem").exists()  # never run again in this home
     finally:
         executor.close()
+
+
+def test_a_call_whose_process_died_before_its_worker_began_runs_again(support: Executor, home: Path) -> None:
+    """Found by the executor-kill storm: the turn's process died after putting the call on record and
+    before starting its worker. The call provably never ran (its claim is abandoned, so it never will):
+    it is run again, whatever its task, instead of being reported to the model as a failure."""
+    env = {**os.environ, "TETHER_FAULTS": "executor.before_spawn=kill"}
+    proc = subprocess.Popen([sys.executable, "-c", TURN, str(home), "t__marks"], cwd=ROOT, env=env)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    execution_id = execution_id_for("th", "1", "1")
+    assert support.store.get(execution_id) is not None and not (home / "handler-ran").exists()
+    _, result = next_turn(support)
+    settled = {s.call_id: s.result or {} for s in steps_of(support, 1) if s.kind == "tool"}
+    assert settled["c1"]["status"] == "completed", settled["c1"]
+    assert settled["c1"]["data"]["rerun_of"] == execution_id
+    assert (home / "handler-ran").read_text() == "yes"
+    assert settled["c2"]["status"] == "skipped"
+    assert result.status == "completed"

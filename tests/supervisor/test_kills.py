@@ -219,3 +219,34 @@ def test_the_same_storm_on_postgresql(home: Path, tmp_path: Path, fake_openai: F
         landed, runs = storms(home, tmp_path, max(3, KILLS // 2), extra, seed)
         record_figure("flow executor kills landed (PostgreSQL)", landed)
         record_figure("flow runs under kills, all completed once (PostgreSQL)", runs)
+
+
+def test_an_agent_tasks_call_cut_before_its_worker_began_is_run_again(
+    home: Path, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """Found by the storm above: the executor died after its agent's tool call was on record and before
+    the call's worker began. The replayed turn found that call given up and told the model it failed, so
+    the task failed (and, once its retries were spent, went to a person). It provably never ran: it runs
+    again within the same attempt, and the task completes."""
+    (home / "settings.toml").write_text(model_settings(fake_openai))
+    flow = tmp_path / "one-agent.yaml"
+    tasks = [{"id": "g0", "executor": "agent", "description": "act once on key cut-g0"}]
+    flow.write_text(yaml.safe_dump({"caller": "cli", "tasks": tasks}))
+    faults = {"TETHER_CLI_SERVER": "0", "TETHER_FAULTS": "executor.before_spawn=kill", **MODEL_ENV}
+    code, out, err = tether_cli(
+        "--registry", FLOWS, "flow", "run", str(flow), "--json", home=home, env=faults
+    )  # fmt: skip
+    assert code == -signal.SIGKILL, (code, out, err)
+    assert not ledger(home)  # the call was on record, and nothing ran
+    code, out, err = tether_cli("--registry", FLOWS, "flow", "list", "--json", home=home, env=MODEL_ENV)
+    assert code == 0, err
+    (run_id,) = [r["run_id"] for r in json.loads(out)]
+    proc = _executor(home, ["flow", "resume", run_id], MODEL_ENV)
+    assert proc.wait(timeout=240) == 0
+    run = _show(home, run_id, MODEL_ENV)
+    (task,) = run["tasks"]
+    assert run["status"] == task["status"] == "completed", task
+    assert task["message"] == "done: completed", task
+    # The same attempt went on: no failure of the task was recorded (a retry would have hidden one).
+    assert [s["status"] for s in task["steps"]] == ["completed"], task["steps"]
+    assert Counter(str(m["key"]) for m in ledger(home)) == {"cut-g0": 1}

@@ -38,6 +38,22 @@ if TYPE_CHECKING:
     from tether.agent.skillruns import SkillRuns
 
 OK = (TaskStatus.COMPLETED, TaskStatus.RUNNING)
+RERUNS = 3  # runs again of a call whose starting process kept dying before its worker began
+
+
+def never_began(result: TaskResult) -> bool:
+    """A call found on record (an earlier process's) whose process died before its worker began: its
+    claim was given up, so it provably never ran and never will."""
+    return (
+        result.status is TaskStatus.FAILED
+        and bool(result.data.get("never_started"))
+        and bool(result.data.get("attached"))
+    )
+
+
+def again_id(thread_id: str, turn: int, index: int, n: int = 1) -> str:
+    """The execution id of a step's ``n``-th run again (a crash replayed on any process derives the same)."""
+    return execution_id_for(thread_id, str(turn), str(index), "again", *([str(n)] if n > 1 else []))
 
 
 class ToolCalls:
@@ -138,7 +154,6 @@ class ToolCalls:
     ) -> TaskResult:
         """What the call does: nothing (answered or refused as it stands), a skill's run, a delegation,
         a control call or one execution through the executor, as one step."""
-        step_id = f"{turn.thread_id}:{turn.turn}:{index}"
         control = self.surface.is_control(call.name)
         if answer is not None:  # settled without running (no file was wanted): recorded like any outcome
             result = answer
@@ -162,21 +177,61 @@ class ToolCalls:
                 if control:
                     done = await self.control(turn, call)
                 else:
-                    done = await self.executor.execute(
-                        task_id,
-                        call.arguments,
-                        caller=self.caller,
-                        grants=self.grants,
-                        confirmation=consent,
-                        detach=self.detach,
-                        origin=self.origin(turn.thread_id),
-                        step_id=step_id,
-                        execution_id=execution_id,
-                    )
+                    done = await self.once(
+                        task_id, call.arguments, thread_id=turn.thread_id, turn=turn.turn, index=index,
+                        consent=consent, execution_id=execution_id,
+                    )  # fmt: skip
                 return {"result": done.model_dump(mode="json")}
 
             result = TaskResult.model_validate((await perform(self.steps, TOOL, work))["result"])
         return result
+
+    async def once(
+        self,
+        task_id: str,
+        arguments: dict[str, Any],
+        *,
+        thread_id: str,
+        turn: int,
+        index: int,
+        consent: Confirmation | None,
+        execution_id: str,
+        attached: TaskResult | None = None,
+    ) -> TaskResult:
+        """One call of a step, under its execution id: a replayed step attaches to what the first try
+        recorded. When that try's process died after putting it on record and before its worker began
+        (``attached``: already known), the call provably never ran and never will (its claim is given
+        up): it runs again under the step's derived ids, whatever its task, at most ``RERUNS`` times."""
+        done = attached or await self._run(task_id, arguments, thread_id, index, turn, consent, execution_id)
+        for n in range(1, RERUNS + 1):
+            if not never_began(done):
+                break
+            again = again_id(thread_id, turn, index, n)
+            done = await self._run(task_id, arguments, thread_id, index, turn, consent, again)
+            done = done.with_data(rerun_of=execution_id)
+        return done
+
+    async def _run(
+        self,
+        task_id: str,
+        arguments: dict[str, Any],
+        thread_id: str,
+        index: int,
+        turn: int,
+        consent: Confirmation | None,
+        execution_id: str,
+    ) -> TaskResult:
+        return await self.executor.execute(
+            task_id,
+            arguments,
+            caller=self.caller,
+            grants=self.grants,
+            confirmation=consent,
+            detach=self.detach,
+            origin=self.origin(thread_id),
+            step_id=f"{thread_id}:{turn}:{index}",
+            execution_id=execution_id,
+        )
 
     async def control(self, turn: Turn, call: ToolCall) -> TaskResult:
         """A control tool is the registry task it stands for (``jobs.status`` / ``jobs.stop``), run through

@@ -5,7 +5,9 @@ it before anything else, so the conversation is whole again and nothing runs twi
 
 - a tool step recorded ``started`` is looked up through its execution id: a published outcome is
   adopted; a live job is reported as it is (it goes on); a call that never reached the executor is
-  answered "not run";
+  answered "not run"; a call on record whose process died before its worker began provably never ran
+  (its claim is given up), so it is run again, whatever its task (a replayed durable turn does the same:
+  ``ToolCalls.once``);
 - a worker that died mid-run may or may not have acted: the step is re-run (under a new, derived
   execution id) only when its task is ``idempotent`` and ``safe``; otherwise it is answered ``unknown``,
   for the model and the person to check the world;
@@ -16,14 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from typing import Any
 
-from tether.agent.calls import ToolCalls
+from tether.agent.calls import ToolCalls, again_id, never_began
 from tether.agent.skillruns import SKILL_RUN, run_id_for
 from tether.agent.team import child_thread
 from tether.events import ToolFinished
 from tether.execution import process
-from tether.execution.admission import execution_id_for
 from tether.models.base import ToolOutcome
 from tether.store.threads import StepRecord, ThreadState
 from tether.tasks.grants import DELEGATE
@@ -112,8 +114,15 @@ async def _outcome(calls: ToolCalls, thread_id: str, turn: int, step: StepRecord
             "data": {"elsewhere": {"installation": record.installation, "host": record.host}},
         }
     record = await asyncio.to_thread(executor.jobs.reconcile, step.execution_id)
+    described = await asyncio.to_thread(executor.jobs.describe, record)
+    rerun = partial(
+        calls.once, record.task_id, record.params, thread_id=thread_id, turn=turn, index=step.index,
+        consent=None, execution_id=record.execution_id,
+    )  # fmt: skip
+    if never_began(described.with_data(attached=True)):
+        # Its process died after putting it on record and before its worker began: it never ran.
+        return (await rerun(attached=described.with_data(attached=True))).model_dump(mode="json")
     if not (record.terminal and record.status is TaskStatus.FAILED and record.data.get("interrupted")):
-        described = await asyncio.to_thread(executor.jobs.describe, record)
         return described.model_dump(mode="json")  # adopted, or live and going on
     spec = executor.registry.get(record.task_id, calls.caller, calls.grants)
     if spec is not None and spec.idempotent and spec.danger is Danger.SAFE:
@@ -124,7 +133,7 @@ async def _outcome(calls: ToolCalls, thread_id: str, turn: int, step: StepRecord
             grants=calls.grants,
             origin=calls.origin(thread_id),
             step_id=step.step_id,
-            execution_id=execution_id_for(thread_id, str(turn), str(step.index), "again"),
+            execution_id=again_id(thread_id, turn, step.index),
         )
         return again.with_data(rerun_of=step.execution_id).model_dump(mode="json")
     return {
