@@ -8,7 +8,7 @@ import pytest
 
 from tether.store.runs import AttemptRecord, RunRecord, TaskState
 from tether.supervisor.plan import Plan
-from tether.supervisor.policies import BREAKER_TASK, after_attempt, schedule
+from tether.supervisor.policies import BREAKER_TASK, INTERRUPTIONS, after_attempt, schedule
 
 NOW = 1_800_000_000.0
 
@@ -215,6 +215,21 @@ def test_unknown_is_retried_only_for_an_idempotent_task() -> None:
     assert after(p, state("a", attempts=1), "unknown", idempotent=True).status == "pending"
     asked = after(p, state("a", attempts=1), "unknown", idempotent=False)
     assert asked.status == "waiting_for_human" and asked.review["kind"] == "unknown"
+
+
+def test_an_idempotent_task_whose_process_died_runs_again_without_spending_its_retries() -> None:
+    """Found by the executor-kill storm: an inline task dies with each executor killed under it, and a few
+    kills spent its retries and sent it to a person, though the task never failed. Interruptions have a
+    bound of their own (a handler that kills its process every time is a failure after all)."""
+    p = plan({**call("a"), "retry": {"at_once": 1}})
+    overrides: dict[str, Any] = {}
+    for n in range(1, INTERRUPTIONS + 1):
+        move = after(p, state("a", attempts=n, overrides=overrides), "unknown", idempotent=True)
+        assert move.status == "pending" and "idempotent: again" in move.message, move
+        overrides = move.overrides
+        assert overrides["stage"] == {"interrupted": n}  # no retry of its spent
+    spent = after(p, state("a", attempts=INTERRUPTIONS + 1, overrides=overrides), "unknown", idempotent=True)
+    assert spent.status == "pending" and spent.overrides["stage"]["at_once"] == 1  # its retries, now
 
 
 def test_a_refused_call_is_not_retried_and_the_breaker_skips_a_path_that_keeps_failing() -> None:

@@ -165,11 +165,14 @@ class JobManager:
             return record
         if process.is_alive(ProcessRef(pid=record.starter_pid, create_time=record.starter_create_time)):
             return record
+        # Its handler had begun (an inline record is claimed running before it starts): it may have acted.
+        data = {"interrupted": True, "pid": record.starter_pid} if record.status is TaskStatus.RUNNING else {}
         return self.finish(
             record,
             self.paths(record.execution_id),
             TaskStatus.FAILED,
             f"interrupted: the process that ran it (pid {record.starter_pid}) exited",
+            data,
         )
 
     async def _stop_inline(self, record: JobRecord, reason: str) -> TaskResult:

@@ -24,6 +24,7 @@ from tether.tasks.spec import TaskSpec
 
 BREAKER_TASK = 4  # failed attempts of one task before its retries are skipped
 BREAKER_EXECUTOR = 6  # failed attempts on one executor (profile or caller) across the run
+INTERRUPTIONS = 5  # runs again of an idempotent task whose process died mid-run, before its retries count
 FAILED = ("failed", "stopped", "unknown", "rejected", "not_found")
 # A resource held by another job is a wait, not a failure: the task tries again after a pause that grows
 # to RESOURCE_POLL_MAX_S, in the order the waiting tasks asked, for as long as its ``timeout_s`` (or
@@ -457,6 +458,14 @@ def _triage(at: _Attempt, idempotent: bool, executor_failures: int) -> Move | No
         return Move(task.id, "pending", f"it never started ({message}); again", overrides=at.overrides)
     if outcome in ("rejected", "not_found"):
         return _ask(at, "refused", f"the executor refused the call: {message}")
+    cut = int(at.stage.get("interrupted", 0))
+    if outcome == "unknown" and idempotent and cut < INTERRUPTIONS:
+        # Its process died under it (an executor's crash takes the inline handlers it ran with it): no
+        # failure of the task's, so no retry of its is spent; a bound all the same, for a handler that
+        # takes its process down every time.
+        stage = {**at.stage, "interrupted": cut + 1}
+        return Move(task.id, "pending", f"its process died mid-run ({message}); it is idempotent: again",
+                    overrides={**at.overrides, "stage": stage}, diagnostics=at.diagnostics)  # fmt: skip
     if outcome == "unknown" and not idempotent:
         return _ask(at, "unknown", f"its worker died mid-run; it may or may not have taken effect: {message}")
     failures = 1 + sum(
