@@ -30,13 +30,18 @@ STREAM_POLL_S = 0.05
 EVENTS_LOCK = 7412
 _INSERT = insert(E)
 _LOCK = text("SELECT pg_advisory_xact_lock(:key)")
+_LOCKED_IN = "tether_events_locked_in"  # the connection's transaction that holds the lock
 
 
 def append_event(conn: Any, event: Event) -> int:
     """Append ``event`` in the caller's write transaction (``Database.write``, which names the
     installation it writes for); returns its id."""
     if conn.dialect.name == "postgresql":
-        conn.execute(_LOCK, {"key": EVENTS_LOCK})
+        # Held to the transaction's end: taken once per transaction, however many events it appends.
+        transaction = conn.get_transaction()
+        if conn.info.get(_LOCKED_IN) is not transaction:
+            conn.execute(_LOCK, {"key": EVENTS_LOCK})
+            conn.info[_LOCKED_IN] = transaction
     # Fields at their defaults are left out (a reader's validation puts them back): most of an event.
     payload = event.model_dump(mode="json", exclude={"id", "ts", "topic", "kind"}, exclude_defaults=True)
     row = {

@@ -13,12 +13,14 @@ appended to the event log in the same transaction, so a reader of the stream mis
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from sqlalchemy import Float, Integer, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from tether.errors import StoreError
 from tether.events import JobStateChanged
@@ -33,6 +35,15 @@ T = schema.jobs
 # Statements built once: SQLAlchemy then compiles each once and only binds values per call (building
 # them per call with literal values costs ~0.6 ms a statement in cache-key work alone).
 _INSERT = insert(T)
+_INSERT_NEW = {  # the row, unless its execution id is on record already
+    # (RETURNING says which: a driver's rowcount of an INSERT is not to be trusted, psycopg's is -1)
+    "postgresql": pg_insert(T)
+    .on_conflict_do_nothing(index_elements=[T.c.execution_id])
+    .returning(T.c.execution_id),
+    "sqlite": sqlite_insert(T)
+    .on_conflict_do_nothing(index_elements=[T.c.execution_id])
+    .returning(T.c.execution_id),
+}
 _BY_ID = select(T).where(T.c.execution_id == bindparam("eid"))
 _ID_ONLY = select(T.c.execution_id).where(T.c.execution_id == bindparam("eid"))
 _BY_NONCE = select(T.c.execution_id).where(T.c.confirmation == bindparam("nonce"))
@@ -83,6 +94,11 @@ _TRANSITION = (
         create_time=func.coalesce(bindparam("new_ct", type_=Float), T.c.create_time),
     )
 )
+
+# An end in one statement: the job moves only from a status that may reach it (the state machine, as
+# ``transition`` checks it after a locked read), and the row comes back as it now is.
+_END = _TRANSITION.where(T.c.status.in_(bindparam("may_end", expanding=True))).returning(*T.c)
+_MAY_END = {end: [s.value for s in TaskStatus if s not in TERMINAL and s.can_reach(end)] for end in TERMINAL}
 
 
 def now() -> str:
@@ -191,10 +207,16 @@ class JobStore(Protocol):
         confirmed_by: str | None = None,
         step_id: str | None = None,
         if_absent: bool = False,
+        also: Callable[[Any], None] | None = None,
     ) -> bool: ...
     def set_process(self, execution_id: str, pid: int, create_time: float) -> None: ...
     def transition(
-        self, result: TaskResult, *, exit_code: int | None = None, process: tuple[int, float] | None = None
+        self,
+        result: TaskResult,
+        *,
+        exit_code: int | None = None,
+        process: tuple[int, float] | None = None,
+        also: Callable[[Any, JobRecord], None] | None = None,
     ) -> JobRecord: ...
     def get(self, execution_id: str) -> JobRecord | None: ...
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]: ...
@@ -243,9 +265,11 @@ class SqlJobStore:
         confirmed_by: str | None = None,
         step_id: str | None = None,
         if_absent: bool = False,
+        also: Callable[[Any], None] | None = None,
     ) -> bool:
         """Insert the job's first record. False when ``if_absent`` and the id is already on record;
-        ``ConfirmationUsed`` when ``confirmation`` authorized another execution."""
+        ``ConfirmationUsed`` when ``confirmation`` authorized another execution. ``also(conn)``: the
+        caller's own writes, in the same transaction as the insert (not run when nothing was inserted)."""
         stamp = now()
         row = {
             "execution_id": result.execution_id,
@@ -274,14 +298,20 @@ class SqlJobStore:
             **self.installation.values(),
         }
         with self.db.write() as conn:
-            if if_absent and conn.execute(_ID_ONLY, {"eid": result.execution_id}).first():
-                return False
-            if confirmation is not None:
-                used = conn.execute(_BY_NONCE, {"nonce": confirmation}).first()
-                if used is not None:
-                    raise ConfirmationUsed(used[0])
-            conn.execute(_INSERT, row)
+            if if_absent and confirmation is None:  # one statement: inserted, or the id was taken
+                if conn.execute(_INSERT_NEW[conn.dialect.name], row).first() is None:
+                    return False
+            else:
+                if if_absent and conn.execute(_ID_ONLY, {"eid": result.execution_id}).first():
+                    return False
+                if confirmation is not None:
+                    used = conn.execute(_BY_NONCE, {"nonce": confirmation}).first()
+                    if used is not None:
+                        raise ConfirmationUsed(used[0])
+                conn.execute(_INSERT, row)
             _changed(conn, result, origin, step_id, self.installation.values(), background=background)
+            if also is not None:
+                also(conn)
         return True
 
     def set_process(self, execution_id: str, pid: int, create_time: float) -> None:
@@ -291,42 +321,64 @@ class SqlJobStore:
             )
 
     def transition(
-        self, result: TaskResult, *, exit_code: int | None = None, process: tuple[int, float] | None = None
+        self,
+        result: TaskResult,
+        *,
+        exit_code: int | None = None,
+        process: tuple[int, float] | None = None,
+        also: Callable[[Any, JobRecord], None] | None = None,
     ) -> JobRecord:
         """Move the job to ``result`` if the state machine allows it (recording its worker ``process``
-        in the same write, when given); returns the record as it now is."""
+        in the same write, when given); returns the record as it now is. ``also(conn, record)``: the
+        caller's own writes, in the same transaction, given the record as it now is (``result``'s, or
+        the end that came first)."""
         with self.db.write() as conn:
-            lookup = _BY_ID if self.db.is_sqlite else _BY_ID_LOCKED
-            row = conn.execute(lookup, {"eid": result.execution_id}).first()
-            if row is None:
-                raise StoreError(f"no job {result.execution_id!r} in the store")
-            current = TaskStatus(row._mapping["status"])
-            if current in TERMINAL or not current.can_reach(result.status):
-                return JobRecord.from_row(row)
-            stamp = now()
-            values = {
-                "eid": result.execution_id,
-                "new_status": result.status.value,
-                "new_message": result.message,
-                "new_data": _dumps(result.data),
-                "new_duration": result.duration_seconds,
-                "at": stamp,
-                "new_ended": stamp if result.status in TERMINAL else None,
-                "new_exit": exit_code,
-                "new_pid": None if process is None else process[0],
-                "new_ct": None if process is None else process[1],
-            }
-            conn.execute(_TRANSITION, values)
-            if result.status is not current:
-                m = row._mapping
-                _changed(
-                    conn,
-                    result,
-                    m["origin"],
-                    m["step_id"],
-                    {"installation": m["installation"], "host": m["host"]},
-                    background=bool(m["background"]),
-                )
+            record = self._transition(conn, result, exit_code, process)
+            if also is not None:
+                also(conn, record)
+        return record
+
+    def _transition(
+        self, conn: Any, result: TaskResult, exit_code: int | None, process: tuple[int, float] | None
+    ) -> JobRecord:
+        stamp = now()
+        values = {
+            "eid": result.execution_id,
+            "new_status": result.status.value,
+            "new_message": result.message,
+            "new_data": _dumps(result.data),
+            "new_duration": result.duration_seconds,
+            "at": stamp,
+            "new_ended": stamp if result.status in TERMINAL else None,
+            "new_exit": exit_code,
+            "new_pid": None if process is None else process[0],
+            "new_ct": None if process is None else process[1],
+        }
+        if result.status in TERMINAL:  # an end: one statement when the job may still take it
+            ended = conn.execute(_END, {**values, "may_end": _MAY_END[result.status]}).first()
+            if ended is not None:
+                m = ended._mapping
+                where = {"installation": m["installation"], "host": m["host"]}
+                _changed(conn, result, m["origin"], m["step_id"], where, background=bool(m["background"]))
+                return JobRecord.from_row(ended)
+        lookup = _BY_ID if self.db.is_sqlite else _BY_ID_LOCKED
+        row = conn.execute(lookup, {"eid": result.execution_id}).first()
+        if row is None:
+            raise StoreError(f"no job {result.execution_id!r} in the store")
+        current = TaskStatus(row._mapping["status"])
+        if current in TERMINAL or not current.can_reach(result.status):
+            return JobRecord.from_row(row)
+        conn.execute(_TRANSITION, values)
+        if result.status is not current:
+            m = row._mapping
+            _changed(
+                conn,
+                result,
+                m["origin"],
+                m["step_id"],
+                {"installation": m["installation"], "host": m["host"]},
+                background=bool(m["background"]),
+            )
         before = JobRecord.from_row(row)  # the record as _TRANSITION left it, without reading it back
         return replace(
             before,

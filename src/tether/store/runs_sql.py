@@ -15,6 +15,8 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import bindparam, case, delete, func, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from tether.errors import StoreError
 from tether.events import RunChanged, RunTaskChanged
@@ -75,9 +77,12 @@ _ATTEMPTS_OF = select(RA).where(RA.c.run_id == _RID, RA.c.task_id == _TID).order
 _FAILED_ATTEMPTS = select(RA).where(
     RA.c.run_id == _RID, RA.c.status.in_(("failed", "stopped", "unknown", "rejected", "not_found"))
 )
-_ATTEMPT_AT = select(RA.c.attempt).where(
-    RA.c.run_id == _RID, RA.c.task_id == _TID, RA.c.attempt == bindparam("n")
-)
+# The attempt's row, unless it is on record already (a decision replayed after a crash).
+_ATTEMPT_KEY = [RA.c.run_id, RA.c.task_id, RA.c.attempt]
+_BEGIN_ATTEMPT = {
+    "postgresql": pg_insert(RA).on_conflict_do_nothing(index_elements=_ATTEMPT_KEY).returning(RA.c.attempt),
+    "sqlite": sqlite_insert(RA).on_conflict_do_nothing(index_elements=_ATTEMPT_KEY).returning(RA.c.attempt),
+}
 _START_TASK = (
     update(RT)
     .where(RT.c.run_id == _RID, RT.c.task_id == _TID)
@@ -375,29 +380,31 @@ class SqlRunStore(ResourceQueue):
         an attempt on record already is left as it is (a decision replayed after a crash)."""
         if not wave:
             return
-        at = now()
         with self.db.write() as conn:
-            rev: int | None = None
-            for task_id, attempt, execution_id, how in wave:
-                if conn.execute(_ATTEMPT_AT, {"rid": run_id, "tid": task_id, "n": attempt}).first():
-                    continue
-                rev = _bump(conn, run_id) if rev is None else rev
-                conn.execute(
-                    insert(RA),
-                    {
-                        "run_id": run_id, "task_id": task_id, "attempt": attempt,
-                        "execution_id": execution_id, "status": "running", "message": "", "how": _dumps(how),
-                        "started_at": at, "duration_seconds": 0.0, **self.installation.values(),
-                    },
-                )  # fmt: skip
-                conn.execute(_START_TASK, {"rid": run_id, "tid": task_id, "n": attempt, "at": at, "rev": rev})
-                append_event(
-                    conn,
-                    RunTaskChanged(
-                        topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status="running",
-                        attempt=attempt, execution_id=execution_id,
-                    ),
-                )  # fmt: skip
+            self.begin_in(conn, run_id, wave)
+
+    def begin_in(self, conn: Any, run_id: str, wave: list[tuple[str, int, str, dict[str, Any]]]) -> None:
+        """``begin_attempts`` in ``conn``'s transaction (an inline call's claim of its job: the attempt
+        and its job go on record together)."""
+        at = now()
+        rev: int | None = None
+        for task_id, attempt, execution_id, how in wave:
+            row = {
+                "run_id": run_id, "task_id": task_id, "attempt": attempt, "execution_id": execution_id,
+                "status": "running", "message": "", "how": _dumps(how), "started_at": at,
+                "duration_seconds": 0.0, **self.installation.values(),
+            }  # fmt: skip
+            if conn.execute(_BEGIN_ATTEMPT[conn.dialect.name], row).first() is None:
+                continue  # on record already
+            rev = _bump(conn, run_id) if rev is None else rev
+            conn.execute(_START_TASK, {"rid": run_id, "tid": task_id, "n": attempt, "at": at, "rev": rev})
+            append_event(
+                conn,
+                RunTaskChanged(
+                    topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status="running",
+                    attempt=attempt, execution_id=execution_id,
+                ),
+            )  # fmt: skip
 
     def settle(
         self,
@@ -417,25 +424,48 @@ class SqlRunStore(ResourceQueue):
         a settled task is never left in the queue, nor a waiting one out of it, by a crash between two
         writes. The task moves only while it is still ``running`` (a run cancelled meanwhile keeps its
         ``cancelled``); True if it moved."""
+        with self.db.write() as conn:
+            return self.settle_in(
+                conn, run_id, task_id, attempt, outcome=outcome, message=message, duration_s=duration_s,
+                task=task, waiting=waiting,
+            )  # fmt: skip
+
+    def settle_in(
+        self,
+        conn: Any,
+        run_id: str,
+        task_id: str,
+        attempt: int,
+        *,
+        outcome: str,
+        message: str,
+        duration_s: float,
+        task: dict[str, Any],
+        waiting: tuple[Sequence[str], float] | None = None,
+        queued: bool = True,
+    ) -> bool:
+        """``settle`` in ``conn``'s transaction (an inline call's outcome: its job and its attempt end
+        together). ``queued`` False: the caller knows the task never joined a resource's queue, so there
+        is no place in it to give up."""
         at = now()
         row = _task_row(task, at)
-        with self.db.write() as conn:
+        if waiting is not None or queued:
             self._queue(conn, run_id, task_id, waiting)
-            row["rev"] = _bump(conn, run_id)
-            conn.execute(
-                _END_ATTEMPT,
-                {"rid": run_id, "tid": task_id, "n": attempt, "v_status": outcome, "v_message": message,
-                 "at": at, "v_duration": duration_s},
+        row["rev"] = _bump(conn, run_id)
+        conn.execute(
+            _END_ATTEMPT,
+            {"rid": run_id, "tid": task_id, "n": attempt, "v_status": outcome, "v_message": message,
+             "at": at, "v_duration": duration_s},
+        )  # fmt: skip
+        moved = conn.execute(_set_task(tuple(row), True), _task_params(run_id, task_id, row)).rowcount
+        if moved:
+            append_event(
+                conn,
+                RunTaskChanged(
+                    topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status=str(task["status"]),
+                    attempt=attempt, message=str(task.get("message", ""))[:2000],
+                ),
             )  # fmt: skip
-            moved = conn.execute(_set_task(tuple(row), True), _task_params(run_id, task_id, row)).rowcount
-            if moved:
-                append_event(
-                    conn,
-                    RunTaskChanged(
-                        topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status=str(task["status"]),
-                        attempt=attempt, message=str(task.get("message", ""))[:2000],
-                    ),
-                )  # fmt: skip
         return bool(moved)
 
     def answer(
