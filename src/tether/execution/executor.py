@@ -48,7 +48,7 @@ from tether.execution.admission import (
     record_refusal,
 )
 from tether.execution.environment import worker_env
-from tether.execution.inline import InlineRun
+from tether.execution.inline import InlineRun, Journal
 from tether.execution.jobs import POLL_S, JobManager, Pruned
 from tether.execution.launch import Launch, RequestKey
 from tether.execution.placement import Forwarded, Forwarder, Placed, Placement
@@ -229,6 +229,7 @@ class Executor:
         on_start: Callable[[str], None] | None = None,
         wait_owner_s: float = 0.0,
         placed: bool = False,
+        journal: Journal | None = None,
     ) -> TaskResult:
         """Run one task for ``caller``. ``confirmation`` only ever from the person, never from a model.
 
@@ -244,7 +245,9 @@ class Executor:
 
         A call claiming a resource that a worker on another node holds is forwarded there once admitted
         (``placement.py``); one that no live worker owns is refused, or waits ``wait_owner_s`` for one.
-        ``placed``: this is the node the call was forwarded to (it runs here).
+        ``placed``: this is the node the call was forwarded to (it runs here). ``journal``: the caller's
+        own writes, made in the transactions that claim and end an inline call with a given execution id
+        (``inline.Journal``); never made for any other call.
 
         Nothing here blocks the event loop: store writes, file writes and checks run in threads.
         """
@@ -258,7 +261,7 @@ class Executor:
             execution_id = new_execution_id()
         else:
             check_execution_id(execution_id)
-            if not self._inline(task_id, caller, grants):  # an inline call claims its id as it starts
+            if not self.inline(task_id, caller, grants):  # an inline call claims its id as it starts
                 known = await off_loop(self.store.get, execution_id)
                 if known is not None:
                     return await self._attach(known, task_id, on_start)
@@ -280,7 +283,7 @@ class Executor:
             if found.verdict != "here":
                 return await self._elsewhere(found, verdict, execution_id, started, caller, detach, where,
                                              on_start, wait_owner_s)  # fmt: skip
-        return await self._run_here(verdict, execution_id, caller, where, started, detach, on_start)
+        return await self._run_here(verdict, execution_id, caller, where, started, detach, on_start, journal)
 
     async def _run_here(
         self,
@@ -291,6 +294,7 @@ class Executor:
         started: float,
         detach: bool,
         on_start: Callable[[str], None] | None,
+        journal: Journal | None = None,
     ) -> TaskResult:
         """An admitted call that runs on this node: inline, or in a worker of its own."""
         if verdict.spec.isolation is Isolation.INLINE:
@@ -304,6 +308,7 @@ class Executor:
                 where=where,
                 started=started,
                 attach=lambda known: self._attach(known, verdict.spec.task_id, None),
+                journal=journal,
             ).run()
         # A holder's detached job on a resource it holds for the installation must not outlive the holder:
         # its hold lapses when the holder dies, and another host's worker may take the resource.
@@ -374,7 +379,8 @@ class Executor:
             self.store, refusal, caller=caller, params=verdict.clean, detach=detach, where=where
         )
 
-    def _inline(self, task_id: object, caller: str, grants: Grants | None) -> bool:
+    def inline(self, task_id: object, caller: str, grants: Grants | None = None) -> bool:
+        """Whether a call of ``task_id`` by ``caller`` would run inside this process (an inline task)."""
         spec = self.registry.get(task_id, caller, grants) if isinstance(task_id, str) else None
         return spec is not None and spec.isolation is Isolation.INLINE
 

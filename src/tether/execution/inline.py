@@ -7,6 +7,9 @@ anywhere reaches it. A caller-chosen execution id is claimed on record (``runnin
 the handler starts: a twin call adopts this run instead of running the handler twice, and a process that
 dies mid-run leaves a record the job manager recognises as ended. The terminal state goes on record
 last; if the record already ended otherwise (a stop settled it first), the record wins.
+
+A caller may add writes of its own to those two transactions (a ``Journal``): a flow's attempt goes on
+record with its job's claim and ends with its job's end, in the same commits.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from tether.errors import StopRequested, StoreError, TaskFailed
-from tether.execution import process
+from tether.execution import faults, process
 from tether.execution.admission import Admitted, Where
 from tether.execution.jobs import INLINE, JobManager
+from tether.execution.output import to_log
 from tether.execution.protocol import TIMEOUT, ExecutionPaths, bounded
 from tether.execution.records import off_loop
 from tether.execution.worker import WorkerContext, outcome
@@ -36,6 +40,18 @@ from tether.tasks.spec import TaskSpec, load_object
 log = logging.getLogger("tether.executor")
 
 Outcome = tuple[TaskStatus, str, dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Journal:
+    """A caller's writes, made in an inline call's own transactions: ``started(conn)`` in the one that
+    claims its execution id, before its handler runs (not when a twin claimed it first); ``ended(conn,
+    record)`` in the one that ends it, given the job's record as it then is (a stop that came first
+    wins). Each is made at most once, and neither when the call was refused or attached to a twin: the
+    caller keeps track of which were made."""
+
+    started: Callable[[Any], None]
+    ended: Callable[[Any, JobRecord], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +67,7 @@ class InlineRun:
     where: Where
     started: float
     attach: Callable[[JobRecord], Awaitable[TaskResult]]  # follows a twin call's run instead
+    journal: Journal | None = None
 
     @property
     def spec(self) -> TaskSpec:
@@ -62,17 +79,19 @@ class InlineRun:
             known = await self._claim(inline)
             if known is not None:
                 return await self.attach(known)
+        paths = ExecutionPaths.of(self.home, self.execution_id)
         ctx = WorkerContext(
             execution_id=self.execution_id,
             task_id=self.spec.task_id,
             home=self.home,
             params=self.admitted.params,
-            paths=ExecutionPaths.of(self.home, self.execution_id),
+            paths=paths,
             log=logging.getLogger(f"tether.task.{self.spec.task_id}"),
         )
         self.jobs.register_inline(self.execution_id, ctx)
         try:
-            status, message, data = await self._call(ctx)
+            with to_log(paths):  # what it prints is its log, not its caller's output
+                status, message, data = await self._call(ctx)
         finally:
             self.jobs.unregister_inline(self.execution_id)
         if status is TaskStatus.COMPLETED and ctx.stop_reason is not None and self.where.given:
@@ -89,7 +108,9 @@ class InlineRun:
                 data={**data, **inline},
             )
         )
-        return await self._settle(result)
+        settled = await self._settle(result)
+        faults.point("inline.after_end")  # a crash here: the outcome, and a journal's writes, are on record
+        return settled
 
     async def _claim(self, inline: dict[str, Any]) -> JobRecord | None:
         """Put a caller-chosen id on record as running in this process, before the handler runs: a stop
@@ -110,6 +131,7 @@ class InlineRun:
             params=self.admitted.clean,
             if_absent=True,
             starter=(me.pid, me.create_time),
+            also=None if self.journal is None else self.journal.started,
             **self.where.record,
         )
         if inserted:
@@ -151,7 +173,8 @@ class InlineRun:
         """The terminal state on record; a record that ended otherwise first wins."""
         try:
             if self.where.given:
-                recorded = await off_loop(self.store.transition, result)
+                ended = None if self.journal is None else self.journal.ended
+                recorded = await off_loop(functools.partial(self.store.transition, result, also=ended))
                 if recorded.status is not result.status:
                     return recorded.to_result()
             else:
