@@ -1,5 +1,5 @@
-"""Durability under SIGKILL: the executor of a 23-task flow (20 calls, 3 agent turns that each ask a model and
-run a tool) is killed at random moments, again and again,
+"""Durability under SIGKILL: the executor of a 29-task flow (26 calls, six of them inline, 3 agent turns that
+each ask a model and run a tool) is killed at random moments, again and again,
 and a new one picks the run up each time (`tether flow resume`).
 
 What must hold after every storm: the run ends in an explicit state (never `running`), no task is left
@@ -38,12 +38,13 @@ pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 
 def storm_tasks(prefix: str) -> list[dict[str, Any]]:
-    """A DAG of 23: a start, three lanes of six calls (one lane shares a resource), a lane of three agent
-    turns (each asks the model, runs one tool, asks again), a join. Ledger keys are ``<prefix>-<id>``."""
+    """A DAG of 29: a start, four lanes of six calls (one lane shares a resource, one runs inline in the
+    executor's own process, inside its decision step), a lane of three agent turns (each asks the model,
+    runs one tool, asks again), a join. Ledger keys are ``<prefix>-<id>``."""
     tasks: list[dict[str, Any]] = [
         {"id": "start", "call": {"task": "f.once", "args": {"key": f"{prefix}-start"}}}
     ]
-    for lane, task in (("a", "f.once"), ("b", "f.safe"), ("c", "f.arm")):
+    for lane, task in (("a", "f.once"), ("b", "f.safe"), ("c", "f.arm"), ("i", "f.inline_safe")):
         before = "start"
         for i in range(6):
             task_id = f"{lane}{i}"
@@ -67,7 +68,7 @@ def storm_tasks(prefix: str) -> list[dict[str, Any]]:
         {
             "id": "join",
             "call": {"task": "f.once", "args": {"key": f"{prefix}-join"}},
-            "depends_on": ["a5", "b5", "c5", "g2"],
+            "depends_on": ["a5", "b5", "c5", "i5", "g2"],
         }
     )
     return tasks

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether import Registry, TaskSpec
 from tether.tasks.context import TaskContext
-from tether.tasks.spec import Danger
+from tether.tasks.spec import Danger, Isolation
 
 H = "tests.support.flowkit:"
 EVERY = frozenset({"agent", "cli", "mcp"})
@@ -176,5 +176,28 @@ flows.add(
         description="Writes something and proposes to test it.",
         resources=(),
         exposed_to=EVERY,
+    )
+)
+flows.add(
+    TaskSpec(
+        task_id="f.inline_once",
+        handler=H + "work",
+        params=Work,
+        description="A step that must run once, inside the executor's own process.",
+        resources=(),
+        exposed_to=EVERY,
+        isolation=Isolation.INLINE,
+    )
+)
+flows.add(
+    TaskSpec(
+        task_id="f.inline_safe",
+        handler=H + "work",
+        params=Work,
+        description="An idempotent step, inside the executor's own process.",
+        idempotent=True,
+        resources=(),
+        exposed_to=EVERY,
+        isolation=Isolation.INLINE,
     )
 )

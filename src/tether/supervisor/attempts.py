@@ -10,7 +10,9 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tether.execution.inline import Journal
 from tether.execution.protocol import ExecutionPaths
+from tether.store.jobs import JobRecord
 from tether.store.runs import RunRecord, TaskState
 from tether.supervisor.host import Host, epoch, io
 from tether.supervisor.plan import Plan, Task
@@ -23,7 +25,7 @@ from tether.supervisor.policies import (
     context_of,
     executor_of,
 )
-from tether.supervisor.reading import Known, waiting_of
+from tether.supervisor.reading import Known, Opened, waiting_of
 from tether.tasks.confirm import Confirmation
 from tether.tasks.result import TaskResult, TaskStatus
 
@@ -94,8 +96,67 @@ async def finish(
     return {"status": outcome, "next": move.status}
 
 
+@dataclass
+class _Written:
+    """What an inline attempt's journal wrote in its job's own transactions."""
+
+    began: bool = False
+    settled: dict[str, Any] | None = None
+
+
+async def inline_attempt(h: Host, opened: Opened, number: int, how: dict[str, Any]) -> dict[str, Any]:
+    """An attempt of an inline call that its decision opened (``engine.advance``), run without a step of
+    its own: the attempt goes on record in the transaction that claims its job, before the handler runs,
+    and a completed one settles in the transaction that ends its job. Any other outcome (a refusal, a
+    failure, a twin's run adopted) is settled as ``finish`` settles every attempt."""
+    runs, run, task = h.runtime.runs, opened.run, opened.task
+    plan, started, wrote = opened.known.plan, time.monotonic(), _Written()
+    assert task.call is not None
+    queued = bool(opened.known.resources.get(task.call.task))
+
+    def began(conn: Any) -> None:
+        runs.begin_in(conn, run.run_id, [(task.id, number, opened.execution_id, how)])
+        wrote.began = True
+
+    def ended(conn: Any, record: JobRecord) -> None:
+        outcome, message, data = classify(record.to_result())
+        if not wrote.began or outcome != "completed" or isinstance(data.get("propose"), list):
+            return  # settled by ``finish``, after
+        try:
+            move = after_attempt(
+                task, opened.state, outcome=outcome, message=message, data=data, idempotent=False,
+                now=time.time(), executor_failures=0, context=context_of(plan, run), run=run,
+            )  # fmt: skip
+        except Exception:  # ``finish`` meets it again, and the run's end says what it was
+            return
+        runs.settle_in(
+            conn, run.run_id, task.id, number, outcome=outcome, message=message,
+            duration_s=time.monotonic() - started, task=move.fields(), waiting=waiting_of(move),
+            queued=queued,
+        )  # fmt: skip
+        wrote.settled = {"status": outcome, "next": move.status}
+
+    outcome, message, data = await perform(
+        h, plan, run, task, opened.state, opened.execution_id, number, Journal(began, ended)
+    )
+    if wrote.settled is not None:
+        return wrote.settled
+    if not wrote.began:  # refused before its claim, or a twin's: the attempt goes on record now
+        await io(runs.begin_attempts, run.run_id, [(task.id, number, opened.execution_id, how)])
+    return await finish(
+        h, opened.known, run, task.id, number, outcome, message, data, time.monotonic() - started
+    )
+
+
 async def perform(
-    h: Host, plan: Plan, run: RunRecord, task: Task, state: TaskState, execution_id: str, number: int
+    h: Host,
+    plan: Plan,
+    run: RunRecord,
+    task: Task,
+    state: TaskState,
+    execution_id: str,
+    number: int,
+    journal: Journal | None = None,
 ) -> tuple[str, str, dict[str, Any]]:
     """Run one attempt through the executor; (outcome, message, data). Outcome ``unknown`` when its
     worker died mid-run (it may or may not have taken effect), ``not_started`` when the process that
@@ -129,6 +190,7 @@ async def perform(
             execution_id=execution_id,
             detach=True,
             confirmation=confirmation,
+            journal=journal,
         )
     )
     watch = Watch(h, execution_id, plan.caller, origin, deadline, task.heartbeat_s)

@@ -46,8 +46,9 @@ if TYPE_CHECKING:
 APP_NAME = "tether"  # an installation's application is tether-<installation id> (``names``)
 # Pinned and bumped deliberately: DBOS recovers only workflows of the running version, so a change to
 # the engine's workflow or step sequence that would replay differently must bump this.
-# 3: calls forwarded to a resource's holder (a queue per resource); 2: agent attempts are child workflows
-APP_VERSION = "tether-flows-3"
+# 4: a wave of inline calls runs inside the decision step (``advance``); 3: calls forwarded to a
+# resource's holder (a queue per resource); 2: agent attempts are child workflows
+APP_VERSION = "tether-flows-4"
 QUEUE = "tether-runs"  # an installation's queue is tether-runs-<installation id>
 WORKFLOW = "tether.run_segment"
 TURN_WORKFLOW = "tether.turn"

@@ -1,10 +1,12 @@
 """The engine: a run is a chain of DBOS workflow segments that drive its plan to the end.
 
 A segment (workflow id ``<run>.<n>``) begins, for a goal's run with no tasks yet, with the ``plan``
-step; then it loops: one ``decide`` step reads what changed in the run, applies ``policies.schedule``
-(skips, review requests, the end), records the next wave's attempts as started and returns the wave; the
-wave's tasks run in parallel — a call is one ``attempt`` step, an agent's task a child workflow
-(``agent_attempt``) whose model calls and tool executions are steps of their own. Decisions are
+step; then it loops: one ``advance`` step reads what changed in the run, applies ``policies.schedule``
+(skips, review requests, the end) and takes the next wave. A wave of inline calls runs inside that step
+(each attempt on record with its job's claim, and settled with its job's end), which decides again;
+any other wave's attempts go on record as started and the wave is returned, its tasks run in parallel —
+a call is one ``attempt`` step, an agent's task a child workflow (``agent_attempt``) whose model calls
+and tool executions are steps of their own. Decisions are
 checkpointed by DBOS, so a segment replayed after a crash takes the same path; an attempt that was in
 flight is executed again under the **same execution id** (derived from run, task and attempt), which the
 executor resolves: the published result is adopted, a live worker is re-attached, a worker that died
@@ -25,7 +27,8 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import Any
 
 from dbos import DBOS, SetWorkflowID
@@ -36,7 +39,7 @@ from tether.execution.executor import MAINTAIN_EVERY_S, Executor
 from tether.runtime import Runtime
 from tether.store.runs import RunRecord
 from tether.supervisor import cluster, durable, idle, notify, turns
-from tether.supervisor.attempts import deadline_of, finish, perform
+from tether.supervisor.attempts import deadline_of, finish, inline_attempt, perform
 from tether.supervisor.host import Host, NotAnExecutor, current, epoch, host, install, io
 from tether.supervisor.plan import Profile
 from tether.supervisor.policies import (
@@ -45,6 +48,8 @@ from tether.supervisor.policies import (
     schedule,
 )
 from tether.supervisor.reading import (
+    Known,
+    Opened,
     apply_move,
     how,
     open_attempt,
@@ -56,6 +61,7 @@ from tether.supervisor.reading import (
 log = logging.getLogger("tether.supervisor")
 
 WORKFLOW = durable.WORKFLOW
+PLAN = "plan"  # what ``advance`` says of a run with no tasks yet: the segment plans it first
 segment_id = durable.segment_id
 
 
@@ -65,10 +71,14 @@ segment_id = durable.segment_id
 @DBOS.workflow(name=WORKFLOW)
 async def run_segment(run_id: str, segment: int) -> str:
     try:
-        if (await plan_run(run_id))["end"]:  # a goal's run with no tasks yet: plan it first
-            return "failed"
+        planned = False
         while True:
-            decision = await decide(run_id, segment)
+            decision = await advance(run_id, segment, not planned)
+            if decision["end"] == PLAN:  # a goal's run with no tasks yet: planned first, in a step of its own
+                planned = True
+                if (await plan_run(run_id))["end"]:
+                    return "failed"
+                continue
             if decision["end"] == "later":
                 await continue_later(run_id, segment, decision["delay_s"])
                 return "later"
@@ -76,7 +86,9 @@ async def run_segment(run_id: str, segment: int) -> str:
                 if decision["end"] in ("completed", "failed", "cancelled"):
                     await _trace_run(run_id, str(decision["end"]))
                 return str(decision["end"])
-            await asyncio.gather(*(_traced_attempt(run_id, item) for item in decision["run"]))
+            await asyncio.gather(
+                *(_traced(run_id, item, _attempt_of(run_id, item)) for item in decision["run"])
+            )
     except Exception as exc:  # a bug or a broken store: the run must not stay "running"
         if type(exc).__name__ in ("DBOSWorkflowCancelledError", "DBOSAwaitedWorkflowCancelledError"):
             raise
@@ -96,11 +108,13 @@ def _run_ids(run_id: str) -> tuple[str, str]:
     return telemetry.ids_for(f"run:{run_id}")
 
 
-async def _traced_attempt(run_id: str, item: list[Any]) -> dict[str, Any]:
+async def _traced(
+    run_id: str, item: list[Any], attempt: Coroutine[Any, Any, dict[str, Any]]
+) -> dict[str, Any]:
     """An attempt under its ``flow_task`` span (a child of the run's span; a call's worker and an
     agent's turn hang under it)."""
     if not telemetry.enabled():
-        return await _attempt_of(run_id, item)
+        return await attempt
     trace_id, run_span = _run_ids(run_id)
     task_id, number = str(item[0]), int(item[1])
     ids = {
@@ -111,7 +125,7 @@ async def _traced_attempt(run_id: str, item: list[Any]) -> dict[str, Any]:
     attributes = {"tether.run.id": run_id, "tether.task.id": task_id, "tether.attempt": number,
                   "tether.executor": str(item[2]) if len(item) > 2 else None}  # fmt: skip
     with telemetry.span(f"flow_task {task_id}", attributes, ids=ids) as traced:
-        outcome = await _attempt_of(run_id, item)
+        outcome = await attempt
         status = outcome.get("status") if isinstance(outcome, dict) else None
         traced.set_attribute("tether.task.status", status if isinstance(status, str) else None)
         return outcome
@@ -148,17 +162,70 @@ async def _attempt_of(run_id: str, item: list[Any]) -> dict[str, Any]:
     return await attempt(run_id, task_id, number)
 
 
-@DBOS.step(name="tether.decide", retries_allowed=False)
-async def decide(run_id: str, segment: int) -> dict[str, Any]:
+@DBOS.step(name="tether.advance", retries_allowed=False)
+async def advance(run_id: str, segment: int, may_plan: bool = True) -> dict[str, Any]:
+    """Decide; while the wave is of inline calls only, run it here and decide again: the next wave with
+    any other task in it (a worker's call, an agent's turn) is returned for the segment to run as steps
+    of their own, as is the run's end.
+
+    An inline call needs no step of its own: its attempt and its job are on tether's record before its
+    handler runs, under the execution id derived from run, task and attempt. A crash here re-runs this
+    step, whose decision finds the attempt still ``running`` and runs it again under the same id, which
+    the executor resolves as it resolves a replayed ``attempt`` step: the recorded outcome is adopted, an
+    outcome that died with its process is ``unknown``. So a run of many inline tasks costs one DBOS step
+    for all of them instead of two for each. A run with no tasks yet (a goal's) ends it with ``PLAN``
+    (once, ``may_plan``): the segment plans it, and a run created with its tasks takes no step for that."""
     h = host()
+    while True:
+        decision, inline = await _decide(h, run_id, segment, may_plan)
+        if decision["end"] is not None or inline is None:
+            return decision
+        await asyncio.gather(
+            *(_traced(run_id, [o.task.id, n], inline_attempt(h, o, n, manner)) for o, n, manner in inline)
+        )
+
+
+async def _decide(
+    h: Host, run_id: str, segment: int, may_plan: bool = False
+) -> tuple[dict[str, Any], list[Any] | None]:
+    """The next decision, and the wave's attempts opened for ``advance`` when every one of them is an
+    inline call (an empty list: moves were made, decide again; None: the segment takes the decision,
+    its wave's attempts on record as started, together: one write for the wave)."""
+    decision, known, run = await _decision(h, run_id, segment, may_plan)
+    if decision["end"] is not None or known is None or run is None:
+        return decision, None
+    if not decision["run"]:
+        return decision, []
+    plan, states = known.plan, {t.task_id: t for t in run.tasks}
+    wave = []
+    for item in decision["run"]:
+        task, number = known.tasks[str(item[0])], int(item[1])
+        eid = execution_id_for("run", run_id, task.id, str(number))
+        wave.append((task.id, number, eid, how(task, states[task.id], plan.caller)))
+    calls = [known.tasks[t].call for t, *_ in wave]
+    if not all(c is not None and h.executor.inline(c.task, plan.caller, plan.grants_of()) for c in calls):
+        await io(h.runtime.runs.begin_attempts, run_id, wave)
+        return decision, None
+    opened = [
+        (Opened(known, run, known.tasks[t], replace(states[t], status="running", attempts=n), eid), n, manner)
+        for t, n, eid, manner in wave
+    ]
+    return decision, opened
+
+
+async def _decision(
+    h: Host, run_id: str, segment: int, may_plan: bool
+) -> tuple[dict[str, Any], Known | None, RunRecord | None]:
     store = h.runtime.runs
     run: RunRecord | None = await io(read_for_decide, h, run_id)
     if run is None:
-        return {"end": "missing", "run": []}
+        return {"end": "missing", "run": []}, None, None
     if run.segment != segment:
-        return {"end": "superseded", "run": []}
+        return {"end": "superseded", "run": []}, None, None
     if run.status in ("completed", "failed", "cancelled"):
-        return {"end": run.status, "run": []}
+        return {"end": run.status, "run": []}, None, None
+    if may_plan and not run.tasks and run.status == "running":
+        return {"end": PLAN, "run": []}, None, None
     known = await io(plan_of, h, run)
     plan, resources = known.plan, known.resources
     claimed = sorted({r for rs in resources.values() for r in rs})
@@ -169,23 +236,20 @@ async def decide(run_id: str, segment: int) -> dict[str, Any]:
     for move in decision.moves:
         await io(apply_move, store, run_id, move)
     if decision.moves:
-        return {"end": None, "run": []}  # decide again on the new state
-    if decision.run:  # the wave's attempts start on record together: one write for the wave
-        states = {t.task_id: t for t in run.tasks}
-        wave = [
-            (t, n, execution_id_for("run", run_id, t, str(n)), how(known.tasks[t], states[t], plan.caller))
-            for t, n in decision.run
-        ]
-        await io(store.begin_attempts, run_id, wave)
+        return {"end": None, "run": []}, known, run  # decide again on the new state
     if decision.end in ("completed", "failed"):
         await io(store.set_status, run_id, decision.end, decision.message)
     elif decision.end == "waiting_for_human":
         await io(store.set_status, run_id, "waiting_for_human", decision.message, only_from=("running",))
-    return {
-        "end": decision.end,
-        "run": [[t, n, "call" if known.tasks[t].call is not None else "agent"] for t, n in decision.run],
-        "delay_s": decision.delay_s,
-    }
+    return (
+        {
+            "end": decision.end,
+            "run": [[t, n, "call" if known.tasks[t].call is not None else "agent"] for t, n in decision.run],
+            "delay_s": decision.delay_s,
+        },
+        known,
+        run,
+    )
 
 
 @DBOS.step(name="tether.plan", retries_allowed=False)

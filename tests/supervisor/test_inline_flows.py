@@ -1,0 +1,150 @@
+"""A run's inline tasks run inside its decision step (``engine.advance``), with real processes and kills.
+
+An inline task needs no DBOS step of its own: its attempt goes on record with its job's claim, before
+the handler runs, and ends with its job's end, in the same transactions. What must hold: no step per
+task, and a crash at any point costs nothing silently — an ended task never runs again, a task cut
+mid-run is ``unknown`` (a person decides) unless it is idempotent (it runs again).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.flowkit import ledger
+from tests.support.helpers import ROOT, tether_cli, wait_for
+from tether.runtime import Runtime
+
+FLOWS = "tests.support.flowkit:flows"
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+ENV = {"TETHER_CLI_SERVER": "0"}
+
+
+def _flow(tmp_path: Path, tasks: list[dict[str, Any]]) -> Path:
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(yaml.safe_dump({"caller": "cli", "tasks": tasks}))
+    return flow
+
+
+def _chain(task: str, prefix: str, n: int, **args: Any) -> list[dict[str, Any]]:
+    return [
+        {"id": f"i{k}", "call": {"task": task, "args": {"key": f"{prefix}-i{k}", **args}}}
+        | ({"depends_on": [f"i{k - 1}"]} if k else {})
+        for k in range(n)
+    ]
+
+
+def _cli(home: Path, *args: str, **env: str) -> tuple[int, str, str]:
+    return tether_cli("--registry", FLOWS, *args, home=home, env={**ENV, **env}, timeout=120)
+
+
+def _only_run(home: Path) -> str:
+    code, out, err = _cli(home, "flow", "list", "--json")
+    assert code == 0, err
+    (run_id,) = [r["run_id"] for r in json.loads(out)]
+    return str(run_id)
+
+
+def _show(home: Path, run_id: str) -> dict[str, Any]:
+    code, out, err = _cli(home, "flow", "show", run_id, "--json")
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def _effects(home: Path) -> Counter[str]:
+    return Counter(str(m["key"]) for m in ledger(home))
+
+
+def test_a_run_of_inline_tasks_takes_no_step_per_task(home: Path, tmp_path: Path) -> None:
+    flow = _flow(tmp_path, _chain("f.inline_once", "s", 6))
+    code, out, err = _cli(home, "flow", "run", str(flow), "--json")
+    assert code == 0, (out, err)
+    run = _show(home, json.loads(out)["run_id"])
+    assert run["status"] == "completed", run
+    assert _effects(home) == {f"s-i{k}": 1 for k in range(6)}
+    with sqlite3.connect(home / "dbos.sqlite") as db:
+        steps = Counter(name for (name,) in db.execute("SELECT function_name FROM operation_outputs"))
+    assert steps["tether.attempt"] == 0, steps  # no step of its own for any task
+    assert steps["tether.advance"] == 1, steps  # one decision step ran all six, then the run's end
+
+
+def test_a_crash_after_an_inline_task_ended_never_runs_it_again(home: Path, tmp_path: Path) -> None:
+    """Killed right after a task's end was committed (its job, its attempt and its task together): the
+    re-run decision step finds it settled and goes on with the next."""
+    flow = _flow(tmp_path, _chain("f.inline_once", "e", 3))
+    code, _, err = _cli(home, "flow", "run", str(flow), "--json", TETHER_FAULTS="inline.after_end=kill")
+    assert code == -signal.SIGKILL, err
+    assert _effects(home) == {"e-i0": 1}
+    run_id = _only_run(home)
+    code, _, err = _cli(home, "flow", "resume", run_id)
+    assert code == 0, err
+    run = _show(home, run_id)
+    assert run["status"] == "completed", run
+    assert _effects(home) == {"e-i0": 1, "e-i1": 1, "e-i2": 1}
+    assert [s["status"] for s in run["tasks"][0]["steps"]] == ["completed"]
+
+
+def _cut_mid_run(home: Path, tmp_path: Path, task: str) -> tuple[int, dict[str, Any]]:
+    """A run of one inline task, its executor SIGKILLed while the handler runs, then resumed: the
+    resuming command's exit code, and the run."""
+    flow = _flow(tmp_path, _chain(task, "m", 1, until_file="go"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "flow", "run", str(flow)],
+        cwd=ROOT, env={**_env(home), **ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        with Runtime.open(home) as runtime:
+            wait_for(lambda: runtime.jobs.list(active=True), what="the inline task to run")
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    (home / "go").touch()  # a handler started again would now finish
+    run_id = _only_run(home)
+    code, _, _ = _cli(home, "flow", "resume", run_id)
+    return code, _show(home, run_id)
+
+
+def _env(home: Path) -> dict[str, str]:
+    import os
+
+    return {**os.environ, "TETHER_HOME": str(home)}
+
+
+def test_an_inline_task_cut_mid_run_goes_to_a_person(home: Path, tmp_path: Path) -> None:
+    """Found writing this test: a handler killed with its process was recorded a plain failure, and the
+    failure chain ran a must-run-once task again at once. It may have acted: ``unknown``."""
+    code, run = _cut_mid_run(home, tmp_path, "f.inline_once")
+    (task,) = run["tasks"]
+    assert (code, run["status"]) == (3, "waiting_for_human"), run
+    assert task["review"]["kind"] == "unknown", task
+    assert not _effects(home)  # it died before its effect, and was never run again
+
+
+def test_an_idempotent_inline_task_cut_mid_run_runs_again(home: Path, tmp_path: Path) -> None:
+    code, run = _cut_mid_run(home, tmp_path, "f.inline_safe")
+    (task,) = run["tasks"]
+    assert (code, run["status"]) == (0, "completed"), run
+    assert [s["status"] for s in task["steps"]] == ["unknown", "completed"], task["steps"]
+    assert _effects(home) == {"m-i0": 1}
+
+
+def test_what_an_inline_task_prints_is_its_log_not_the_commands_output(home: Path) -> None:
+    """Found writing these tests: an inline handler's print went into its caller's stdout, so the
+    document of ``--json`` (and, alike, the JSON-RPC stream of ``tether mcp serve`` over stdio) was
+    broken. It goes to its job's log, as a worker's does."""
+    code, out, err = _cli(home, "task", "run", "f.inline_once", "-p", "key=printed", "--json")
+    assert code == 0, err
+    result = json.loads(out)  # one document, nothing else
+    assert result["status"] == "completed" and "working" not in out + err
+    code, log, err = _cli(home, "job", "log", result["execution_id"])
+    assert code == 0, err
+    assert "printed: working" in log
