@@ -139,8 +139,7 @@ def test_an_idempotent_inline_task_cut_mid_run_runs_again(home: Path, tmp_path: 
 
 def test_what_an_inline_task_prints_is_its_log_not_the_commands_output(home: Path) -> None:
     """Found writing these tests: an inline handler's print went into its caller's stdout, so the
-    document of ``--json`` (and, alike, the JSON-RPC stream of ``tether mcp serve`` over stdio) was
-    broken. It goes to its job's log, as a worker's does."""
+    document of ``--json`` was broken. It goes to its job's log, as a worker's does."""
     code, out, err = _cli(home, "task", "run", "f.inline_once", "-p", "key=printed", "--json")
     assert code == 0, err
     result = json.loads(out)  # one document, nothing else

@@ -1,10 +1,11 @@
 """What an inline task prints goes to its job's log, never into the output of the process it runs in.
 
 A worker's stdout and stderr are its log file. An inline task runs inside its caller's process: a
-``print`` in its handler wrote into that process's own output — the document of ``tether flow run
---json``, or the JSON-RPC stream of ``tether mcp serve`` over stdio. ``to_log(paths)`` routes the
-handler's writes to ``worker.log`` of its execution, as a worker's would be (``tether job log`` reads
-it), while every other writer of the process keeps its streams.
+``print`` in its handler wrote into that process's own output — into the one document of ``tether flow
+run --json`` or ``tether task run --json``, say. (``tether mcp serve`` over stdio was safe already: the
+MCP SDK points the process's fd 1 at stderr while it serves.) ``to_log(paths)`` routes the handler's
+writes to ``worker.log`` of its execution, as a worker's would be (``tether job log`` reads it), while
+every other writer of the process keeps its streams.
 
 The routing follows the handler, not the process: ``sys.stdout`` and ``sys.stderr`` are replaced once by
 streams that write where the current context says (a context variable, which ``asyncio`` tasks and
