@@ -181,7 +181,10 @@ async def advance(run_id: str, segment: int, may_plan: bool = True) -> dict[str,
         if decision["end"] is not None or inline is None:
             return decision
         await asyncio.gather(
-            *(_traced(run_id, [o.task.id, n], inline_attempt(h, o, n, manner)) for o, n, manner in inline)
+            *(
+                _traced(run_id, [o.task.id, n, "call"], inline_attempt(h, o, n, manner))
+                for o, n, manner in inline
+            )
         )
 
 
