@@ -116,19 +116,21 @@ IDLE_EXECUTOR = Goal(
 # PostgreSQL draining a backlog of flow runs, CPU (enqueue and drain, every process and backend counted)
 # against plain DBOS processes draining as many workflows from a queue set as tether's.
 #
-# Per run of one task, against a plain workflow of one step. Measured on a loaded 2-core machine: 4-5x.
+# Per run of one task, against a plain workflow of one step. Measured on a 2-core machine: 3x (4-5x
+# before tether-flows-4).
 CLUSTER_RUN = Goal(
     limit=1.5,
     metric="cpu",
     why="a flow run of one task is a run on record and a workflow segment, where the floor's workflow of "
     "one step records no run, plan, attempt, job or events. service.start writes the run, its task and "
     "an event and enqueues through the process's DBOS client (two transactions, as many as the floor's "
-    "enqueue, but 2-3x its CPU through tether's store). The segment decides (the run and its plan read, "
-    "the attempt opened), runs the attempt (the task's job and its outcome, the attempt settled) and "
-    "decides again (the run completed), each a DBOS step: some 25 transactions a run in the drain "
-    "against 7-10 for the plain workflow (pg_stat_database), each about a millisecond of the worker's "
-    "Python (SQLAlchemy, a thread hop). What would have to change: a run's records written in fewer, "
-    "shared transactions (the attempt with its job, the run's end with the last decision). A run of "
+    "enqueue, but 2-3x its CPU through tether's store). The segment's one step decides, runs the inline "
+    "task (its attempt and job claimed in one transaction, ended in another) and decides again (the run "
+    "completed); the run's end is then weighed by initiative in every executor (the agent, its recent "
+    "decisions). About 106 statements and 23 commits a run (python -m bench.statements), against 7-10 "
+    "transactions for the plain workflow (pg_stat_database), each of ours a fraction of a millisecond "
+    "of the worker's Python (SQLAlchemy, a thread hop). What would have to change: a run's own records in fewer transactions (its "
+    "end with its last settle), initiative's reads of a run's end only where an agent may speak. A run of "
     "several tasks shares that cost among them (the next row).",
 )
 # Per task of a run of several tasks (``cluster.TASKS``, a chain), against a plain workflow of as many
@@ -136,11 +138,11 @@ CLUSTER_RUN = Goal(
 CLUSTER_TASK = Goal(
     limit=1.5,
     metric="cpu",
-    why="each task of a run is two DBOS steps (a decision, then the attempt), where the plain workflow's is "
-    "one: the decision reads the run and its tasks and opens the attempt (its task moved, the run's "
-    "revision bumped, an event); the attempt reads them again, records the task's job and its outcome "
-    "(two writes, an event each) and settles the attempt with its task. About 14 transactions and 70 "
-    "statements a task (PostgreSQL's log, runs of 10 inline tasks), against 4-5 transactions a plain "
-    "step; each of ours is about a millisecond of the worker's Python. What would have to change: the "
-    "decision and the attempt of an inline task in one step, and its job written with its attempt.",
+    why="a run's inline tasks run inside its decision step (tether-flows-4: no DBOS step per task, where "
+    "the plain workflow takes one), but each keeps tether's record: its attempt and its job claimed in "
+    "one transaction before the handler runs, both ended (with the task's move) in one after it, an "
+    "event for each, and the next decision reads what changed. About 22 statements and 3 commits a task, "
+    "29 and 4.3 with the run's own share (python -m bench.statements), against 4-5 transactions a plain "
+    "step (pg_stat_database). What would have to change for 1.5x: fewer records per task (no job row or "
+    "events of its own for a flow's inline task), or several tasks' records in one transaction.",
 )
