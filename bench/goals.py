@@ -124,14 +124,15 @@ CLUSTER_RUN = Goal(
     why="a flow run of one task is a run on record and a workflow segment, where the floor's workflow of "
     "one step records no run, plan, attempt, job or events. service.start writes the run, its task and "
     "an event and enqueues through the process's DBOS client (two transactions, as many as the floor's "
-    "enqueue, but 2-3x its CPU through tether's store). The segment's one step decides, runs the inline "
-    "task (its attempt and job claimed in one transaction, ended in another) and decides again (the run "
-    "completed); the run's end is then weighed by initiative in every executor (the agent, its recent "
-    "decisions). About 106 statements and 23 commits a run (python -m bench.statements), against 7-10 "
-    "transactions for the plain workflow (pg_stat_database), each of ours a fraction of a millisecond "
-    "of the worker's Python (SQLAlchemy, a thread hop). What would have to change: a run's own records in fewer transactions (its "
-    "end with its last settle), initiative's reads of a run's end only where an agent may speak. A run of "
-    "several tasks shares that cost among them (the next row).",
+    "enqueue, but 2-3x its CPU through tether's store). The segment's one step decides, runs the inline"
+    " task (its attempt and job claimed in one transaction, ended in another) and decides again (the "
+    "run completed); the run's end is then weighed by initiative in every executor (the agent, its "
+    "recent decisions). About 106 statements and 23 commits a run (python -m bench.statements), against"
+    " 7-10 transactions for the plain workflow (pg_stat_database), each of ours a fraction of a "
+    "millisecond of the worker's Python (SQLAlchemy, a thread hop). What would have to change: a run's "
+    "own records in fewer transactions (its end with its last settle), initiative's reads of a run's "
+    "end only where an agent may speak. A run of several tasks shares that cost among them (the next "
+    "row).",
 )
 # Per task of a run of several tasks (``cluster.TASKS``, a chain), against a plain workflow of as many
 # steps in sequence: the several-hosts counterpart of ``FLOW``.
