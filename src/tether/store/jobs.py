@@ -309,9 +309,9 @@ class SqlJobStore:
                     if used is not None:
                         raise ConfirmationUsed(used[0])
                 conn.execute(_INSERT, row)
-            _changed(conn, result, origin, step_id, self.installation.values(), background=background)
-            if also is not None:
+            if also is not None:  # before the job's event: see ``_ORDER``
                 also(conn)
+            _changed(conn, result, origin, step_id, self.installation.values(), background)
         return True
 
     def set_process(self, execution_id: str, pid: int, create_time: float) -> None:
@@ -333,14 +333,18 @@ class SqlJobStore:
         caller's own writes, in the same transaction, given the record as it now is (``result``'s, or
         the end that came first)."""
         with self.db.write() as conn:
-            record = self._transition(conn, result, exit_code, process)
-            if also is not None:
+            record, changed = self._transition(conn, result, exit_code, process)
+            if also is not None:  # before the job's event: see ``_ORDER``
                 also(conn, record)
+            if changed is not None:
+                _changed(conn, result, *changed)
         return record
 
     def _transition(
         self, conn: Any, result: TaskResult, exit_code: int | None, process: tuple[int, float] | None
-    ) -> JobRecord:
+    ) -> tuple[JobRecord, tuple[Any, ...] | None]:
+        """The job moved (if it may be); the record as it now is, and what its event needs (None: no
+        change to announce)."""
         stamp = now()
         values = {
             "eid": result.execution_id,
@@ -357,30 +361,18 @@ class SqlJobStore:
         if result.status in TERMINAL:  # an end: one statement when the job may still take it
             ended = conn.execute(_END, {**values, "may_end": _MAY_END[result.status]}).first()
             if ended is not None:
-                m = ended._mapping
-                where = {"installation": m["installation"], "host": m["host"]}
-                _changed(conn, result, m["origin"], m["step_id"], where, background=bool(m["background"]))
-                return JobRecord.from_row(ended)
+                return JobRecord.from_row(ended), _announced(ended)
         lookup = _BY_ID if self.db.is_sqlite else _BY_ID_LOCKED
         row = conn.execute(lookup, {"eid": result.execution_id}).first()
         if row is None:
             raise StoreError(f"no job {result.execution_id!r} in the store")
         current = TaskStatus(row._mapping["status"])
         if current in TERMINAL or not current.can_reach(result.status):
-            return JobRecord.from_row(row)
+            return JobRecord.from_row(row), None
         conn.execute(_TRANSITION, values)
-        if result.status is not current:
-            m = row._mapping
-            _changed(
-                conn,
-                result,
-                m["origin"],
-                m["step_id"],
-                {"installation": m["installation"], "host": m["host"]},
-                background=bool(m["background"]),
-            )
+        changed = _announced(row) if result.status is not current else None
         before = JobRecord.from_row(row)  # the record as _TRANSITION left it, without reading it back
-        return replace(
+        moved = replace(
             before,
             status=result.status,
             message=result.message,
@@ -392,6 +384,7 @@ class SqlJobStore:
             pid=before.pid if process is None else process[0],
             create_time=before.create_time if process is None else process[1],
         )
+        return moved, changed
 
     def get(self, execution_id: str) -> JobRecord | None:
         with self.db.read() as conn:
@@ -494,13 +487,22 @@ class SqlJobStore:
             return len(gone)
 
 
+def _announced(row: Any) -> tuple[Any, ...]:
+    """What ``_changed`` needs of a job's row, after the result: its origin, step, owner, background."""
+    m = row._mapping
+    owner = {"installation": m["installation"], "host": m["host"]}
+    return m["origin"], m["step_id"], owner, bool(m["background"])
+
+
+# _ORDER: a caller's own writes in a job's transaction (``also``) go before the job's event. They lock a
+# run's row and then take the event log's lock, the order every run write takes them in; the job's
+# event first would take them the other way round, and two such transactions deadlock on PostgreSQL.
 def _changed(
     conn: Any,
     result: TaskResult,
     origin: str | None,
     step_id: str | None,
     owner: dict[str, Any],
-    *,
     background: bool,
 ) -> None:
     if result.status is TaskStatus.COMPLETED:  # its files are in the home of the job's installation
