@@ -223,13 +223,23 @@ def test_an_idempotent_task_whose_process_died_runs_again_without_spending_its_r
     bound of their own (a handler that kills its process every time is a failure after all)."""
     p = plan({**call("a"), "retry": {"at_once": 1}})
     overrides: dict[str, Any] = {}
+    inline = {"interrupted": True, "inline": True}
     for n in range(1, INTERRUPTIONS + 1):
-        move = after(p, state("a", attempts=n, overrides=overrides), "unknown", idempotent=True)
+        move = after(p, state("a", attempts=n, overrides=overrides), "unknown", idempotent=True, data=inline)
         assert move.status == "pending" and "idempotent: again" in move.message, move
         overrides = move.overrides
         assert overrides["stage"] == {"interrupted": n}  # no retry of its spent
-    spent = after(p, state("a", attempts=INTERRUPTIONS + 1, overrides=overrides), "unknown", idempotent=True)
+    spent = after(
+        p,
+        state("a", attempts=INTERRUPTIONS + 1, overrides=overrides),
+        "unknown",
+        idempotent=True,
+        data=inline,
+    )
     assert spent.status == "pending" and spent.overrides["stage"]["at_once"] == 1  # its retries, now
+    # A worker that died by itself (not with its executor) spends a retry at once.
+    worker = after(p, state("a", attempts=1), "unknown", idempotent=True, data={"interrupted": True})
+    assert worker.overrides["stage"] == {"at_once": 1}
 
 
 def test_a_refused_call_is_not_retried_and_the_breaker_skips_a_path_that_keeps_failing() -> None:

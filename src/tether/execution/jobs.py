@@ -166,7 +166,10 @@ class JobManager:
         if process.is_alive(ProcessRef(pid=record.starter_pid, create_time=record.starter_create_time)):
             return record
         # Its handler had begun (an inline record is claimed running before it starts): it may have acted.
-        data = {"interrupted": True, "pid": record.starter_pid} if record.status is TaskStatus.RUNNING else {}
+        data: dict[str, Any] = (
+            {"interrupted": True, "pid": record.starter_pid} if record.status is TaskStatus.RUNNING else {}
+        )
+        data[INLINE] = True  # it died with that process, not by itself
         return self.finish(
             record,
             self.paths(record.execution_id),

@@ -119,28 +119,29 @@ async def inline_attempt(h: Host, opened: Opened, number: int, how: dict[str, An
         wrote.began = True
 
     def ended(conn: Any, record: JobRecord) -> None:
-        outcome, message, data = classify(record.to_result())
-        if not wrote.began or outcome != "completed" or isinstance(data.get("propose"), list):
-            return  # settled by ``finish``, after
         try:
+            outcome, message, data = classify(record.to_result())
+            if not wrote.began or outcome != "completed" or isinstance(data.get("propose"), list):
+                return  # settled by ``finish``, after
             move = after_attempt(
                 task, opened.state, outcome=outcome, message=message, data=data, idempotent=False,
                 now=time.time(), executor_failures=0, context=context_of(plan, run), run=run,
             )  # fmt: skip
-        except Exception:  # ``finish`` meets it again, and the run's end says what it was
+            fields, waiting = move.fields(), waiting_of(move)
+        except Exception:  # not the job's end to undo: ``finish`` meets it again, and the run says what
             return
         runs.settle_in(
             conn, run.run_id, task.id, number, outcome=outcome, message=message,
-            duration_s=time.monotonic() - started, task=move.fields(), waiting=waiting_of(move),
-            queued=queued,
+            duration_s=time.monotonic() - started, task=fields, waiting=waiting, queued=queued,
         )  # fmt: skip
-        wrote.settled = {"status": outcome, "next": move.status}
+        wrote.settled = {"status": outcome, "next": move.status}  # once it commits: see below
 
     outcome, message, data = await perform(
         h, plan, run, task, opened.state, opened.execution_id, number, Journal(began, ended)
     )
-    if wrote.settled is not None:
+    if wrote.settled is not None and "not_on_record" not in data:
         return wrote.settled
+    # Its end did not commit (the store failed at the end): neither did the settle written with it.
     if not wrote.began:  # refused before its claim, or a twin's: the attempt goes on record now
         await io(runs.begin_attempts, run.run_id, [(task.id, number, opened.execution_id, how)])
     return await finish(

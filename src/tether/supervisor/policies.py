@@ -459,10 +459,10 @@ def _triage(at: _Attempt, idempotent: bool, executor_failures: int) -> Move | No
     if outcome in ("rejected", "not_found"):
         return _ask(at, "refused", f"the executor refused the call: {message}")
     cut = int(at.stage.get("interrupted", 0))
-    if outcome == "unknown" and idempotent and cut < INTERRUPTIONS:
-        # Its process died under it (an executor's crash takes the inline handlers it ran with it): no
-        # failure of the task's, so no retry of its is spent; a bound all the same, for a handler that
-        # takes its process down every time.
+    if outcome == "unknown" and idempotent and at.data.get("inline") and cut < INTERRUPTIONS:
+        # An inline handler dies with the executor it runs in (a crash, a kill): no failure of the
+        # task's, so no retry of its is spent; a bound all the same, for a handler that takes its
+        # process down every time. (A worker that died on its own goes through the chain, with backoff.)
         stage = {**at.stage, "interrupted": cut + 1}
         return Move(task.id, "pending", f"its process died mid-run ({message}); it is idempotent: again",
                     overrides={**at.overrides, "stage": stage}, diagnostics=at.diagnostics)  # fmt: skip
