@@ -201,7 +201,8 @@ class ToolCalls:
         """One call of a step, under its execution id: a replayed step attaches to what the first try
         recorded. When that try's process died after putting it on record and before its worker began
         (``attached``: already known), the call provably never ran and never will (its claim is given
-        up): it runs again under the step's derived ids, whatever its task, at most ``RERUNS`` times."""
+        up): it runs again under the step's derived ids, whatever its task, at most ``RERUNS`` times (a
+        consent the person gave covered the one call: a confirmed call is refused again, and asks)."""
         done = attached or await self._run(task_id, arguments, thread_id, index, turn, consent, execution_id)
         for n in range(1, RERUNS + 1):
             if not never_began(done):

@@ -8,9 +8,11 @@ writes to ``worker.log`` of its execution, as a worker's would be (``tether job 
 every other writer of the process keeps its streams.
 
 The routing follows the handler, not the process: ``sys.stdout`` and ``sys.stderr`` are replaced once by
-streams that write where the current context says (a context variable, which ``asyncio`` tasks and
-``asyncio.to_thread`` carry along), and to the original stream everywhere else. The log file is opened
-only when the handler first writes, so a quiet task costs nothing.
+streams that write where the current context says (a context variable, which the ``asyncio`` tasks and
+``asyncio.to_thread`` threads a handler runs in carry along), and to the original stream everywhere else.
+The log file is opened only when the handler first writes, so a quiet task costs nothing. Not routed: a
+thread the handler starts itself (it does not inherit the context), writes to ``sys.stdout.buffer`` or to
+file descriptor 1, and child processes (a worker task, not an inline one, is for those).
 """
 
 from __future__ import annotations
@@ -34,10 +36,14 @@ class _Log:
     def __init__(self, paths: ExecutionPaths) -> None:
         self.paths = paths
         self.file: TextIO | None = None
+        self.closed = False
         self.lock = threading.Lock()
 
     def write(self, text: str) -> int:
         with self.lock:
+            if self.closed:  # a task or thread that outlived its handler: the file opened and shut again
+                with open(self.paths.log, "a", encoding="utf-8", errors="replace") as late:
+                    return late.write(text)
             if self.file is None:
                 private_mkdir(self.paths.dir)
                 self.file = open(self.paths.log, "a", encoding="utf-8", errors="replace")
@@ -47,6 +53,7 @@ class _Log:
 
     def close(self) -> None:
         with self.lock:
+            self.closed = True
             if self.file is not None:
                 self.file.close()
                 self.file = None
@@ -70,6 +77,9 @@ class _Routed:
     def flush(self) -> None:
         if _TARGET.get() is None:
             self.stream.flush()
+
+    def isatty(self) -> bool:  # a log is no terminal: no colours or cursor moves written into it
+        return _TARGET.get() is None and self.stream.isatty()
 
     def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, buffer …: the real stream's
         return getattr(self.stream, name)
