@@ -41,7 +41,9 @@ def run_turn_and_kill(home: Path, tool: str, mark: str, *, kill_worker: bool) ->
     """Start a turn in another process, kill it (and its worker) while the tool runs; the job's id."""
     proc = subprocess.Popen([sys.executable, "-c", TURN, str(home), tool], cwd=ROOT)
     try:
-        wait_for((home / mark).exists, what="the tool to act")
+        # Its content, not the file: a kill between the file's creation and its write left it empty (seen
+        # on a loaded machine), and the test then read no effect where there was to be one.
+        wait_for(lambda: (home / mark).exists() and (home / mark).read_text(), what="the tool to act")
         execution_id = execution_id_for("th", "1", "1")
         claim = wait_for(lambda: read_claim(ExecutionPaths.of(home, execution_id)), what="the claim")
         if kill_worker:
