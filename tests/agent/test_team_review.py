@@ -192,7 +192,8 @@ def test_a_delegation_cut_by_a_crash_is_reported_with_what_the_sub_agent_did(hom
 
     proc = subprocess.Popen([sys.executable, "-c", DELEGATING_TURN, str(home)], cwd=ROOT)
     try:
-        wait_for((home / "acted").exists, what="the sub-agent's tool to act")
+        # Its content, not the file: a kill between the file's creation and its write leaves it empty.
+        wait_for(lambda: (home / "acted").exists() and (home / "acted").read_text(), what="the tool to act")
         execution_id = execution_id_for("th.d1-1", "1", "1")
         claim = wait_for(lambda: read_claim(ExecutionPaths.of(home, execution_id)), what="the claim")
         proc.send_signal(signal.SIGSTOP)  # frozen: it cannot see its worker die and record that
