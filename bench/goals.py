@@ -81,16 +81,16 @@ FLOW = Goal(  # a supervisor flow of 20 / 1,000 trivial tasks vs a plain DBOS wo
     "plain step takes one. On SQLite, where a transaction is a local file write, the goal is met.",
 )
 FLOW_BYTES = 2.0  # bytes written per flow step vs plain DBOS
-_FOUR_TRANSACTIONS = (
+_TASK_TRANSACTIONS = (
     "a flow task commits two transactions (its attempt and job claimed, then both ended with the task's "
     "move), each changing several tables (the job, the attempt, the task, the run's revision), their "
     "indexes and the event log, where a plain DBOS step commits one or two rows"
 )
 FLOW_BYTES_WHY = {
     "sqlite": "SQLite writes each page a transaction changed whole, twice (4 KiB into the WAL, again into "
-    f"the database at a checkpoint); {_FOUR_TRANSACTIONS}. PostgreSQL's WAL logs rows rather than pages: "
+    f"the database at a checkpoint); {_TASK_TRANSACTIONS}. PostgreSQL's WAL logs rows rather than pages: "
     "the same records cost far less there (the PostgreSQL section).",
-    "postgresql": f"{_FOUR_TRANSACTIONS[0].upper()}{_FOUR_TRANSACTIONS[1:]}.",
+    "postgresql": f"{_TASK_TRANSACTIONS[0].upper()}{_TASK_TRANSACTIONS[1:]}.",
 }
 CHINESE_PAGE = Goal(limit=1.3)  # reading a page in Chinese vs an English page of the same size
 FIRST_BYTE = Goal(limit=1.5)  # the page's time to first byte vs a plain uvicorn page, light load
