@@ -42,13 +42,9 @@ RERUNS = 3  # runs again of a call whose starting process kept dying before its 
 
 
 def never_began(result: TaskResult) -> bool:
-    """A call found on record (an earlier process's) whose process died before its worker began: its
-    claim was given up, so it provably never ran and never will."""
-    return (
-        result.status is TaskStatus.FAILED
-        and bool(result.data.get("never_started"))
-        and bool(result.data.get("attached"))
-    )
+    """A call whose process died before its worker began: its claim was given up, so it provably never
+    ran and never will."""
+    return result.status is TaskStatus.FAILED and bool(result.data.get("never_started"))
 
 
 def again_id(thread_id: str, turn: int, index: int, n: int = 1) -> str:
@@ -205,7 +201,9 @@ class ToolCalls:
         consent the person gave covered the one call: a confirmed call is refused again, and asks)."""
         done = attached or await self._run(task_id, arguments, thread_id, index, turn, consent, execution_id)
         for n in range(1, RERUNS + 1):
-            if not never_began(done):
+            # Only what an earlier process put on record: a call this one started and gave up on (its
+            # worker never came) is not run again and again here.
+            if not (never_began(done) and (done is attached or done.data.get("attached"))):
                 break
             again = again_id(thread_id, turn, index, n)
             done = await self._run(task_id, arguments, thread_id, index, turn, consent, again)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from functools import partial
 from typing import Any
 
 from tether.agent.calls import ToolCalls, again_id, never_began
@@ -115,13 +114,12 @@ async def _outcome(calls: ToolCalls, thread_id: str, turn: int, step: StepRecord
         }
     record = await asyncio.to_thread(executor.jobs.reconcile, step.execution_id)
     described = await asyncio.to_thread(executor.jobs.describe, record)
-    rerun = partial(
-        calls.once, record.task_id, record.params, thread_id=thread_id, turn=turn, index=step.index,
-        consent=None, execution_id=record.execution_id,
-    )  # fmt: skip
-    if never_began(described.with_data(attached=True)):
-        # Its process died after putting it on record and before its worker began: it never ran.
-        return (await rerun(attached=described.with_data(attached=True))).model_dump(mode="json")
+    if never_began(described):  # its process died after putting it on record, before its worker began
+        again = await calls.once(
+            record.task_id, record.params, thread_id=thread_id, turn=turn, index=step.index, consent=None,
+            execution_id=record.execution_id, attached=described,
+        )  # fmt: skip
+        return again.model_dump(mode="json")
     if not (record.terminal and record.status is TaskStatus.FAILED and record.data.get("interrupted")):
         return described.model_dump(mode="json")  # adopted, or live and going on
     spec = executor.registry.get(record.task_id, calls.caller, calls.grants)
