@@ -379,7 +379,7 @@ class Executor:
             self.store, refusal, caller=caller, params=verdict.clean, detach=detach, where=where
         )
 
-    def inline(self, task_id: object, caller: str, grants: Grants | None = None) -> bool:
+    def inline(self, task_id: object, caller: str, grants: Grants | None) -> bool:
         """Whether a call of ``task_id`` by ``caller`` would run inside this process (an inline task)."""
         spec = self.registry.get(task_id, caller, grants) if isinstance(task_id, str) else None
         return spec is not None and spec.isolation is Isolation.INLINE

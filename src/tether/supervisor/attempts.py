@@ -111,8 +111,6 @@ async def inline_attempt(h: Host, opened: Opened, number: int, how: dict[str, An
     failure, a twin's run adopted) is settled as ``finish`` settles every attempt."""
     runs, run, task = h.runtime.runs, opened.run, opened.task
     plan, started, wrote = opened.known.plan, time.monotonic(), _Written()
-    assert task.call is not None
-    queued = bool(opened.known.resources.get(task.call.task))
 
     def began(conn: Any) -> None:
         runs.begin_in(conn, run.run_id, [(task.id, number, opened.execution_id, how)])
@@ -132,7 +130,8 @@ async def inline_attempt(h: Host, opened: Opened, number: int, how: dict[str, An
             return
         runs.settle_in(
             conn, run.run_id, task.id, number, outcome=outcome, message=message,
-            duration_s=time.monotonic() - started, task=fields, waiting=waiting, queued=queued,
+            duration_s=time.monotonic() - started, task=fields, waiting=waiting,
+            queued=False,  # an inline task claims no resource, so it never waits in a resource's queue
         )  # fmt: skip
         wrote.settled = {"status": outcome, "next": move.status}  # once it commits: see below
 

@@ -189,7 +189,7 @@ async def advance(run_id: str, segment: int, may_plan: bool = True) -> dict[str,
 
 
 async def _decide(
-    h: Host, run_id: str, segment: int, may_plan: bool = False
+    h: Host, run_id: str, segment: int, may_plan: bool
 ) -> tuple[dict[str, Any], list[Any] | None]:
     """The next decision, and the wave's attempts opened for ``advance`` when every one of them is an
     inline call (an empty list: moves were made, decide again; None: the segment takes the decision,
