@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TEST_INSTALLATION
+from tests.support.helpers import wait_for
 from tether.errors import StoreError
 from tether.store.database import Database
 from tether.store.events import EventLog
@@ -227,6 +228,12 @@ def test_a_store_migrated_to_owners_gives_its_rows_to_the_home_that_migrates_it(
     db.close()
 
 
+# Backends that wait for a lock: the statement under test blocked where it should.
+_LOCK_WAITERS = (
+    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+)
+
+
 def test_a_callers_writes_in_a_jobs_transaction_take_locks_in_the_order_run_writes_do(
     open_db: Callable[[], Database],
 ) -> None:
@@ -235,6 +242,8 @@ def test_a_callers_writes_in_a_jobs_transaction_take_locks_in_the_order_run_writ
     transaction holds the run's row and then asks for the event log's lock, as a run write does; the
     job's end must wait for the row without holding the log's lock, or PostgreSQL kills one of the two
     as a deadlock. (On SQLite, one writer at a time: nothing to order.)"""
+    from sqlalchemy import create_engine
+
     from tether.store.events import EVENTS_LOCK
     from tether.store.runs_sql import SqlRunStore
 
@@ -258,32 +267,16 @@ def test_a_callers_writes_in_a_jobs_transaction_take_locks_in_the_order_run_writ
         except BaseException as exc:  # the deadlock's victim, if it is this one
             ended.append(exc)
 
-    from sqlalchemy import create_engine
-
     apart = create_engine(db.engine.url)  # a connection of its own, outside the store's pool
     with apart.connect() as other, other.begin():
         other.exec_driver_sql("SELECT rev FROM runs WHERE run_id = 'run-x' FOR UPDATE")
         waiter = threading.Thread(target=end)
         waiter.start()
-        wait_for_lock_wait(other, ended)  # the job's end now waits for the run's row
+        wait_for(lambda: ended or other.exec_driver_sql(_LOCK_WAITERS).scalar(),
+                 what="the job's end to wait for the run's row")  # fmt: skip
         other.exec_driver_sql(f"SELECT pg_advisory_xact_lock({EVENTS_LOCK})")  # deadlocked, before
     apart.dispose()
     waiter.join(timeout=30)
     assert ended == [None], ended
     record = jobs.get("e1")
     assert record is not None and record.status is TaskStatus.COMPLETED
-
-
-def wait_for_lock_wait(conn: object, ended: list[BaseException | None]) -> None:
-    """Until another backend waits for a lock (the statement under test blocked where it should)."""
-    import time
-
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        waiting = conn.exec_driver_sql(  # type: ignore[attr-defined]
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-        ).scalar()
-        if waiting or ended:
-            return
-        time.sleep(0.01)
-    pytest.fail(f"the job's end never waited for the run's row: {ended}")

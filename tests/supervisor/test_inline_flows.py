@@ -9,6 +9,7 @@ mid-run is ``unknown`` (a person decides) unless it is idempotent (it runs again
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -99,7 +100,8 @@ def _cut_mid_run(home: Path, tmp_path: Path, task: str) -> tuple[int, dict[str, 
     flow = _flow(tmp_path, _chain(task, "m", 1, until_file="go"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "flow", "run", str(flow)],
-        cwd=ROOT, env={**_env(home), **ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT, env={**os.environ, "TETHER_HOME": str(home), **ENV}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         with Runtime.open(home) as runtime:
@@ -111,12 +113,6 @@ def _cut_mid_run(home: Path, tmp_path: Path, task: str) -> tuple[int, dict[str, 
     run_id = _only_run(home)
     code, _, _ = _cli(home, "flow", "resume", run_id)
     return code, _show(home, run_id)
-
-
-def _env(home: Path) -> dict[str, str]:
-    import os
-
-    return {**os.environ, "TETHER_HOME": str(home)}
 
 
 def test_an_inline_task_cut_mid_run_goes_to_a_person(home: Path, tmp_path: Path) -> None:
