@@ -34,6 +34,9 @@ DEFAULT_BUSY_TIMEOUT_S = 10.0
 
 INSTALLATION_RE = re.compile(r"^[0-9a-f]{16}$")
 INSTALLATION_OPTION = "tether_installation"  # on a write transaction's connection: whose rows it writes
+# In a write transaction's connection's info: what its writer left to do last, just before the commit
+# (``events.append_event``: the transaction's events, in one statement). Dropped when it fails.
+BEFORE_COMMIT = "tether_before_commit"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -248,7 +251,13 @@ class Database:
                     tether_write=True, **{INSTALLATION_OPTION: self.installation.id}
                 )
                 with conn.begin():
-                    yield conn
+                    try:
+                        yield conn
+                        last = conn.info.pop(BEFORE_COMMIT, None)
+                        if last is not None:
+                            last(conn)
+                    finally:
+                        conn.info.pop(BEFORE_COMMIT, None)
         except DBAPIError as exc:
             raise StoreError(describe(self.where, exc, folder=self.folder)) from exc
         except SQLAlchemyError as exc:

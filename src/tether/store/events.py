@@ -22,37 +22,75 @@ from sqlalchemy import delete, func, insert, select, text
 
 from tether.events import EVENT, Event
 from tether.store import schema
-from tether.store.database import INSTALLATION_OPTION, Database
+from tether.store.database import BEFORE_COMMIT, INSTALLATION_OPTION, Database
 
 E = schema.events
 log = logging.getLogger("tether.events")
 STREAM_POLL_S = 0.05
 EVENTS_LOCK = 7412
 _INSERT = insert(E)
+_INSERT_MANY = insert(E).returning(E.c.id, sort_by_parameter_order=True)  # one statement, ids in order
 _LOCK = text("SELECT pg_advisory_xact_lock(:key)")
 _LOCKED_IN = "tether_events_locked_in"  # the connection's transaction that holds the lock
 
 
-def append_event(conn: Any, event: Event) -> int:
+def append_event(conn: Any, event: Event) -> None:
     """Append ``event`` in the caller's write transaction (``Database.write``, which names the
-    installation it writes for); returns its id."""
-    if conn.dialect.name == "postgresql":
-        # Held to the transaction's end: taken once per transaction, however many events it appends.
-        transaction = conn.get_transaction()
-        if conn.info.get(_LOCKED_IN) is not transaction:
-            conn.execute(_LOCK, {"key": EVENTS_LOCK})
-            conn.info[_LOCKED_IN] = transaction
+    installation it writes for). Its events go in last, just before the commit, in the order appended
+    and in one statement (the event log's lock is then taken after every row the transaction writes)."""
+    row = _row(conn, event)
+    if not conn.get_execution_options().get("tether_write"):
+        _insert(conn, [row])
+        return
+    transaction = conn.get_transaction()
+    deferred = conn.info.get(BEFORE_COMMIT)
+    if not isinstance(deferred, _Deferred) or deferred.transaction is not transaction:
+        deferred = conn.info[BEFORE_COMMIT] = _Deferred(transaction)
+    deferred.rows.append(row)
+
+
+def append_event_now(conn: Any, event: Event) -> int:
+    """``append_event`` at once (after the transaction's events so far): its id."""
+    deferred = conn.info.pop(BEFORE_COMMIT, None)
+    if isinstance(deferred, _Deferred) and deferred.transaction is conn.get_transaction():
+        deferred(conn)
+    return _insert(conn, [_row(conn, event)])[0]
+
+
+class _Deferred:
+    """A write transaction's events, appended when it is about to commit."""
+
+    def __init__(self, transaction: Any) -> None:
+        self.transaction = transaction
+        self.rows: list[dict[str, Any]] = []
+
+    def __call__(self, conn: Any) -> None:
+        _insert(conn, self.rows)
+
+
+def _row(conn: Any, event: Event) -> dict[str, Any]:
     # Fields at their defaults are left out (a reader's validation puts them back): most of an event.
     payload = event.model_dump(mode="json", exclude={"id", "ts", "topic", "kind"}, exclude_defaults=True)
-    row = {
+    return {
         "ts": event.ts,
         "kind": event.kind,
         "topic": event.topic,
         "payload": json.dumps(payload, ensure_ascii=False),
         "installation": conn.get_execution_options().get(INSTALLATION_OPTION),
     }
-    result = conn.execute(_INSERT, row)
-    return int(result.inserted_primary_key[0])
+
+
+def _insert(conn: Any, rows: list[dict[str, Any]]) -> list[int]:
+    """The rows appended, in one statement; their ids, in order."""
+    if conn.dialect.name == "postgresql":
+        # Held to the transaction's end: taken once per transaction, however many events it appends.
+        transaction = conn.get_transaction()
+        if conn.info.get(_LOCKED_IN) is not transaction:
+            conn.execute(_LOCK, {"key": EVENTS_LOCK})
+            conn.info[_LOCKED_IN] = transaction
+    if len(rows) == 1:
+        return [int(conn.execute(_INSERT, rows[0]).inserted_primary_key[0])]
+    return [int(i) for i in conn.execute(_INSERT_MANY, rows).scalars()]
 
 
 def _event(row: Any) -> Event | None:
@@ -78,7 +116,7 @@ class EventLog:
 
     def append(self, event: Event) -> Event:
         with self.db.write() as conn:
-            event_id = append_event(conn, event)
+            event_id = append_event_now(conn, event)
         return event.model_copy(update={"id": event_id})
 
     def read(

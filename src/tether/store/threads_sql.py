@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from tether.events import Event
 from tether.store import schema
 from tether.store.database import Database
-from tether.store.events import append_event
+from tether.store.events import append_event, append_event_now
 from tether.store.threads import (
     OPEN_TURN,
     PROACTIVE,
@@ -332,7 +332,7 @@ class SqlThreadStore:
                     conn.execute(insert(S), row)
             if message is not None:
                 self._append(conn, step.thread_id, step.turn, step.index + 1, message)
-            return 0 if event is None else append_event(conn, event)
+            return 0 if event is None else append_event_now(conn, event)
 
     def steps(self, thread_id: str, turn: int | None = None) -> list[StepRecord]:
         with self.db.read() as conn:
@@ -413,7 +413,7 @@ class SqlThreadStore:
 
     def emit(self, event: Event) -> Event:
         with self.db.write() as conn:
-            event_id = append_event(conn, event)
+            event_id = append_event_now(conn, event)
         return event.model_copy(update={"id": event_id})
 
     def forget(self, thread_id: str) -> None:
