@@ -110,7 +110,7 @@ def ended_signal(runtime: Runtime, event: Event) -> Any:
     from tether.agent.decider import Signal
 
     if isinstance(event, RunChanged) and event.status in ENDED_RUN:
-        run = runtime.runs.get(event.run_id)
+        run = runtime.runs.view(event.run_id, task_ids=[])  # its head: no plan, tasks or attempts
         took = 0.0
         if run is not None and run.ended_at:
             took = (
