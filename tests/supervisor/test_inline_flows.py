@@ -143,3 +143,85 @@ def test_what_an_inline_task_prints_is_its_log_not_the_commands_output(home: Pat
     code, log, err = _cli(home, "job", "log", result["execution_id"])
     assert code == 0, err
     assert "printed: working" in log
+
+
+# -- an idempotent call claimed with the end of the one before (eager.py) ---------------------------
+
+
+def _run_of(home: Path, run_id: str) -> tuple[int, list[tuple[str, str]]]:
+    """The run's revision (one per write of its tasks), and its jobs' events in the order written."""
+    with sqlite3.connect(home / "tether.db") as db:
+        (rev,) = db.execute("SELECT rev FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        rows = db.execute(
+            "SELECT payload FROM events WHERE kind = 'job_state_changed' AND topic = ? ORDER BY id",
+            (f"run:{run_id}",),
+        ).fetchall()
+    changes = [json.loads(p) for (p,) in rows]
+    return int(rev), [(str(c["step_id"]).split("/")[1], str(c["status"])) for c in changes]
+
+
+def test_an_idempotent_inline_task_is_claimed_with_the_end_of_the_one_before(
+    home: Path, tmp_path: Path
+) -> None:
+    """A chain of must-run-once tasks takes a claim and an end a task; a chain of idempotent ones takes
+    the claim of each with the end of the one before, so one write fewer a task after the first."""
+    revs = {}
+    for task, prefix in (("f.inline_once", "o"), ("f.inline_safe", "s")):
+        code, out, err = _cli(home, "flow", "run", str(_flow(tmp_path, _chain(task, prefix, 6))), "--json")
+        assert code == 0, (out, err)
+        run_id = json.loads(out)["run_id"]
+        assert _show(home, run_id)["status"] == "completed"
+        revs[task], events = _run_of(home, run_id)
+        # Each job's end is announced before the next job's start, whichever transaction wrote them.
+        assert events == [(f"i{k}", s) for k in range(6) for s in ("running", "completed")], events
+    assert revs["f.inline_once"] - revs["f.inline_safe"] == 5, revs
+    assert _effects(home) == {f"{p}-i{k}": 1 for p in "os" for k in range(6)}
+
+
+def test_a_crash_after_an_end_that_claimed_the_next_task_runs_that_task_again(
+    home: Path, tmp_path: Path
+) -> None:
+    """Killed right after a task's end, which claimed the next (idempotent) task: that claim's handler
+    may or may not have begun, for all recovery can tell. It is ``unknown``, and runs again: once, as
+    it never began."""
+    flow = _flow(tmp_path, _chain("f.inline_safe", "k", 3))
+    code, _, err = _cli(home, "flow", "run", str(flow), "--json", TETHER_FAULTS="inline.after_end=kill")
+    assert code == -signal.SIGKILL, err
+    assert _effects(home) == {"k-i0": 1}
+    run_id = _only_run(home)
+    code, _, err = _cli(home, "flow", "resume", run_id)
+    assert code == 0, err
+    run = _show(home, run_id)
+    assert run["status"] == "completed", run
+    assert _effects(home) == {"k-i0": 1, "k-i1": 1, "k-i2": 1}
+    steps = {t["id"]: [s["status"] for s in t["steps"]] for t in run["tasks"]}
+    assert steps == {"i0": ["completed"], "i1": ["unknown", "completed"], "i2": ["completed"]}, steps
+
+
+def test_a_run_changed_while_its_task_ran_is_read_before_the_next_is_claimed(
+    home: Path, tmp_path: Path
+) -> None:
+    """Another writer changes the run while an idempotent task runs (here: the next task skipped, as a
+    person's answer or another process could): the end of the task finds the run's revision moved, so
+    the next decision reads the run instead of claiming from what this process held."""
+    tasks = _chain("f.inline_safe", "w", 2)
+    tasks[0]["call"]["args"]["until_file"] = "go"
+    command = [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "flow", "run"]
+    proc = subprocess.Popen(
+        [*command, str(_flow(tmp_path, tasks))],
+        cwd=ROOT, env={**os.environ, "TETHER_HOME": str(home), **ENV}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        with Runtime.open(home) as runtime:
+            wait_for(lambda: runtime.jobs.list(active=True), what="the first task to run")
+            run_id = _only_run(home)
+            runtime.runs.move_task(run_id, "i1", waiting=None, status="skipped", message="skipped meanwhile")
+        (home / "go").touch()
+        assert proc.wait(timeout=120) == 0
+    finally:
+        proc.kill()
+    run = _show(home, run_id)
+    assert run["status"] == "completed", run
+    assert [t["status"] for t in run["tasks"]] == ["completed", "skipped"], run["tasks"]
+    assert _effects(home) == {"w-i0": 1}

@@ -171,6 +171,24 @@ class Gate:
             return self._refuse(spec, TaskStatus.REJECTED, message, consent)
         return Admitted(spec=spec, params=validated, clean=clean, consent=consent, grants=grants)
 
+    def admit_at_once(
+        self, task_id: str, params: Mapping[str, Any] | None, caller: str, grants: Grants | None
+    ) -> Admitted | None:
+        """``admit`` for a call whose checks need nothing but its spec and its arguments (no resource to
+        look at, no requirement or probe to run, no consent to ask), done on the caller's thread: the
+        call admitted, or None when it needs any other check or fails one (``admit`` says why)."""
+        spec = self.registry.get(task_id, caller, grants)
+        if spec is None or spec.resources or spec.requires or spec.available is not None:
+            return None
+        try:
+            validated = validate_params(spec, params)
+        except ToolRejected:
+            return None
+        clean = {} if validated is None else validated.model_dump(mode="json")
+        if self.consent(spec, clean, caller, None) is not None:
+            return None
+        return Admitted(spec=spec, params=validated, clean=clean, consent=None, grants=grants)
+
     @staticmethod
     def _refuse(
         spec: TaskSpec, status: TaskStatus, message: str, data: dict[str, Any] | None = None

@@ -29,6 +29,7 @@ import logging
 import os
 import sys
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -48,7 +49,7 @@ from tether.execution.admission import (
     record_refusal,
 )
 from tether.execution.environment import worker_env
-from tether.execution.inline import InlineRun, Journal
+from tether.execution.inline import Claim, InlineRun, Journal, claim_of
 from tether.execution.jobs import POLL_S, JobManager, Pruned
 from tether.execution.launch import Launch, RequestKey
 from tether.execution.placement import Forwarded, Forwarder, Placed, Placement
@@ -115,6 +116,7 @@ class Executor:
         self._records = RecordWriter(self.store)
         self._key = RequestKey(self.home)
         self._gate = Gate(registry=registry, home=self.home, settings=self.settings, visible=self._visible)
+        self._claims: weakref.WeakValueDictionary[str, Claim] = weakref.WeakValueDictionary()
 
     @property
     def spawner(self) -> Spawner:
@@ -378,6 +380,56 @@ class Executor:
         return await record_refusal(
             self.store, refusal, caller=caller, params=verdict.clean, detach=detach, where=where
         )
+
+    def claim_in(
+        self,
+        conn: Any,
+        task_id: str,
+        params: Mapping[str, Any] | None,
+        *,
+        caller: str,
+        grants: Grants | None,
+        origin: str,
+        step_id: str,
+        execution_id: str,
+        started: Callable[[Any], None],
+    ) -> Claim | None:
+        """Admit an inline call and claim its id in the caller's write transaction ``conn`` (with the
+        caller's ``started(conn)``), for ``run_claimed`` to run once that commits. None, nothing written,
+        when it needs what only ``execute`` does (a check off this thread, a person's consent, a
+        resource), fails a check, or its id is on record already: ``execute`` says why, or attaches."""
+        try:
+            check_caller(caller)
+            check_origin(origin)
+            check_execution_id(execution_id)
+            admitted = self._gate.admit_at_once(task_id, params, caller, grants)
+        except Exception:  # ``execute`` meets the same call, and says what is wrong with it
+            return None
+        if admitted is None or admitted.spec.isolation is not Isolation.INLINE:
+            return None
+        where = Where(origin=origin, step_id=step_id, given=True)
+        running, starter = claim_of(admitted.spec, execution_id)
+        if not self.store.insert_in(
+            conn, running, caller=caller, params=admitted.clean, if_absent=True, starter=starter,
+            also=started, **where.record,
+        ):  # fmt: skip
+            return None
+        claim = Claim(admitted, execution_id, caller, where)
+        self._claims[execution_id] = claim  # kept while its caller holds it
+        return claim
+
+    async def run_claimed(self, claim: Claim, journal: Journal) -> TaskResult:
+        """Run an inline call ``claim_in`` claimed, once its transaction committed; ``journal.ended`` is
+        written with its end (its ``started`` was, with the claim)."""
+        if self._claims.pop(claim.execution_id, None) is not claim:
+            raise ConfigError(f"{claim.execution_id} is not a claim of this executor, or it ran already")
+        spec = claim.admitted.spec
+        return await InlineRun(
+            home=self.home, store=self.store, jobs=self.jobs, admitted=claim.admitted,
+            execution_id=claim.execution_id, caller=claim.caller, where=claim.where,
+            started=time.monotonic(), attach=lambda known: self._attach(known, spec.task_id, None),
+            journal=journal, claimed=True,
+        ).run()  # fmt: skip
 
     def inline(self, task_id: object, caller: str, grants: Grants | None) -> bool:
         """Whether a call of ``task_id`` by ``caller`` would run inside this process (an inline task)."""

@@ -52,6 +52,32 @@ class Journal:
 
     started: Callable[[Any], None]
     ended: Callable[[Any, JobRecord], None]
+    then: Callable[[Any], None] | None = None  # after the end and its event, in its transaction
+
+
+@dataclass(eq=False)
+class Claim:
+    """An inline call admitted and claimed by ``Executor.claim_in`` in its caller's transaction: what
+    ``Executor.run_claimed`` runs, once, when that transaction has committed."""
+
+    admitted: Admitted
+    execution_id: str
+    caller: str
+    where: Where
+
+
+def claim_of(spec: TaskSpec, execution_id: str) -> tuple[TaskResult, tuple[int, float]]:
+    """The record that claims an inline call's execution id for this process (running inside it), and
+    the process (pid, create time) it names."""
+    me = process.current()
+    running = TaskResult(
+        task_id=spec.task_id,
+        execution_id=execution_id,
+        status=TaskStatus.RUNNING,
+        message=f"running inside pid {me.pid}",
+        data={INLINE: True, "timeout_s": spec.timeout_s},
+    )
+    return running, (me.pid, me.create_time)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +94,7 @@ class InlineRun:
     started: float
     attach: Callable[[JobRecord], Awaitable[TaskResult]]  # follows a twin call's run instead
     journal: Journal | None = None
+    claimed: bool = False  # its id is on record as running here already (``Executor.claim_in``)
 
     @property
     def spec(self) -> TaskSpec:
@@ -75,8 +102,8 @@ class InlineRun:
 
     async def run(self) -> TaskResult:
         inline = {INLINE: True, "timeout_s": self.spec.timeout_s}
-        if self.where.given:
-            known = await self._claim(inline)
+        if self.where.given and not self.claimed:
+            known = await self._claim()
             if known is not None:
                 return await self.attach(known)
         paths = ExecutionPaths.of(self.home, self.execution_id)
@@ -112,25 +139,18 @@ class InlineRun:
         faults.point("inline.after_end")  # a crash here: the outcome, and a journal's writes, are on record
         return settled
 
-    async def _claim(self, inline: dict[str, Any]) -> JobRecord | None:
+    async def _claim(self) -> JobRecord | None:
         """Put a caller-chosen id on record as running in this process, before the handler runs: a stop
         from anywhere finds it, and a process that dies with it leaves a record that says so (the
         ``JobManager``'s inline handling). The twin's record when another call claimed the id first."""
-        me = process.current()
-        running = TaskResult(
-            task_id=self.spec.task_id,
-            execution_id=self.execution_id,
-            status=TaskStatus.RUNNING,
-            message=f"running inside pid {me.pid}",
-            data=inline,
-        )
+        running, starter = claim_of(self.spec, self.execution_id)
         inserted = await off_loop(
             self.store.insert,
             running,
             caller=self.caller,
             params=self.admitted.clean,
             if_absent=True,
-            starter=(me.pid, me.create_time),
+            starter=starter,
             also=None if self.journal is None else self.journal.started,
             **self.where.record,
         )
@@ -173,8 +193,11 @@ class InlineRun:
         """The terminal state on record; a record that ended otherwise first wins."""
         try:
             if self.where.given:
-                ended = None if self.journal is None else self.journal.ended
-                recorded = await off_loop(functools.partial(self.store.transition, result, also=ended))
+                journal = self.journal
+                ended, then = (None, None) if journal is None else (journal.ended, journal.then)
+                recorded = await off_loop(
+                    functools.partial(self.store.transition, result, also=ended, then=then)
+                )
                 if recorded.status is not result.status:
                     return recorded.to_result()
             else:

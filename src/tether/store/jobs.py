@@ -209,6 +209,24 @@ class JobStore(Protocol):
         if_absent: bool = False,
         also: Callable[[Any], None] | None = None,
     ) -> bool: ...
+    def insert_in(
+        self,
+        conn: Any,
+        result: TaskResult,
+        *,
+        caller: str,
+        params: dict[str, Any],
+        resources: Sequence[str] = (),
+        background: bool = False,
+        detached: bool = False,
+        origin: str | None = None,
+        starter: tuple[int, float] | None = None,
+        confirmation: str | None = None,
+        confirmed_by: str | None = None,
+        step_id: str | None = None,
+        if_absent: bool = False,
+        also: Callable[[Any], None] | None = None,
+    ) -> bool: ...
     def set_process(self, execution_id: str, pid: int, create_time: float) -> None: ...
     def transition(
         self,
@@ -217,6 +235,7 @@ class JobStore(Protocol):
         exit_code: int | None = None,
         process: tuple[int, float] | None = None,
         also: Callable[[Any, JobRecord], None] | None = None,
+        then: Callable[[Any], None] | None = None,
     ) -> JobRecord: ...
     def get(self, execution_id: str) -> JobRecord | None: ...
     def ids_with_prefix(self, prefix: str, limit: int = 5) -> list[str]: ...
@@ -270,6 +289,32 @@ class SqlJobStore:
         """Insert the job's first record. False when ``if_absent`` and the id is already on record;
         ``ConfirmationUsed`` when ``confirmation`` authorized another execution. ``also(conn)``: the
         caller's own writes, in the same transaction as the insert (not run when nothing was inserted)."""
+        with self.db.write() as conn:
+            return self.insert_in(
+                conn, result, caller=caller, params=params, resources=resources, background=background,
+                detached=detached, origin=origin, starter=starter, confirmation=confirmation,
+                confirmed_by=confirmed_by, step_id=step_id, if_absent=if_absent, also=also,
+            )  # fmt: skip
+
+    def insert_in(
+        self,
+        conn: Any,
+        result: TaskResult,
+        *,
+        caller: str,
+        params: dict[str, Any],
+        resources: Sequence[str] = (),
+        background: bool = False,
+        detached: bool = False,
+        origin: str | None = None,
+        starter: tuple[int, float] | None = None,
+        confirmation: str | None = None,
+        confirmed_by: str | None = None,
+        step_id: str | None = None,
+        if_absent: bool = False,
+        also: Callable[[Any], None] | None = None,
+    ) -> bool:
+        """``insert`` in ``conn``'s write transaction (an inline call claimed in its caller's own)."""
         stamp = now()
         row = {
             "execution_id": result.execution_id,
@@ -297,21 +342,20 @@ class SqlJobStore:
             "step_id": step_id,
             **self.installation.values(),
         }
-        with self.db.write() as conn:
-            if if_absent and confirmation is None:  # one statement: inserted, or the id was taken
-                if conn.execute(_INSERT_NEW[conn.dialect.name], row).first() is None:
-                    return False
-            else:
-                if if_absent and conn.execute(_ID_ONLY, {"eid": result.execution_id}).first():
-                    return False
-                if confirmation is not None:
-                    used = conn.execute(_BY_NONCE, {"nonce": confirmation}).first()
-                    if used is not None:
-                        raise ConfirmationUsed(used[0])
-                conn.execute(_INSERT, row)
-            if also is not None:  # before the job's event: see ``_ORDER``
-                also(conn)
-            _changed(conn, result, origin, step_id, self.installation.values(), background)
+        if if_absent and confirmation is None:  # one statement: inserted, or the id was taken
+            if conn.execute(_INSERT_NEW[conn.dialect.name], row).first() is None:
+                return False
+        else:
+            if if_absent and conn.execute(_ID_ONLY, {"eid": result.execution_id}).first():
+                return False
+            if confirmation is not None:
+                used = conn.execute(_BY_NONCE, {"nonce": confirmation}).first()
+                if used is not None:
+                    raise ConfirmationUsed(used[0])
+            conn.execute(_INSERT, row)
+        if also is not None:  # before the job's event: see ``_ORDER``
+            also(conn)
+        _changed(conn, result, origin, step_id, self.installation.values(), background)
         return True
 
     def set_process(self, execution_id: str, pid: int, create_time: float) -> None:
@@ -327,17 +371,20 @@ class SqlJobStore:
         exit_code: int | None = None,
         process: tuple[int, float] | None = None,
         also: Callable[[Any, JobRecord], None] | None = None,
+        then: Callable[[Any], None] | None = None,
     ) -> JobRecord:
         """Move the job to ``result`` if the state machine allows it (recording its worker ``process``
         in the same write, when given); returns the record as it now is. ``also(conn, record)``: the
         caller's own writes, in the same transaction, given the record as it now is (``result``'s, or
-        the end that came first)."""
+        the end that came first); ``then(conn)``: more of them, after the job's event."""
         with self.db.write() as conn:
             record, changed = self._transition(conn, result, exit_code, process)
             if also is not None:  # before the job's event: see ``_ORDER``
                 also(conn, record)
             if changed is not None:
                 _changed(conn, result, *changed)
+            if then is not None:
+                then(conn)
         return record
 
     def _transition(

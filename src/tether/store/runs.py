@@ -170,6 +170,16 @@ class RunRecord:
         return [a for a in self.attempts if a.task_id == task_id]
 
 
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What a write of a run's tasks left on record: the run's revision after it, the tasks it wrote as
+    they now are, and the run's head (no plan, no tasks) when the write read it back."""
+
+    rev: int
+    tasks: tuple[TaskState, ...]
+    head: RunRecord | None = None
+
+
 class RunStore(Protocol):
     def create(self, run_id: str, *, goal: str, plan: dict[str, Any], caller: str) -> RunRecord: ...
     def get(self, run_id: str) -> RunRecord | None: ...

@@ -32,6 +32,7 @@ from tether.store.runs import (
     AttemptRecord,
     RunRecord,
     TaskState,
+    Written,
 )
 
 R = schema.runs
@@ -64,6 +65,7 @@ _HEAD = select(*(c for c in R.c if c.name != "plan")).where(R.c.run_id == bindpa
 _PLAN = select(R.c.plan, R.c.plan_version).where(R.c.run_id == bindparam("rid"))
 _TASKS = select(RT).where(RT.c.run_id == bindparam("rid")).order_by(RT.c.position)
 _BUMP = update(R).where(R.c.run_id == bindparam("rid")).values(rev=R.c.rev + 1).returning(R.c.rev)
+_BUMP_HEAD = _BUMP.returning(*(c for c in R.c if c.name not in ("plan", "rev")))  # rev, then the head
 _CHANGED = select(RT).where(RT.c.run_id == bindparam("rid"), RT.c.rev > bindparam("since"))
 # The engine's hot statements are built once: building a statement per call (and its cache key) was
 # most of the cost of a write.
@@ -90,6 +92,7 @@ _START_TASK = (
         status="running", attempts=bindparam("n"), started_at=bindparam("at"), updated_at=bindparam("at"),
         message="", rev=bindparam("rev"),
     )
+    .returning(*RT.c)
 )  # fmt: skip
 _END_ATTEMPT = (
     update(RA)
@@ -102,12 +105,14 @@ _END_ATTEMPT = (
 
 
 @cache
-def _set_task(columns: tuple[str, ...], only_running: bool) -> Any:
-    """``UPDATE run_tasks SET <columns>`` for one task (``v_<column>`` parameters), built once per set."""
+def _set_task(columns: tuple[str, ...], only_running: bool, returning: bool = False) -> Any:
+    """``UPDATE run_tasks SET <columns>`` for one task (``v_<column>`` parameters), built once per set;
+    ``returning``: the row as it now is comes back."""
     where = [RT.c.run_id == _RID, RT.c.task_id == _TID]
     if only_running:
         where.append(RT.c.status == "running")
-    return update(RT).where(*where).values({c: bindparam(f"v_{c}") for c in columns})
+    statement = update(RT).where(*where).values({c: bindparam(f"v_{c}") for c in columns})
+    return statement.returning(*RT.c) if returning else statement
 
 
 def _task_params(run_id: str, task_id: str, row: dict[str, Any]) -> dict[str, Any]:
@@ -383,11 +388,13 @@ class SqlRunStore(ResourceQueue):
         with self.db.write() as conn:
             self.begin_in(conn, run_id, wave)
 
-    def begin_in(self, conn: Any, run_id: str, wave: list[tuple[str, int, str, dict[str, Any]]]) -> None:
+    def begin_in(
+        self, conn: Any, run_id: str, wave: list[tuple[str, int, str, dict[str, Any]]], rev: int | None = None
+    ) -> Written | None:
         """``begin_attempts`` in ``conn``'s transaction (an inline call's claim of its job: the attempt
-        and its job go on record together)."""
-        at = now()
-        rev: int | None = None
+        and its job go on record together); ``rev``: the revision this transaction took already. What
+        it wrote, or None when every attempt was on record already."""
+        at, started = now(), []
         for task_id, attempt, execution_id, how in wave:
             row = {
                 "run_id": run_id, "task_id": task_id, "attempt": attempt, "execution_id": execution_id,
@@ -397,7 +404,8 @@ class SqlRunStore(ResourceQueue):
             if conn.execute(_BEGIN_ATTEMPT[conn.dialect.name], row).first() is None:
                 continue  # on record already
             rev = _bump(conn, run_id) if rev is None else rev
-            conn.execute(_START_TASK, {"rid": run_id, "tid": task_id, "n": attempt, "at": at, "rev": rev})
+            values = {"rid": run_id, "tid": task_id, "n": attempt, "at": at, "rev": rev}
+            started.append(TaskState.from_row(conn.execute(_START_TASK, values).one()))
             append_event(
                 conn,
                 RunTaskChanged(
@@ -405,6 +413,7 @@ class SqlRunStore(ResourceQueue):
                     attempt=attempt, execution_id=execution_id,
                 ),
             )  # fmt: skip
+        return None if rev is None or not started else Written(rev, tuple(started))
 
     def settle(
         self,
@@ -428,7 +437,7 @@ class SqlRunStore(ResourceQueue):
             return self.settle_in(
                 conn, run_id, task_id, attempt, outcome=outcome, message=message, duration_s=duration_s,
                 task=task, waiting=waiting,
-            )  # fmt: skip
+            ) is not None  # fmt: skip
 
     def settle_in(
         self,
@@ -443,30 +452,33 @@ class SqlRunStore(ResourceQueue):
         task: dict[str, Any],
         waiting: tuple[Sequence[str], float] | None = None,
         queued: bool = True,
-    ) -> bool:
+    ) -> Written | None:
         """``settle`` in ``conn``'s transaction (an inline call's outcome: its job and its attempt end
         together). ``queued`` False: the caller knows the task never joined a resource's queue, so there
-        is no place in it to give up."""
+        is no place in it to give up. What it wrote, the run's head with it; None if the task did not
+        move."""
         at = now()
         row = _task_row(task, at)
         if waiting is not None or queued:
             self._queue(conn, run_id, task_id, waiting)
-        row["rev"] = _bump(conn, run_id)
+        head = RunRecord.from_row(conn.execute(_BUMP_HEAD, {"rid": run_id}).one())
+        row["rev"] = head.rev
         conn.execute(
             _END_ATTEMPT,
             {"rid": run_id, "tid": task_id, "n": attempt, "v_status": outcome, "v_message": message,
              "at": at, "v_duration": duration_s},
         )  # fmt: skip
-        moved = conn.execute(_set_task(tuple(row), True), _task_params(run_id, task_id, row)).rowcount
-        if moved:
-            append_event(
-                conn,
-                RunTaskChanged(
-                    topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status=str(task["status"]),
-                    attempt=attempt, message=str(task.get("message", ""))[:2000],
-                ),
-            )  # fmt: skip
-        return bool(moved)
+        moved = conn.execute(_set_task(tuple(row), True, True), _task_params(run_id, task_id, row)).first()
+        if moved is None:
+            return None
+        append_event(
+            conn,
+            RunTaskChanged(
+                topic=f"run:{run_id}", run_id=run_id, task_id=task_id, status=str(task["status"]),
+                attempt=attempt, message=str(task.get("message", ""))[:2000],
+            ),
+        )  # fmt: skip
+        return Written(head.rev, (TaskState.from_row(moved),), head)
 
     def answer(
         self,

@@ -10,10 +10,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tether.execution.inline import Journal
+from tether.execution.inline import Claim, Journal
 from tether.execution.protocol import ExecutionPaths
 from tether.store.jobs import JobRecord
-from tether.store.runs import RunRecord, TaskState
+from tether.store.runs import RunRecord, TaskState, Written
 from tether.supervisor.host import Host, epoch, io
 from tether.supervisor.plan import Plan, Task
 from tether.supervisor.policies import (
@@ -101,20 +101,32 @@ class _Written:
     """What an inline attempt's journal wrote in its job's own transactions."""
 
     began: bool = False
+    claimed_at: int | None = None  # the run's revision its claim took, when no one else wrote before it
     settled: dict[str, Any] | None = None
+    written: Written | None = None  # what its settle wrote, read back
+    ahead: Any = None  # ``eager.Ahead``: the next attempt, claimed with this one's end
 
 
-async def inline_attempt(h: Host, opened: Opened, number: int, how: dict[str, Any]) -> dict[str, Any]:
+async def inline_attempt(
+    h: Host, opened: Opened, number: int, how: dict[str, Any], ahead: Any = None
+) -> dict[str, Any]:
     """An attempt of an inline call that its decision opened (``engine.advance``), run without a step of
     its own: the attempt goes on record in the transaction that claims its job, before the handler runs,
-    and a completed one settles in the transaction that ends its job. Any other outcome (a refusal, a
-    failure, a twin's run adopted) is settled as ``finish`` settles every attempt."""
+    and a completed one settles in the transaction that ends its job, which may claim the next
+    (``eager.py``: under ``"ahead"`` in the answer, for ``advance`` to run next; ``ahead``: this attempt
+    was claimed so). Any other outcome (a refusal, a failure, a twin's run adopted) is settled as
+    ``finish`` settles every attempt."""
+    from tether.supervisor.eager import next_in
+
     runs, run, task = h.runtime.runs, opened.run, opened.task
-    plan, started, wrote = opened.known.plan, time.monotonic(), _Written()
+    plan, started = opened.known.plan, time.monotonic()
+    wrote = _Written(began=ahead is not None, claimed_at=None if ahead is None else ahead.rev)
 
     def began(conn: Any) -> None:
-        runs.begin_in(conn, run.run_id, [(task.id, number, opened.execution_id, how)])
+        written = runs.begin_in(conn, run.run_id, [(task.id, number, opened.execution_id, how)])
         wrote.began = True
+        if written is not None and written.rev == run.rev + 1:
+            wrote.claimed_at = written.rev
 
     def ended(conn: Any, record: JobRecord) -> None:
         try:
@@ -128,18 +140,23 @@ async def inline_attempt(h: Host, opened: Opened, number: int, how: dict[str, An
             fields, waiting = move.fields(), waiting_of(move)
         except Exception:  # not the job's end to undo: ``finish`` meets it again, and the run says what
             return
-        runs.settle_in(
+        wrote.written = runs.settle_in(
             conn, run.run_id, task.id, number, outcome=outcome, message=message,
             duration_s=time.monotonic() - started, task=fields, waiting=waiting,
             queued=False,  # an inline task claims no resource, so it never waits in a resource's queue
         )  # fmt: skip
         wrote.settled = {"status": outcome, "next": move.status}  # once it commits: see below
 
+    def then(conn: Any) -> None:  # after its job's end and event: the next call, claimed ahead
+        if wrote.written is not None:
+            wrote.ahead = next_in(h, conn, opened, wrote.claimed_at, wrote.written)
+
     outcome, message, data = await perform(
-        h, plan, run, task, opened.state, opened.execution_id, number, Journal(began, ended)
-    )
+        h, plan, run, task, opened.state, opened.execution_id, number, Journal(began, ended, then),
+        None if ahead is None else ahead.claim,
+    )  # fmt: skip
     if wrote.settled is not None and "not_on_record" not in data:
-        return wrote.settled
+        return {**wrote.settled, "ahead": wrote.ahead} if wrote.ahead is not None else wrote.settled
     # Its end did not commit (the store failed at the end): neither did the settle written with it.
     if not wrote.began:  # refused before its claim, or a twin's: the attempt goes on record now
         await io(runs.begin_attempts, run.run_id, [(task.id, number, opened.execution_id, how)])
@@ -157,13 +174,50 @@ async def perform(
     execution_id: str,
     number: int,
     journal: Journal | None = None,
+    claim: Claim | None = None,
 ) -> tuple[str, str, dict[str, Any]]:
-    """Run one attempt through the executor; (outcome, message, data). Outcome ``unknown`` when its
-    worker died mid-run (it may or may not have taken effect), ``not_started`` when the process that
-    started it died before its worker began (it provably never ran)."""
+    """Run one attempt through the executor (``claim``: an inline call it claimed ahead, run as
+    claimed); (outcome, message, data). Outcome ``unknown`` when its worker died mid-run (it may or may
+    not have taken effect), ``not_started`` when the process that started it died before its worker
+    began (it provably never ran)."""
     deadline = deadline_of(plan, run, task)
     assert task.call is not None  # an agent's attempt is a workflow of its own: agent_attempt
     origin = f"run:{run.run_id}"
+    if claim is not None and journal is not None:
+        job = asyncio.ensure_future(h.executor.run_claimed(claim, journal))
+    else:
+        args, confirmation = _call_of(h, plan, run, task, state)
+        job = asyncio.ensure_future(
+            h.executor.execute(
+                task.call.task,
+                args,
+                caller=plan.caller,
+                grants=plan.grants_of(),
+                origin=origin,
+                step_id=f"{run.run_id}/{task.id}/{number}",
+                execution_id=execution_id,
+                detach=True,
+                confirmation=confirmation,
+                journal=journal,
+            )
+        )
+    watch = Watch(h, execution_id, plan.caller, origin, deadline, task.heartbeat_s)
+    result = await watch.follow(job)
+    if result.status is TaskStatus.RUNNING:  # a background task: follow it to its end
+        wait = asyncio.ensure_future(
+            h.executor.control(
+                execution_id, "wait", caller=plan.caller, origin=origin, grants=plan.grants_of()
+            )
+        )
+        result = await watch.follow(wait)
+    return classify(result)
+
+
+def _call_of(
+    h: Host, plan: Plan, run: RunRecord, task: Task, state: TaskState
+) -> tuple[dict[str, Any], Confirmation | None]:
+    """The arguments of a task's call, and the person's consent when a review before it was answered."""
+    assert task.call is not None
     args, _ = call_args(task, state, context_of(plan, run))
     args = as_text_where_text(h.executor.registry.get(task.call.task), args)
     review = state.review or {}
@@ -179,30 +233,7 @@ async def perform(
             source=f"person:review:{review.get('by', 'cli')}",
             nonce=review["nonce"],
         )
-    job = asyncio.ensure_future(
-        h.executor.execute(
-            task.call.task,
-            args,
-            caller=plan.caller,
-            grants=plan.grants_of(),
-            origin=origin,
-            step_id=f"{run.run_id}/{task.id}/{number}",
-            execution_id=execution_id,
-            detach=True,
-            confirmation=confirmation,
-            journal=journal,
-        )
-    )
-    watch = Watch(h, execution_id, plan.caller, origin, deadline, task.heartbeat_s)
-    result = await watch.follow(job)
-    if result.status is TaskStatus.RUNNING:  # a background task: follow it to its end
-        wait = asyncio.ensure_future(
-            h.executor.control(
-                execution_id, "wait", caller=plan.caller, origin=origin, grants=plan.grants_of()
-            )
-        )
-        result = await watch.follow(wait)
-    return classify(result)
+    return args, confirmation
 
 
 @dataclass

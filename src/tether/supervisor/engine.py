@@ -180,12 +180,15 @@ async def advance(run_id: str, segment: int, may_plan: bool = True) -> dict[str,
         decision, inline = await _decide(h, run_id, segment, may_plan)
         if decision["end"] is not None or inline is None:
             return decision
-        await asyncio.gather(
-            *(
-                _traced(run_id, [o.task.id, n, "call"], inline_attempt(h, o, n, manner))
-                for o, n, manner in inline
+        wave = [(o, n, manner, None) for o, n, manner in inline]
+        while wave:  # an attempt's end may have claimed the next call (``eager.py``): run it, undecided
+            done = await asyncio.gather(
+                *(
+                    _traced(run_id, [o.task.id, n, "call"], inline_attempt(h, o, n, manner, ahead))
+                    for o, n, manner, ahead in wave
+                )
             )
-        )
+            wave = [(a.opened, a.number, a.how, a) for a in (d.get("ahead") for d in done) if a is not None]
 
 
 async def _decide(
