@@ -102,6 +102,7 @@ registry.add(
         exposed_to={CLI},
         resources=(),
         isolation=Isolation.INLINE,
+        idempotent=True,
     )
 )
 registry.add(

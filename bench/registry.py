@@ -45,6 +45,16 @@ registry.add(
         isolation=Isolation.INLINE,
     )
 )
+registry.add(
+    TaskSpec(
+        task_id="b.inline_safe",
+        handler=H + "noop",
+        exposed_to=ME,
+        resources=(),
+        isolation=Isolation.INLINE,
+        idempotent=True,
+    )
+)
 registry.add(TaskSpec(task_id="b.sync", handler=H + "noop", exposed_to=ME, resources=()))
 registry.add(TaskSpec(task_id="b.background", handler=H + "cooperative", exposed_to=ME, background=True))
 registry.add(TaskSpec(task_id="b.deaf", handler=H + "deaf", exposed_to=ME, background=True))
