@@ -225,3 +225,49 @@ def test_a_run_changed_while_its_task_ran_is_read_before_the_next_is_claimed(
     assert run["status"] == "completed", run
     assert [t["status"] for t in run["tasks"]] == ["completed", "skipped"], run["tasks"]
     assert _effects(home) == {"w-i0": 1}
+
+
+def test_an_end_never_claims_a_call_of_its_own_wave(home: Path, tmp_path: Path) -> None:
+    """Found in review: in a wave of two inline calls, the first could end before the second was
+    claimed. Its end then decided from the run it held, in which the second was still pending, and
+    claimed it; the second's own claim found its id taken and followed a claim nobody would run, for
+    ever. Only an attempt alone in its wave claims ahead. The second call is held before its claim."""
+    tasks = [
+        {"id": "a", "call": {"task": "f.inline_safe", "args": {"key": "v-a"}}},
+        {"id": "b", "call": {"task": "f.inline_safe_too", "args": {"key": "v-b"}}},
+        {"id": "c", "call": {"task": "f.inline_safe", "args": {"key": "v-c"}}, "depends_on": ["a", "b"]},
+    ]
+    go = home / "go"
+    command = [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "flow", "run"]
+    proc = subprocess.Popen(
+        [*command, str(_flow(tmp_path, tasks))],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "TETHER_HOME": str(home), **ENV,
+             "TETHER_FAULTS": f"inline.before_claim.f.inline_safe_too=wait:{go}"},
+    )  # fmt: skip
+    try:
+        wait_for(lambda: _effects(home) == {"v-a": 1}, what="the wave's first call to end")
+        with Runtime.open(home) as runtime:
+            wait_for(lambda: not runtime.jobs.list(active=True), what="the first call's end on record")
+        go.touch()
+        assert proc.wait(timeout=120) == 0
+    finally:
+        proc.kill()
+    run = _show(home, _only_run(home))
+    assert [t["status"] for t in run["tasks"]] == ["completed"] * 3, run["tasks"]
+    assert _effects(home) == {"v-a": 1, "v-b": 1, "v-c": 1}
+
+
+def test_the_executors_own_tasks_are_never_claimed_ahead(home: Path, tmp_path: Path) -> None:
+    """Found in review: ``jobs.status`` is inline, idempotent and needs no check, so the end before it
+    claimed it ahead, and its placeholder handler ran instead of the executor's answer (scoped to the
+    run's own jobs). It goes through ``execute``, as every call of it does."""
+    tasks = [
+        {"id": "a", "call": {"task": "f.inline_safe", "args": {"key": "o-a"}}},
+        {"id": "b", "call": {"task": "jobs.status", "args": {"execution_id": "not-one-of-this-run"}},
+         "depends_on": ["a"]},
+    ]  # fmt: skip
+    _cli(home, "flow", "run", str(_flow(tmp_path, tasks)), "--json")
+    b = _show(home, _only_run(home))["tasks"][1]
+    said = " ".join(str(s.get("message", "")) for s in b["steps"])
+    assert "never by a worker" not in said and "not-one-of-this-run" in said, b["steps"]

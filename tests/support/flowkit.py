@@ -201,3 +201,15 @@ flows.add(
         isolation=Isolation.INLINE,
     )
 )
+flows.add(  # the same, under another name: a fault point can single out one of two calls of a wave
+    TaskSpec(
+        task_id="f.inline_safe_too",
+        handler=H + "work",
+        params=Work,
+        description="Another idempotent step, inside the executor's own process.",
+        idempotent=True,
+        resources=(),
+        exposed_to=EVERY,
+        isolation=Isolation.INLINE,
+    )
+)

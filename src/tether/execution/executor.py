@@ -398,13 +398,15 @@ class Executor:
         caller's ``started(conn)``), for ``run_claimed`` to run once that commits. None, nothing written,
         when it needs what only ``execute`` does (a check off this thread, a person's consent, a
         resource), fails a check, or its id is on record already: ``execute`` says why, or attaches."""
+        if task_id in OWN:  # jobs.status, jobs.stop: ``execute`` scopes them to the caller's origin
+            return None
         try:
             check_caller(caller)
             check_origin(origin)
             check_execution_id(execution_id)
             admitted = self._gate.admit_at_once(task_id, params, caller, grants)
         except Exception:  # ``execute`` meets the same call, and says what is wrong with it
-            return None
+            admitted = None
         if admitted is None or admitted.spec.isolation is not Isolation.INLINE:
             return None
         where = Where(origin=origin, step_id=step_id, given=True)
@@ -419,8 +421,7 @@ class Executor:
         return claim
 
     async def run_claimed(self, claim: Claim, journal: Journal) -> TaskResult:
-        """Run an inline call ``claim_in`` claimed, once its transaction committed; ``journal.ended`` is
-        written with its end (its ``started`` was, with the claim)."""
+        """Run an inline call ``claim_in`` claimed, once, after its transaction committed."""
         if self._claims.pop(claim.execution_id, None) is not claim:
             raise ConfigError(f"{claim.execution_id} is not a claim of this executor, or it ran already")
         spec = claim.admitted.spec

@@ -39,6 +39,11 @@ def reload() -> None:
     _POINTS.update(_parse(os.environ.get(FAULTS_ENV, "")))
 
 
+def armed(name: str) -> bool:
+    """Whether a test attached actions to ``name`` (an async caller then runs ``point`` in a thread)."""
+    return name in _POINTS
+
+
 def point(name: str) -> None:
     """Run the actions a test attached to ``name``, if any."""
     for action in _POINTS.get(name, ()):

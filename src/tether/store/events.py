@@ -2,8 +2,10 @@
 any id onward, from any process.
 
 Ids only grow, in commit order: SQLite serializes writers (``BEGIN IMMEDIATE``), and on PostgreSQL
-each append takes a transaction-scoped advisory lock, so an id is never handed to a transaction that
-commits after one with a larger id (a reader that resumes "after id N" misses nothing).
+a transaction that appends takes a transaction-scoped advisory lock first, so an id is never handed to
+a transaction that commits after one with a larger id (a reader that resumes "after id N" misses
+nothing). A write transaction's events go in last, just before its commit, in one statement: the
+lock is the last one it takes, after the rows it changed.
 
 Every home on the database reads the whole log; each event records the installation (tether home) that
 wrote it, and a home's retention counts and removes only its own.
@@ -29,7 +31,9 @@ log = logging.getLogger("tether.events")
 STREAM_POLL_S = 0.05
 EVENTS_LOCK = 7412
 _INSERT = insert(E)
-_INSERT_MANY = insert(E).returning(E.c.id, sort_by_parameter_order=True)  # one statement, ids in order
+# With RETURNING, SQLAlchemy sends several rows as one statement (its ids are not needed: without
+# ``sort_by_parameter_order``, which SQLite would have sent row by row).
+_INSERT_MANY = insert(E).returning(E.c.id)
 _LOCK = text("SELECT pg_advisory_xact_lock(:key)")
 _LOCKED_IN = "tether_events_locked_in"  # the connection's transaction that holds the lock
 
@@ -40,7 +44,8 @@ def append_event(conn: Any, event: Event) -> None:
     and in one statement (the event log's lock is then taken after every row the transaction writes)."""
     row = _row(conn, event)
     if not conn.get_execution_options().get("tether_write"):
-        _insert(conn, [row])
+        _lock(conn)
+        conn.execute(_INSERT, row)
         return
     transaction = conn.get_transaction()
     deferred = conn.info.get(BEFORE_COMMIT)
@@ -54,7 +59,8 @@ def append_event_now(conn: Any, event: Event) -> int:
     deferred = conn.info.pop(BEFORE_COMMIT, None)
     if isinstance(deferred, _Deferred) and deferred.transaction is conn.get_transaction():
         deferred(conn)
-    return _insert(conn, [_row(conn, event)])[0]
+    _lock(conn)
+    return int(conn.execute(_INSERT, _row(conn, event)).inserted_primary_key[0])
 
 
 class _Deferred:
@@ -65,7 +71,11 @@ class _Deferred:
         self.rows: list[dict[str, Any]] = []
 
     def __call__(self, conn: Any) -> None:
-        _insert(conn, self.rows)
+        _lock(conn)
+        if len(self.rows) == 1:
+            conn.execute(_INSERT, self.rows[0])
+        else:  # SQLAlchemy's "insertmanyvalues": one INSERT … VALUES (…), (…) on both databases
+            conn.execute(_INSERT_MANY, self.rows).all()
 
 
 def _row(conn: Any, event: Event) -> dict[str, Any]:
@@ -80,17 +90,13 @@ def _row(conn: Any, event: Event) -> dict[str, Any]:
     }
 
 
-def _insert(conn: Any, rows: list[dict[str, Any]]) -> list[int]:
-    """The rows appended, in one statement; their ids, in order."""
+def _lock(conn: Any) -> None:
+    """PostgreSQL: the event log's lock, held to the transaction's end (taken once per transaction)."""
     if conn.dialect.name == "postgresql":
-        # Held to the transaction's end: taken once per transaction, however many events it appends.
         transaction = conn.get_transaction()
         if conn.info.get(_LOCKED_IN) is not transaction:
             conn.execute(_LOCK, {"key": EVENTS_LOCK})
             conn.info[_LOCKED_IN] = transaction
-    if len(rows) == 1:
-        return [int(conn.execute(_INSERT, rows[0]).inserted_primary_key[0])]
-    return [int(i) for i in conn.execute(_INSERT_MANY, rows).scalars()]
 
 
 def _event(row: Any) -> Event | None:

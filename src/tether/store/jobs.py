@@ -542,8 +542,8 @@ def _announced(row: Any) -> tuple[Any, ...]:
 
 
 # _ORDER: a caller's own writes in a job's transaction (``also``) go before the job's event. They lock a
-# run's row and then take the event log's lock, the order every run write takes them in; the job's
-# event first would take them the other way round, and two such transactions deadlock on PostgreSQL.
+# run's row; the event log's lock is taken last, at the commit (``events.append_event``), the order every
+# run write takes them in: the other way round, two such transactions would deadlock on PostgreSQL.
 def _changed(
     conn: Any,
     result: TaskResult,

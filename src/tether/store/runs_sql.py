@@ -391,10 +391,9 @@ class SqlRunStore(ResourceQueue):
     def begin_in(
         self, conn: Any, run_id: str, wave: list[tuple[str, int, str, dict[str, Any]]], rev: int | None = None
     ) -> Written | None:
-        """``begin_attempts`` in ``conn``'s transaction (an inline call's claim of its job: the attempt
-        and its job go on record together); ``rev``: the revision this transaction took already. What
-        it wrote, or None when every attempt was on record already."""
-        at, started = now(), []
+        """``begin_attempts`` in ``conn``'s transaction (an inline call's claim of its job: the attempt and
+        its job go on record together); ``rev``: the revision it took already. None: all on record."""
+        at, started = now(), list[TaskState]()
         for task_id, attempt, execution_id, how in wave:
             row = {
                 "run_id": run_id, "task_id": task_id, "attempt": attempt, "execution_id": execution_id,
@@ -405,7 +404,7 @@ class SqlRunStore(ResourceQueue):
                 continue  # on record already
             rev = _bump(conn, run_id) if rev is None else rev
             values = {"rid": run_id, "tid": task_id, "n": attempt, "at": at, "rev": rev}
-            started.append(TaskState.from_row(conn.execute(_START_TASK, values).one()))
+            started += map(TaskState.from_row, conn.execute(_START_TASK, values))
             append_event(
                 conn,
                 RunTaskChanged(
@@ -461,8 +460,9 @@ class SqlRunStore(ResourceQueue):
         row = _task_row(task, at)
         if waiting is not None or queued:
             self._queue(conn, run_id, task_id, waiting)
-        head = RunRecord.from_row(conn.execute(_BUMP_HEAD, {"rid": run_id}).one())
-        row["rev"] = head.rev
+        found = conn.execute(_BUMP_HEAD, {"rid": run_id}).first()
+        head = None if found is None else RunRecord.from_row(found)
+        row["rev"] = 0 if head is None else head.rev
         conn.execute(
             _END_ATTEMPT,
             {"rid": run_id, "tid": task_id, "n": attempt, "v_status": outcome, "v_message": message,
@@ -478,7 +478,7 @@ class SqlRunStore(ResourceQueue):
                 attempt=attempt, message=str(task.get("message", ""))[:2000],
             ),
         )  # fmt: skip
-        return Written(head.rev, (TaskState.from_row(moved),), head)
+        return Written(row["rev"], (TaskState.from_row(moved),), head)
 
     def answer(
         self,

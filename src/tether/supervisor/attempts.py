@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tether.execution.inline import Claim, Journal
+from tether.execution.jobs import INLINE
 from tether.execution.protocol import ExecutionPaths
 from tether.store.jobs import JobRecord
 from tether.store.runs import RunRecord, TaskState, Written
@@ -108,14 +109,15 @@ class _Written:
 
 
 async def inline_attempt(
-    h: Host, opened: Opened, number: int, how: dict[str, Any], ahead: Any = None
+    h: Host, opened: Opened, number: int, how: dict[str, Any], ahead: Any = None, alone: bool = False
 ) -> dict[str, Any]:
     """An attempt of an inline call that its decision opened (``engine.advance``), run without a step of
     its own: the attempt goes on record in the transaction that claims its job, before the handler runs,
     and a completed one settles in the transaction that ends its job, which may claim the next
     (``eager.py``: under ``"ahead"`` in the answer, for ``advance`` to run next; ``ahead``: this attempt
-    was claimed so). Any other outcome (a refusal, a failure, a twin's run adopted) is settled as
-    ``finish`` settles every attempt."""
+    was claimed so; ``alone``: no other attempt of its wave runs beside it, the only case in which the
+    run it holds can be the run on record). Any other outcome (a refusal, a failure, a twin's run
+    adopted) is settled as ``finish`` settles every attempt."""
     from tether.supervisor.eager import next_in
 
     runs, run, task = h.runtime.runs, opened.run, opened.task
@@ -125,7 +127,7 @@ async def inline_attempt(
     def began(conn: Any) -> None:
         written = runs.begin_in(conn, run.run_id, [(task.id, number, opened.execution_id, how)])
         wrote.began = True
-        if written is not None and written.rev == run.rev + 1:
+        if alone and written is not None and written.rev == run.rev + 1:
             wrote.claimed_at = written.rev
 
     def ended(conn: Any, record: JobRecord) -> None:
@@ -151,10 +153,15 @@ async def inline_attempt(
         if wrote.written is not None:
             wrote.ahead = next_in(h, conn, opened, wrote.claimed_at, wrote.written)
 
-    outcome, message, data = await perform(
-        h, plan, run, task, opened.state, opened.execution_id, number, Journal(began, ended, then),
-        None if ahead is None else ahead.claim,
-    )  # fmt: skip
+    try:
+        outcome, message, data = await perform(
+            h, plan, run, task, opened.state, opened.execution_id, number, Journal(began, ended, then),
+            None if ahead is None else ahead.claim,
+        )  # fmt: skip
+    except BaseException:  # cancelled, or a bug: a call claimed ahead will not run, and must not hang
+        if wrote.ahead is not None:
+            await io(give_up_claim, h, wrote.ahead.claim)
+        raise
     if wrote.settled is not None and "not_on_record" not in data:
         return {**wrote.settled, "ahead": wrote.ahead} if wrote.ahead is not None else wrote.settled
     # Its end did not commit (the store failed at the end): neither did the settle written with it.
@@ -163,6 +170,18 @@ async def inline_attempt(
     return await finish(
         h, opened.known, run, task.id, number, outcome, message, data, time.monotonic() - started
     )
+
+
+def give_up_claim(h: Host, claim: Claim) -> None:
+    """A call claimed ahead that will not run: its job ends ``never_started`` (it provably never ran),
+    so the decision that meets its attempt runs it again instead of waiting on a claim nobody runs."""
+    spec = claim.admitted.spec
+    result = TaskResult(
+        task_id=spec.task_id, execution_id=claim.execution_id, status=TaskStatus.FAILED,
+        message="never started: the attempt before it ended, and its process gave it up",
+        data={"never_started": True, INLINE: True},
+    )  # fmt: skip
+    h.runtime.jobs.transition(result)
 
 
 async def perform(

@@ -51,8 +51,9 @@ def next_in(h: Host, conn: Any, opened: Opened, claimed_at: int | None, settled:
     """In the transaction that settled ``opened``'s attempt (``settled``: what it wrote, the head read
     back), the next attempt claimed ahead; None when the next decision must read the run (another writer
     moved it since ``claimed_at``, the revision this attempt's claim took), is not one inline call that
-    may run again, or its executor would not admit it here. Only the store's errors leave here (and
-    undo the transaction): a decision that fails is left to the decision that reads the run."""
+    may run again, or its executor would not admit it here. A decision that fails is left to the
+    decision that reads the run; only the store's errors leave here, and undo the transaction (the
+    end of the attempt before with it, which ``inline_attempt`` then settles as ``finish`` does)."""
     try:
         found = _next(h, opened, claimed_at, settled)
     except Exception:
@@ -60,10 +61,9 @@ def next_in(h: Host, conn: Any, opened: Opened, claimed_at: int | None, settled:
         return None
     if found is None:
         return None
-    run, task, state, number, args = found
+    run, task, state, number, args, manner = found
     plan, run_id, head_rev = opened.known.plan, run.run_id, run.rev
     assert task.call is not None
-    manner = how(task, state, plan.caller)
     execution_id = execution_id_for("run", run_id, task.id, str(number))
     began: list[Written | None] = []
     claim = h.executor.claim_in(
@@ -84,9 +84,9 @@ def next_in(h: Host, conn: Any, opened: Opened, claimed_at: int | None, settled:
 
 def _next(
     h: Host, opened: Opened, claimed_at: int | None, settled: Written
-) -> tuple[RunRecord, Task, TaskState, int, dict[str, Any]] | None:
+) -> tuple[RunRecord, Task, TaskState, int, dict[str, Any], dict[str, Any]] | None:
     """The run as it is on record, and the call decided next in it (task, its state, attempt number,
-    arguments), when it may be claimed ahead."""
+    arguments, how it is called), when it may be claimed ahead."""
     head, before, known = settled.head, opened.run, opened.known
     if head is None or claimed_at is None or head.rev != claimed_at + 1:
         return None
@@ -112,4 +112,4 @@ def _next(
     args, missing = call_args(task, state, context_of(plan, run))
     if missing:
         return None
-    return run, task, state, number, as_text_where_text(spec, args)
+    return run, task, state, number, as_text_where_text(spec, args), how(task, state, plan.caller)

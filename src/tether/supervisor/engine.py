@@ -182,9 +182,10 @@ async def advance(run_id: str, segment: int, may_plan: bool = True) -> dict[str,
             return decision
         wave = [(o, n, manner, None) for o, n, manner in inline]
         while wave:  # an attempt's end may have claimed the next call (``eager.py``): run it, undecided
+            alone = len(wave) == 1  # only then is the run it holds the run on record
             done = await asyncio.gather(
                 *(
-                    _traced(run_id, [o.task.id, n, "call"], inline_attempt(h, o, n, manner, ahead))
+                    _traced(run_id, [o.task.id, n, "call"], inline_attempt(h, o, n, manner, ahead, alone))
                     for o, n, manner, ahead in wave
                 )
             )
