@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import cache
 from typing import Any
 
-from sqlalchemy import bindparam, case, delete, func, insert, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import case, delete, func, insert, select, update
 
 from tether.errors import StoreError
 from tether.events import RunChanged, RunTaskChanged
+from tether.store import run_statements as q
 from tether.store import schema
 from tether.store.database import Database
 from tether.store.events import append_event
@@ -41,93 +39,6 @@ RA = schema.run_attempts
 W = schema.resource_waits
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-
-
-def _task_row(values: dict[str, Any], at: str) -> dict[str, Any]:
-    """A task's fields as columns: JSON fields encoded, ``ended_at`` set when the status ends it."""
-    row: dict[str, Any] = {"updated_at": at}
-    for key, value in values.items():
-        if key in ("diagnostics", "outputs", "overrides"):
-            row[key] = _dumps(value)
-        elif key == "review":
-            row[key] = None if value is None else _dumps(value)
-        else:
-            row[key] = value
-    if values.get("status") in TASK_ENDED:
-        row["ended_at"] = at
-    return row
-
-
-_RUN = select(R).where(R.c.run_id == bindparam("rid"))
-_HEAD = select(*(c for c in R.c if c.name != "plan")).where(R.c.run_id == bindparam("rid"))
-_PLAN = select(R.c.plan, R.c.plan_version).where(R.c.run_id == bindparam("rid"))
-_TASKS = select(RT).where(RT.c.run_id == bindparam("rid")).order_by(RT.c.position)
-_BUMP = update(R).where(R.c.run_id == bindparam("rid")).values(rev=R.c.rev + 1).returning(R.c.rev)
-_BUMP_HEAD = _BUMP.returning(*(c for c in R.c if c.name not in ("plan", "rev")))  # rev, then the head
-_CHANGED = select(RT).where(RT.c.run_id == bindparam("rid"), RT.c.rev > bindparam("since"))
-# The engine's hot statements are built once: building a statement per call (and its cache key) was
-# most of the cost of a write.
-_RID, _TID = bindparam("rid"), bindparam("tid")
-_TASKS_IN = (
-    select(RT)
-    .where(RT.c.run_id == _RID, RT.c.task_id.in_(bindparam("tids", expanding=True)))
-    .order_by(RT.c.position)
-)
-_ATTEMPTS_OF = select(RA).where(RA.c.run_id == _RID, RA.c.task_id == _TID).order_by(RA.c.attempt)
-_FAILED_ATTEMPTS = select(RA).where(
-    RA.c.run_id == _RID, RA.c.status.in_(("failed", "stopped", "unknown", "rejected", "not_found"))
-)
-# The attempt's row, unless it is on record already (a decision replayed after a crash).
-_ATTEMPT_KEY = [RA.c.run_id, RA.c.task_id, RA.c.attempt]
-_BEGIN_ATTEMPT = {
-    "postgresql": pg_insert(RA).on_conflict_do_nothing(index_elements=_ATTEMPT_KEY).returning(RA.c.attempt),
-    "sqlite": sqlite_insert(RA).on_conflict_do_nothing(index_elements=_ATTEMPT_KEY).returning(RA.c.attempt),
-}
-_START_TASK = (
-    update(RT)
-    .where(RT.c.run_id == _RID, RT.c.task_id == _TID)
-    .values(
-        status="running", attempts=bindparam("n"), started_at=bindparam("at"), updated_at=bindparam("at"),
-        message="", rev=bindparam("rev"),
-    )
-    .returning(*RT.c)
-)  # fmt: skip
-_END_ATTEMPT = (
-    update(RA)
-    .where(RA.c.run_id == _RID, RA.c.task_id == _TID, RA.c.attempt == bindparam("n"))
-    .values(
-        status=bindparam("v_status"), message=bindparam("v_message"), ended_at=bindparam("at"),
-        duration_seconds=bindparam("v_duration"),
-    )
-)  # fmt: skip
-
-
-@cache
-def _set_task(columns: tuple[str, ...], only_running: bool, returning: bool = False) -> Any:
-    """``UPDATE run_tasks SET <columns>`` for one task (``v_<column>`` parameters), built once per set;
-    ``returning``: the row as it now is comes back."""
-    where = [RT.c.run_id == _RID, RT.c.task_id == _TID]
-    if only_running:
-        where.append(RT.c.status == "running")
-    statement = update(RT).where(*where).values({c: bindparam(f"v_{c}") for c in columns})
-    return statement.returning(*RT.c) if returning else statement
-
-
-def _task_params(run_id: str, task_id: str, row: dict[str, Any]) -> dict[str, Any]:
-    return {"rid": run_id, "tid": task_id, **{f"v_{k}": v for k, v in row.items()}}
-
-
-_ATTEMPTS = select(RA).where(RA.c.run_id == bindparam("rid")).order_by(RA.c.started_at, RA.c.attempt)
-
-
-def _bump(conn: Any, run_id: str) -> int:
-    """The run's next revision, for the tasks this write transaction changes (writers serialize on the
-    run's row, so revisions commit in order and a reader at revision r has seen every change up to r)."""
-    return int(conn.execute(_BUMP, {"rid": run_id}).scalar() or 0)
-
-
 class SqlRunStore(ResourceQueue):
     """Runs in the home's database (SQLite or PostgreSQL), with their resource queue."""
 
@@ -139,11 +50,11 @@ class SqlRunStore(ResourceQueue):
 
     def get(self, run_id: str) -> RunRecord | None:
         with self.db.read() as conn:
-            row = conn.execute(_RUN, {"rid": run_id}).first()
+            row = conn.execute(q.RUN, {"rid": run_id}).first()
             if row is None:
                 return None
-            tasks = tuple(TaskState.from_row(r) for r in conn.execute(_TASKS, {"rid": run_id}))
-            attempts = tuple(AttemptRecord.from_row(r) for r in conn.execute(_ATTEMPTS, {"rid": run_id}))
+            tasks = tuple(TaskState.from_row(r) for r in conn.execute(q.TASKS, {"rid": run_id}))
+            attempts = tuple(AttemptRecord.from_row(r) for r in conn.execute(q.ATTEMPTS, {"rid": run_id}))
         return RunRecord.from_row(row, tasks, attempts)
 
     def view(
@@ -157,22 +68,22 @@ class SqlRunStore(ResourceQueue):
         """A narrow read for the engine: the run without its plan, the tasks ``task_ids`` (all when
         None), the attempts of task ``attempts_of`` and, with ``failed_attempts``, every failed one."""
         with self.db.read() as conn:
-            row = conn.execute(_HEAD, {"rid": run_id}).first()
+            row = conn.execute(q.HEAD, {"rid": run_id}).first()
             if row is None:
                 return None
             if task_ids is None:
-                rows = conn.execute(_TASKS, {"rid": run_id})
+                rows = conn.execute(q.TASKS, {"rid": run_id})
             else:
-                rows = conn.execute(_TASKS_IN, {"rid": run_id, "tids": list(task_ids)}) if task_ids else ()
+                rows = conn.execute(q.TASKS_IN, {"rid": run_id, "tids": list(task_ids)}) if task_ids else ()
             tasks = tuple(TaskState.from_row(r) for r in rows)
             attempts: list[AttemptRecord] = []
             if attempts_of is not None:
                 attempts += [
                     AttemptRecord.from_row(r)
-                    for r in conn.execute(_ATTEMPTS_OF, {"rid": run_id, "tid": attempts_of})
+                    for r in conn.execute(q.ATTEMPTS_OF, {"rid": run_id, "tid": attempts_of})
                 ]
             if failed_attempts:
-                rows = conn.execute(_FAILED_ATTEMPTS, {"rid": run_id})
+                rows = conn.execute(q.FAILED_ATTEMPTS, {"rid": run_id})
                 attempts += [AttemptRecord.from_row(r) for r in rows if r._mapping["task_id"] != attempts_of]
         return RunRecord.from_row(row, tasks, tuple(attempts))
 
@@ -180,19 +91,21 @@ class SqlRunStore(ResourceQueue):
         """The run's head (no plan, no tasks) and the tasks changed after revision ``since`` (every task
         for -1): a reader that keeps what it saw reads only what moved since (the engine's decisions)."""
         with self.db.read() as conn:
-            row = conn.execute(_HEAD, {"rid": run_id}).first()
+            row = conn.execute(q.HEAD, {"rid": run_id}).first()
             if row is None:
                 return None
             head = RunRecord.from_row(row)
             if head.rev <= since:
                 return head, []
-            changed = [TaskState.from_row(r) for r in conn.execute(_CHANGED, {"rid": run_id, "since": since})]
+            changed = [
+                TaskState.from_row(r) for r in conn.execute(q.CHANGED, {"rid": run_id, "since": since})
+            ]
         return head, changed
 
     def plan(self, run_id: str) -> tuple[dict[str, Any], int]:
         """A run's plan and its version."""
         with self.db.read() as conn:
-            row = conn.execute(_PLAN, {"rid": run_id}).first()
+            row = conn.execute(q.PLAN, {"rid": run_id}).first()
         if row is None:
             raise StoreError(f"no run {run_id!r}")
         return json.loads(row[0]), int(row[1])
@@ -235,12 +148,12 @@ class SqlRunStore(ResourceQueue):
     def create(self, run_id: str, *, goal: str, plan: dict[str, Any], caller: str) -> RunRecord:
         at = now()
         with self.db.write() as conn:
-            if conn.execute(_RUN, {"rid": run_id}).first() is not None:
+            if conn.execute(q.RUN, {"rid": run_id}).first() is not None:
                 raise StoreError(f"a run {run_id!r} exists already")
             conn.execute(
                 insert(R),
                 {
-                    "run_id": run_id, "goal": goal, "status": "running", "plan": _dumps(plan),
+                    "run_id": run_id, "goal": goal, "status": "running", "plan": q.dumps(plan),
                     "caller": caller, "segment": 0, "plan_version": 0, "message": "", "created_at": at,
                     "updated_at": at, **self.installation.values(),
                 },
@@ -283,11 +196,11 @@ class SqlRunStore(ResourceQueue):
         at = now()
         with self.db.write() as conn:
             known = {r[0] for r in conn.execute(select(RT.c.task_id).where(RT.c.run_id == run_id))}
-            rev = _bump(conn, run_id)
+            rev = q.bump(conn, run_id)
             conn.execute(
                 update(R)
                 .where(R.c.run_id == run_id)
-                .values(plan=_dumps(plan), plan_version=R.c.plan_version + 1, updated_at=at)
+                .values(plan=q.dumps(plan), plan_version=R.c.plan_version + 1, updated_at=at)
             )
             for position, task in enumerate(plan["tasks"]):
                 if task["id"] in new_ids and task["id"] not in known:
@@ -311,7 +224,7 @@ class SqlRunStore(ResourceQueue):
     def set_planning(self, run_id: str, calls: list[dict[str, Any]]) -> None:
         """What planning the run's goal cost: its planner's model calls (``agent/usage.py`` records)."""
         with self.db.write() as conn:
-            conn.execute(update(R).where(R.c.run_id == run_id).values(planning=_dumps(calls)))
+            conn.execute(update(R).where(R.c.run_id == run_id).values(planning=q.dumps(calls)))
 
     def set_status(
         self, run_id: str, status: str, message: str = "", *, only_from: tuple[str, ...] | None = None
@@ -362,9 +275,9 @@ class SqlRunStore(ResourceQueue):
             self._update_task(conn, run_id, task_id, True, values)
 
     def _update_task(self, conn: Any, run_id: str, task_id: str, event: bool, values: dict[str, Any]) -> None:
-        row = _task_row(values, now())
-        row["rev"] = _bump(conn, run_id)
-        conn.execute(_set_task(tuple(row), False), _task_params(run_id, task_id, row))
+        row = q.task_row(values, now())
+        row["rev"] = q.bump(conn, run_id)
+        conn.execute(q.set_task(tuple(row), False), q.task_params(run_id, task_id, row))
         if event and "status" in values:
             append_event(
                 conn,
@@ -397,14 +310,14 @@ class SqlRunStore(ResourceQueue):
         for task_id, attempt, execution_id, how in wave:
             row = {
                 "run_id": run_id, "task_id": task_id, "attempt": attempt, "execution_id": execution_id,
-                "status": "running", "message": "", "how": _dumps(how), "started_at": at,
+                "status": "running", "message": "", "how": q.dumps(how), "started_at": at,
                 "duration_seconds": 0.0, **self.installation.values(),
             }  # fmt: skip
-            if conn.execute(_BEGIN_ATTEMPT[conn.dialect.name], row).first() is None:
+            if conn.execute(q.BEGIN_ATTEMPT[conn.dialect.name], row).first() is None:
                 continue  # on record already
-            rev = _bump(conn, run_id) if rev is None else rev
+            rev = q.bump(conn, run_id) if rev is None else rev
             values = {"rid": run_id, "tid": task_id, "n": attempt, "at": at, "rev": rev}
-            started += map(TaskState.from_row, conn.execute(_START_TASK, values))
+            started += map(TaskState.from_row, conn.execute(q.START_TASK, values))
             append_event(
                 conn,
                 RunTaskChanged(
@@ -457,18 +370,18 @@ class SqlRunStore(ResourceQueue):
         is no place in it to give up. What it wrote, the run's head with it; None if the task did not
         move."""
         at = now()
-        row = _task_row(task, at)
+        row = q.task_row(task, at)
         if waiting is not None or queued:
             self._queue(conn, run_id, task_id, waiting)
-        found = conn.execute(_BUMP_HEAD, {"rid": run_id}).first()
+        found = conn.execute(q.BUMP_HEAD, {"rid": run_id}).first()
         head = None if found is None else RunRecord.from_row(found)
         row["rev"] = 0 if head is None else head.rev
         conn.execute(
-            _END_ATTEMPT,
+            q.END_ATTEMPT,
             {"rid": run_id, "tid": task_id, "n": attempt, "v_status": outcome, "v_message": message,
              "at": at, "v_duration": duration_s},
         )  # fmt: skip
-        moved = conn.execute(_set_task(tuple(row), True, True), _task_params(run_id, task_id, row)).first()
+        moved = conn.execute(q.set_task(tuple(row), True, True), q.task_params(run_id, task_id, row)).first()
         if moved is None:
             return None
         append_event(
@@ -496,7 +409,7 @@ class SqlRunStore(ResourceQueue):
             row = conn.execute(
                 select(RT.c.review, RT.c.status).where(RT.c.run_id == run_id, RT.c.task_id == task_id)
             ).first()
-            run = conn.execute(_RUN, {"rid": run_id}).first()
+            run = conn.execute(q.RUN, {"rid": run_id}).first()
             if row is None or row[0] is None or run is None or row[1] != "waiting_for_human":
                 return None
             review = json.loads(row[0])
@@ -509,11 +422,11 @@ class SqlRunStore(ResourceQueue):
             if answer.get("reason"):
                 said += f": {str(answer['reason'])[:300]}"
             values: dict[str, Any] = {
-                "review": _dumps(review), "status": status, "updated_at": at, "rev": _bump(conn, run_id),
+                "review": q.dumps(review), "status": status, "updated_at": at, "rev": q.bump(conn, run_id),
                 "message": said,
             }  # fmt: skip
             if overrides is not None:
-                values["overrides"] = _dumps(overrides)
+                values["overrides"] = q.dumps(overrides)
             if status in TASK_ENDED:
                 values["ended_at"] = at
             moved = conn.execute(
@@ -554,7 +467,7 @@ class SqlRunStore(ResourceQueue):
             ).rowcount
             if not moved:
                 return False
-            rev = _bump(conn, run_id)
+            rev = q.bump(conn, run_id)
             for row in conn.execute(select(RT).where(RT.c.run_id == run_id)).fetchall():
                 state = TaskState.from_row(row)
                 again = state.status in (
@@ -569,7 +482,7 @@ class SqlRunStore(ResourceQueue):
                     conn.execute(
                         update(RT)
                         .where(RT.c.run_id == run_id, RT.c.task_id == state.task_id)
-                        .values(status="pending", review=None, overrides=_dumps(overrides), ended_at=None,
+                        .values(status="pending", review=None, overrides=q.dumps(overrides), ended_at=None,
                                 updated_at=at, message="resumed", rev=rev)
                     )  # fmt: skip
             append_event(
