@@ -105,3 +105,17 @@ def bump(conn: Any, run_id: str) -> int:
     """The run's next revision, for the tasks this write transaction changes (writers serialize on the
     run's row, so revisions commit in order and a reader at revision r has seen every change up to r)."""
     return int(conn.execute(BUMP, {"rid": run_id}).scalar() or 0)
+
+
+@cache
+def set_status(ends: bool) -> Any:
+    """``UPDATE runs SET status`` from one of ``allowed``; ``ends``: the run's end time is set too."""
+    values = {
+        "status": bindparam("v_status"),
+        "message": bindparam("v_message"),
+        "updated_at": bindparam("at"),
+    }
+    if ends:
+        values["ended_at"] = bindparam("at")
+    where = (R.c.run_id == bindparam("rid"), R.c.status.in_(bindparam("allowed", expanding=True)))
+    return update(R).where(*where).values(values)

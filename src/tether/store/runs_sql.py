@@ -230,21 +230,29 @@ class SqlRunStore(ResourceQueue):
         self, run_id: str, status: str, message: str = "", *, only_from: tuple[str, ...] | None = None
     ) -> bool:
         """Move the run to ``status`` unless it is over (or not in ``only_from``); True if it moved."""
+        with self.db.write() as conn:
+            return self.set_status_in(conn, run_id, status, message, only_from=only_from)
+
+    def set_status_in(
+        self,
+        conn: Any,
+        run_id: str,
+        status: str,
+        message: str = "",
+        *,
+        only_from: tuple[str, ...] | None = None,
+    ) -> bool:
+        """``set_status`` in ``conn``'s transaction (a run that ends with its last task's end)."""
         if status not in RUN_STATUSES:
             raise ValueError(f"unknown run status {status!r}")
         at = now()
-        allowed = only_from or ("running", "waiting_for_human")
-        with self.db.write() as conn:
-            values: dict[str, Any] = {"status": status, "message": message, "updated_at": at}
-            if status in RUN_TERMINAL:
-                values["ended_at"] = at
-            moved = conn.execute(
-                update(R).where(R.c.run_id == run_id, R.c.status.in_(allowed)).values(**values)
-            ).rowcount
-            if moved:
-                append_event(
-                    conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status=status, message=message)
-                )
+        values = {"rid": run_id, "allowed": list(only_from or ("running", "waiting_for_human")),
+                  "v_status": status, "v_message": message, "at": at}  # fmt: skip
+        moved = conn.execute(q.set_status(status in RUN_TERMINAL), values).rowcount
+        if moved:
+            append_event(
+                conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status=status, message=message)
+            )
         return bool(moved)
 
     def next_segment(self, run_id: str, *, expect: int) -> int | None:

@@ -15,6 +15,7 @@ from tether.execution.jobs import INLINE
 from tether.execution.protocol import ExecutionPaths
 from tether.store.jobs import JobRecord
 from tether.store.runs import RunRecord, TaskState, Written
+from tether.supervisor.eager import next_in
 from tether.supervisor.host import Host, epoch, io
 from tether.supervisor.plan import Plan, Task
 from tether.supervisor.policies import (
@@ -105,7 +106,7 @@ class _Written:
     claimed_at: int | None = None  # the run's revision its claim took, when no one else wrote before it
     settled: dict[str, Any] | None = None
     written: Written | None = None  # what its settle wrote, read back
-    ahead: Any = None  # ``eager.Ahead``: the next attempt, claimed with this one's end
+    ahead: Any = None  # ``eager.Ahead`` (the next attempt, claimed with this one's end) or ``Ended``
 
 
 async def inline_attempt(
@@ -118,8 +119,6 @@ async def inline_attempt(
     was claimed so; ``alone``: no other attempt of its wave runs beside it, the only case in which the
     run it holds can be the run on record). Any other outcome (a refusal, a failure, a twin's run
     adopted) is settled as ``finish`` settles every attempt."""
-    from tether.supervisor.eager import next_in
-
     runs, run, task = h.runtime.runs, opened.run, opened.task
     plan, started = opened.known.plan, time.monotonic()
     wrote = _Written(began=ahead is not None, claimed_at=None if ahead is None else ahead.rev)
@@ -159,7 +158,7 @@ async def inline_attempt(
             None if ahead is None else ahead.claim,
         )  # fmt: skip
     except BaseException:  # cancelled, or a bug: a call claimed ahead will not run, and must not hang
-        if wrote.ahead is not None:
+        if isinstance(getattr(wrote.ahead, "claim", None), Claim):
             await io(give_up_claim, h, wrote.ahead.claim)
         raise
     if wrote.settled is not None and "not_on_record" not in data:

@@ -10,7 +10,7 @@ rows its own writes returned) is the run on record: the next decision is taken t
 lock. When it is one inline call that may run again (``idempotent``) and that its executor admits on
 the spot (``Executor.claim_in``: no resource, requirement, probe or consent), its attempt and its job
 are claimed in that same transaction, and ``engine.advance`` runs it next without reading the run: one
-transaction a task.
+transaction a task. When it is the run's end (completed), the run's status goes on record there too.
 
 Only a call that may run again is claimed ahead. Between that commit and its handler's first line,
 a crash leaves a claim that recovery cannot tell from one whose handler began: it is ``unknown``, which
@@ -47,7 +47,17 @@ class Ahead:
     rev: int
 
 
-def next_in(h: Host, conn: Any, opened: Opened, claimed_at: int | None, settled: Written) -> Ahead | None:
+@dataclass(frozen=True)
+class Ended:
+    """The run's end, decided and on record in the transaction that settled its last attempt."""
+
+    status: str
+    message: str
+
+
+def next_in(
+    h: Host, conn: Any, opened: Opened, claimed_at: int | None, settled: Written
+) -> Ahead | Ended | None:
     """In the transaction that settled ``opened``'s attempt (``settled``: what it wrote, the head read
     back), the next attempt claimed ahead; None when the next decision must read the run (another writer
     moved it since ``claimed_at``, the revision this attempt's claim took), is not one inline call that
@@ -61,6 +71,9 @@ def next_in(h: Host, conn: Any, opened: Opened, claimed_at: int | None, settled:
         return None
     if found is None:
         return None
+    if isinstance(found, Ended):  # the run's end goes on record with its last task's
+        moved = h.runtime.runs.set_status_in(conn, opened.run.run_id, found.status, found.message)
+        return found if moved else None
     run, task, state, number, args, manner = found
     plan, run_id, head_rev = opened.known.plan, run.run_id, run.rev
     assert task.call is not None
@@ -84,9 +97,9 @@ def next_in(h: Host, conn: Any, opened: Opened, claimed_at: int | None, settled:
 
 def _next(
     h: Host, opened: Opened, claimed_at: int | None, settled: Written
-) -> tuple[RunRecord, Task, TaskState, int, dict[str, Any], dict[str, Any]] | None:
+) -> tuple[RunRecord, Task, TaskState, int, dict[str, Any], dict[str, Any]] | Ended | None:
     """The run as it is on record, and the call decided next in it (task, its state, attempt number,
-    arguments, how it is called), when it may be claimed ahead."""
+    arguments, how it is called), when it may be claimed ahead; or the run's end, when it completed."""
     head, before, known = settled.head, opened.run, opened.known
     if head is None or claimed_at is None or head.rev != claimed_at + 1:
         return None
@@ -100,7 +113,11 @@ def _next(
     decision = schedule(
         plan, run, now=time.time(), started=epoch(run.created_at), resources=known.resources, first_waiters={}
     )
-    if decision.moves or decision.end is not None or len(decision.run) != 1:
+    if decision.moves:
+        return None
+    if decision.end == "completed" and not decision.run:
+        return Ended("completed", decision.message)
+    if decision.end is not None or len(decision.run) != 1:
         return None
     task_id, number = decision.run[0]
     task, state = known.tasks[task_id], run.task(task_id)

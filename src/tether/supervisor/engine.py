@@ -40,6 +40,7 @@ from tether.runtime import Runtime
 from tether.store.runs import RunRecord
 from tether.supervisor import cluster, durable, idle, notify, turns
 from tether.supervisor.attempts import deadline_of, finish, inline_attempt, perform
+from tether.supervisor.eager import Ended
 from tether.supervisor.host import Host, NotAnExecutor, current, epoch, host, install, io
 from tether.supervisor.plan import Profile
 from tether.supervisor.policies import (
@@ -51,6 +52,7 @@ from tether.supervisor.reading import (
     Known,
     Opened,
     apply_move,
+    forget,
     how,
     open_attempt,
     plan_of,
@@ -189,7 +191,11 @@ async def advance(run_id: str, segment: int, may_plan: bool = True) -> dict[str,
                     for o, n, manner, ahead in wave
                 )
             )
-            wave = [(a.opened, a.number, a.how, a) for a in (d.get("ahead") for d in done) if a is not None]
+            aheads = [d["ahead"] for d in done if "ahead" in d]
+            if any(isinstance(a, Ended) for a in aheads):  # on record with its last task's end
+                forget(run_id)
+                return {"end": "completed", "run": [], "delay_s": 0.0}
+            wave = [(a.opened, a.number, a.how, a) for a in aheads]
 
 
 async def _decide(

@@ -123,6 +123,11 @@ def read_for_decide(h: Host, run_id: str) -> RunRecord | None:
     return replace(head, tasks=tuple(sorted(tasks.values(), key=lambda t: t.position)))
 
 
+def forget(run_id: str) -> None:
+    """A run that ended without a decision's read: what this process kept of it goes."""
+    _SEEN.pop(run_id, None)
+
+
 def read_for_attempt(h: Host, run_id: str, task_id: str) -> tuple[Known, RunRecord]:
     """The plan (cached per version) and the run narrowed to the tasks this task's policy reads (its
     attempts are read by ``_finish`` only when it failed): one read when the plan is known already."""
