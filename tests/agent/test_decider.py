@@ -138,3 +138,29 @@ def test_the_outbox_holds_a_notification_through_quiet_hours(home: Path) -> None
         assert held.status == "pending" and held.attempts == 0 and held.error == "quiet hours"
         assert held.next_at > datetime.now(UTC).isoformat()
         assert runtime.notifications.due() == []  # not due again before the morning
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    kind=st.sampled_from(KINDS),
+    text=st.text(max_size=80),
+    status=st.sampled_from(["completed", "failed", "stopped", "unknown"]),
+    duration=st.floats(min_value=0, max_value=100_000),
+    threshold=st.floats(min_value=0.3, max_value=0.95),
+    posted=st.lists(st.text(max_size=30), max_size=4),
+)
+def test_a_signal_that_cannot_fire_is_decided_the_same_without_what_the_guards_read(
+    kind: str, text: str, status: str, duration: float, threshold: float, posted: list[str]
+) -> None:
+    """``consider`` reads the messages posted lately only when ``could_fire``: where it says no, the
+    decision is the same whatever they are, and it never fires."""
+    from tether.agent.decider import could_fire
+
+    signal = Signal(kind=kind, text=text, data={"status": status, "duration_s": duration, "task": text})  # type: ignore[arg-type]
+    if could_fire(signal, threshold, model=None):
+        return
+    told = asyncio.run(
+        decide(signal, threshold=threshold, message=text, posted_last_hour=9, posted_recently=posted)
+    )
+    blind = asyncio.run(decide(signal, threshold=threshold))
+    assert not told.fire and told == blind

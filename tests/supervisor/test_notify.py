@@ -72,3 +72,42 @@ def test_any_other_jobs_end_is_neither_and_reads_no_job(runtime: Runtime) -> Non
 def test_an_event_written_before_it_said_so_still_reads_its_job(runtime: Runtime) -> None:
     ended = _ended(runtime, "old-1", background=True).model_copy(update={"background": None})
     assert describe(runtime, ended, "") is not None and ended_signal(runtime, ended) is not None
+
+
+@contextlib.contextmanager
+def _run_reads(runtime: Runtime) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and " runs" in statement:
+            seen.append(statement)
+
+    event.listen(runtime.db.engine, "before_cursor_execute", count)
+    try:
+        yield seen
+    finally:
+        event.remove(runtime.db.engine, "before_cursor_execute", count)
+
+
+def test_a_runs_end_is_weighed_from_what_its_event_says_and_reads_no_run(runtime: Runtime) -> None:
+    """Study of a flow run's cost: weighing a run's end read the whole run (plan, tasks, attempts) in
+    every executor for its goal and duration. Its end's event says them."""
+    from tether.events import RunChanged
+
+    runtime.runs.create("r-1", goal="tidy the shelves", plan={"tasks": []}, caller="cli")
+    assert runtime.runs.set_status("r-1", "completed", "done")
+    (ended,) = [
+        e
+        for e in runtime.events.read(kinds=["run_changed"])
+        if isinstance(e, RunChanged) and e.status == "completed"
+    ]
+    assert ended.goal == "tidy the shelves" and ended.duration_s is not None and ended.duration_s >= 0
+    with _run_reads(runtime) as seen:
+        signal = ended_signal(runtime, ended)
+    assert seen == []
+    assert signal is not None and signal.data["task"] == "tidy the shelves"
+    assert signal.data["duration_s"] == ended.duration_s
+    older = ended.model_copy(update={"goal": None, "duration_s": None})  # written before it said them
+    with _run_reads(runtime) as seen:
+        signal = ended_signal(runtime, older)
+    assert seen and signal is not None and signal.data["task"] == "tidy the shelves"

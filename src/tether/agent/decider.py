@@ -224,6 +224,22 @@ async def ask_model(
     return score, category, "the model: " + str(answer.get("reason", ""))[:300]
 
 
+def _asks_model(signal: Signal, score: float, threshold: float, model: Model | None) -> bool:
+    """Whether ``decide`` asks the model: a person's or the outside's words the rules find close."""
+    words = signal.kind in ("message", "outside", "file")
+    return model is not None and words and abs(score - threshold) < GRAY
+
+
+def could_fire(signal: Signal, threshold: float, *, model: Model | None, long_s: float = LONG_S) -> bool:
+    """Whether ``decide`` may fire ``signal``, and so needs what its guards read (the messages posted
+    lately): not when the rules score it under the threshold and no model is asked."""
+    try:
+        score, _, _ = weigh(signal, long_s=long_s)
+    except Exception:  # ``decide`` fires no signal the rules cannot read
+        return False
+    return score >= threshold or _asks_model(signal, score, threshold, model)
+
+
 async def decide(
     signal: Signal,
     *,
@@ -243,7 +259,7 @@ async def decide(
         return Decision(fire=False, category="none", score=0.0, reason=f"unreadable signal: {exc}"[:300],
                         by="rules", threshold=threshold)  # fmt: skip
     by = "rules"
-    if model is not None and signal.kind in ("message", "outside", "file") and abs(score - threshold) < GRAY:
+    if model is not None and _asks_model(signal, score, threshold, model):
         try:
             weighed = await ask_model(model, signal, (score, category, reason))
         except Exception as exc:

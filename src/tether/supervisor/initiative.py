@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tether.agent.decider import REPEAT_H, Signal, decide
+from tether.agent.decider import REPEAT_H, Signal, could_fire, decide
 from tether.config import InitiativeSettings
 from tether.events import ProactivePosted
 from tether.runtime import Runtime
@@ -60,7 +60,10 @@ def decider_model(runtime: Runtime, model_for: Any, agent: str) -> Any:
     name), unless that is the offline one (whose rules the decider's rules already are) or none."""
     if model_for is None:
         return None
-    record = runtime.agents.get(agent)
+    return _model_of(runtime.agents.get(agent), model_for, agent)
+
+
+def _model_of(record: Any, model_for: Any, agent: str) -> Any:
     try:
         model = model_for(record.model if record is not None else None)
     except Exception:  # a model that cannot be made: the rules decide alone
@@ -87,9 +90,17 @@ def compose(runtime: Runtime, signal: Signal, category: str, language: str) -> s
 
 
 async def consider(
-    runtime: Runtime, signal: Signal, *, model: Any = None, settings: InitiativeSettings | None = None
+    runtime: Runtime,
+    signal: Signal,
+    *,
+    model: Any = None,
+    model_for: Any = None,
+    settings: InitiativeSettings | None = None,
 ) -> DecisionRecord:
-    """Decide ``signal`` for its agent, record the decision, and post the message when it fires."""
+    """Decide ``signal`` for its agent, record the decision, and post the message when it fires.
+    ``model_for``: without ``model``, the agent's own (``decider_model``), made only for a signal not
+    decided yet. A signal decided before (its key) reads nothing more; one the rules keep under the
+    threshold with no model to ask reads no posted messages for the guards."""
     settings = settings or InitiativeSettings.load(runtime.home)
     store = runtime.initiative
     if signal.key is not None:
@@ -97,18 +108,21 @@ async def consider(
         if known is not None:
             return known
     agent = await asyncio.to_thread(runtime.agents.get, signal.agent)
+    if model is None and model_for is not None:
+        model = await asyncio.to_thread(_model_of, agent, model_for, signal.agent)
     language = (
         agent.language if agent is not None and agent.language else None
     ) or runtime.agent_settings.language
     threshold = await asyncio.to_thread(store.threshold, signal.agent, settings.threshold)
-    recent = await asyncio.to_thread(store.posted_since, signal.agent, _ago(REPEAT_H))
-    last_hour = await asyncio.to_thread(store.posted_since, signal.agent, _ago(1.0))
-    # What would be said, for the repeat guard (a schedule's reminders repeat on purpose).
-    message = (
-        ""
-        if signal.kind == "schedule"
-        else await asyncio.to_thread(compose, runtime, signal, "info", language)
-    )
+    recent: list[str] = []
+    last_hour: list[str] = []
+    message = ""
+    if could_fire(signal, threshold, model=model, long_s=settings.long_job_s):
+        recent = await asyncio.to_thread(store.posted_since, signal.agent, _ago(REPEAT_H))
+        last_hour = await asyncio.to_thread(store.posted_since, signal.agent, _ago(1.0))
+        # What would be said, for the repeat guard (a schedule's reminders repeat on purpose).
+        if signal.kind != "schedule":
+            message = await asyncio.to_thread(compose, runtime, signal, "info", language)
     decision = await decide(
         signal, threshold=threshold, message=message,
         posted_last_hour=len(last_hour), max_per_hour=settings.max_per_hour, posted_recently=recent,

@@ -110,14 +110,12 @@ def ended_signal(runtime: Runtime, event: Event) -> Any:
     from tether.agent.decider import Signal
 
     if isinstance(event, RunChanged) and event.status in ENDED_RUN:
-        run = runtime.runs.view(event.run_id, task_ids=[])  # its head: no plan, tasks or attempts
-        took = 0.0
-        if run is not None and run.ended_at:
-            took = (
-                datetime.fromisoformat(run.ended_at) - datetime.fromisoformat(run.created_at)
-            ).total_seconds()
+        goal, took = event.goal, event.duration_s
+        if goal is None or took is None:  # an end that did not say them: its run's head does
+            run = runtime.runs.view(event.run_id, task_ids=[])
+            goal, took = (run.goal, _took(run)) if run is not None else (event.run_id, 0.0)
         return Signal(kind="ended", source=f"run {event.run_id}", key=f"event:{event.id}", data={
-            "status": event.status, "task": (run.goal if run else event.run_id)[:200],
+            "status": event.status, "task": goal[:200],
             "message": event.message[:300], "duration_s": took, "run_id": event.run_id,
         })  # fmt: skip
     if isinstance(event, JobStateChanged) and event.status in ENDED_JOB:
@@ -129,6 +127,12 @@ def ended_signal(runtime: Runtime, event: Event) -> Any:
             "duration_s": job.duration_seconds, "execution_id": event.execution_id,
         })  # fmt: skip
     return None
+
+
+def _took(run: Any) -> float:
+    if not run.ended_at:
+        return 0.0
+    return (datetime.fromisoformat(run.ended_at) - datetime.fromisoformat(run.created_at)).total_seconds()
 
 
 def _background_job(runtime: Runtime, event: JobStateChanged) -> Any:
@@ -250,15 +254,14 @@ def _send_one(runtime: Runtime, item: Notification, settings: InitiativeSettings
 
 async def step(runtime: Runtime, settings: InitiativeSettings, model_for: Any = None) -> None:
     """One pass: route new events (and weigh the ended ones), then send what is due."""
-    from tether.supervisor.initiative import consider, decider_model
+    from tether.supervisor.initiative import consider
 
     events, covered = await asyncio.to_thread(read_events, runtime)
     for event in events:
         queued = await asyncio.to_thread(route, runtime, event, settings)
         signal = await asyncio.to_thread(ended_signal, runtime, event) if settings.enabled else None
         if signal is not None:
-            model = await asyncio.to_thread(decider_model, runtime, model_for, signal.agent)
-            await consider(runtime, signal, model=model, settings=settings)
+            await consider(runtime, signal, model_for=model_for, settings=settings)
         if queued or signal is not None:  # work a crash should not have redone (a model's decision)
             await asyncio.to_thread(runtime.notifications.advance, CURSOR, event.id)
     # The rest at once: an event that led to nothing is read again after a crash, and leads to nothing
