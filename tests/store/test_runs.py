@@ -204,3 +204,14 @@ def test_a_scheduled_move_and_its_place_in_the_queue_are_one_write(
     store.move_task("r1", "t0", waiting=None, status="running", message="")
     store.update_task("r1", "t0", status="pending")
     assert store.first_waiters(["arm"]) == {}  # a move to anything but waiting left the queue
+
+
+def test_a_run_id_is_taken_once_and_the_first_run_is_left_as_it_was(open_db: Callable[[], Database]) -> None:
+    from tether.errors import StoreError
+
+    store = SqlRunStore(open_db())
+    store.create("r-once", goal="first", plan=_plan(2), caller="cli")
+    with pytest.raises(StoreError, match="exists already"):
+        store.create("r-once", goal="second", plan=_plan(5), caller="cli")
+    run = store.get("r-once")
+    assert run is not None and run.goal == "first" and [t.task_id for t in run.tasks] == ["t0", "t1"]

@@ -8,7 +8,7 @@ import json
 from functools import cache
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -120,3 +120,11 @@ def set_status(ends: bool) -> Any:
         values["ended_at"] = bindparam("at")
     where = (R.c.run_id == bindparam("rid"), R.c.status.in_(bindparam("allowed", expanding=True)))
     return update(R).where(*where).values(values).returning(R.c.goal, R.c.created_at)
+
+
+# A new run's row, unless its id is taken (one statement: RETURNING says which); its tasks' rows.
+CREATE = {
+    "postgresql": pg_insert(R).on_conflict_do_nothing(index_elements=[R.c.run_id]).returning(R.c.run_id),
+    "sqlite": sqlite_insert(R).on_conflict_do_nothing(index_elements=[R.c.run_id]).returning(R.c.run_id),
+}
+INSERT_TASKS = insert(RT)

@@ -153,16 +153,13 @@ class SqlRunStore(ResourceQueue):
     def create(self, run_id: str, *, goal: str, plan: dict[str, Any], caller: str) -> RunRecord:
         at = now()
         with self.db.write() as conn:
-            if conn.execute(q.RUN, {"rid": run_id}).first() is not None:
+            row = {
+                "run_id": run_id, "goal": goal, "status": "running", "plan": q.dumps(plan), "caller": caller,
+                "segment": 0, "plan_version": 0, "message": "", "created_at": at, "updated_at": at,
+                **self.installation.values(),
+            }  # fmt: skip
+            if conn.execute(q.CREATE[conn.dialect.name], row).first() is None:  # one statement: new, or not
                 raise StoreError(f"a run {run_id!r} exists already")
-            conn.execute(
-                insert(R),
-                {
-                    "run_id": run_id, "goal": goal, "status": "running", "plan": q.dumps(plan),
-                    "caller": caller, "segment": 0, "plan_version": 0, "message": "", "created_at": at,
-                    "updated_at": at, **self.installation.values(),
-                },
-            )  # fmt: skip
             rows = [
                 {
                     "run_id": run_id, "task_id": task["id"], "position": position, "status": "pending",
@@ -172,7 +169,7 @@ class SqlRunStore(ResourceQueue):
                 for position, task in enumerate(plan["tasks"])
             ]  # fmt: skip
             if rows:
-                conn.execute(insert(RT), rows)  # one statement for every task
+                conn.execute(q.INSERT_TASKS, rows)  # one statement for every task
             append_event(conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status="running"))
         tasks = tuple(
             TaskState(
