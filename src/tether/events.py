@@ -158,10 +158,6 @@ class RunChanged(_Event):
     run_id: str
     status: str
     message: str = ""
-    # Said with a run's end (None before, or from a writer that did not read them): what initiative
-    # weighs of it, so that weighing a run's end reads no run.
-    goal: str | None = None
-    duration_s: float | None = None
 
 
 class RunTaskChanged(_Event):

@@ -148,19 +148,25 @@ def test_the_outbox_holds_a_notification_through_quiet_hours(home: Path) -> None
     duration=st.floats(min_value=0, max_value=100_000),
     threshold=st.floats(min_value=0.3, max_value=0.95),
     posted=st.lists(st.text(max_size=30), max_size=4),
+    with_model=st.booleans(),
 )
 def test_a_signal_that_cannot_fire_is_decided_the_same_without_what_the_guards_read(
-    kind: str, text: str, status: str, duration: float, threshold: float, posted: list[str]
+    kind: str, text: str, status: str, duration: float, threshold: float, posted: list[str], with_model: bool
 ) -> None:
     """``consider`` reads the messages posted lately only when ``could_fire``: where it says no, the
     decision is the same whatever they are, and it never fires."""
     from tether.agent.decider import could_fire
 
     signal = Signal(kind=kind, text=text, data={"status": status, "duration_s": duration, "task": text})  # type: ignore[arg-type]
-    if could_fire(signal, threshold, model=None):
+    # A model that would say "fire" if it were asked: where could_fire says no, it is not.
+    eager = '{"fire": true, "category": "alert", "score": 1.0, "reason": "asked"}'
+    model = ScriptedModel([say(eager), say(eager)]) if with_model else None
+    if could_fire(signal, threshold, model=model):
         return
     told = asyncio.run(
-        decide(signal, threshold=threshold, message=text, posted_last_hour=9, posted_recently=posted)
+        decide(
+            signal, threshold=threshold, message=text, posted_last_hour=9, posted_recently=posted, model=model
+        )
     )
-    blind = asyncio.run(decide(signal, threshold=threshold))
+    blind = asyncio.run(decide(signal, threshold=threshold, model=model))
     assert not told.fire and told == blind

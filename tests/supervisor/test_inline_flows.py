@@ -271,3 +271,22 @@ def test_the_executors_own_tasks_are_never_claimed_ahead(home: Path, tmp_path: P
     b = _show(home, _only_run(home))["tasks"][1]
     said = " ".join(str(s.get("message", "")) for s in b["steps"])
     assert "never by a worker" not in said and "not-one-of-this-run" in said, b["steps"]
+
+
+def test_a_last_task_that_waits_for_a_person_does_not_end_the_run_with_it(home: Path, tmp_path: Path) -> None:
+    """A run's end goes on record with its last inline task's end only when the run completed: a last
+    task whose result a person reviews leaves the run waiting for that person, and their approval
+    completes it."""
+    tasks = _chain("f.inline_safe", "p", 2)
+    tasks[1]["review"] = "after"
+    code, out, err = _cli(home, "flow", "run", str(_flow(tmp_path, tasks)), "--json")
+    assert code == 3, (out, err)
+    run_id = _only_run(home)
+    run = _show(home, run_id)
+    assert run["status"] == "waiting_for_human" and run["tasks"][1]["status"] == "waiting_for_human", run
+    code, _, err = _cli(home, "flow", "approve", run_id, "i1")
+    assert code == 0, err
+    code, _, err = _cli(home, "flow", "resume", run_id)  # driven on here: no executor runs in the tests
+    assert code == 0, err
+    assert _show(home, run_id)["status"] == "completed"
+    assert _effects(home) == {"p-i0": 1, "p-i1": 1}

@@ -226,8 +226,16 @@ async def ask_model(
 
 def _asks_model(signal: Signal, score: float, threshold: float, model: Model | None) -> bool:
     """Whether ``decide`` asks the model: a person's or the outside's words the rules find close."""
-    words = signal.kind in ("message", "outside", "file")
+    words = signal.kind in ("message", "outside", "file")  # see ``uses_model``
     return model is not None and words and abs(score - threshold) < GRAY
+
+
+def uses_model(signal: Signal) -> bool:
+    """Whether a model may have a say in ``signal``: weighing a person's or the outside's words, or
+    leading a report the person scheduled."""
+    return signal.kind in ("message", "outside", "file") or (
+        signal.kind == "schedule" and signal.data.get("action") == "report"
+    )
 
 
 def could_fire(signal: Signal, threshold: float, *, model: Model | None, long_s: float = LONG_S) -> bool:

@@ -109,8 +109,7 @@ def bump(conn: Any, run_id: str) -> int:
 
 @cache
 def set_status(ends: bool) -> Any:
-    """``UPDATE runs SET status`` from one of ``allowed`` (its goal and start come back); ``ends``: the
-    run's end time is set too."""
+    """``UPDATE runs SET status`` from one of ``allowed``; ``ends``: the run's end time is set too."""
     values = {
         "status": bindparam("v_status"),
         "message": bindparam("v_message"),
@@ -119,7 +118,7 @@ def set_status(ends: bool) -> Any:
     if ends:
         values["ended_at"] = bindparam("at")
     where = (R.c.run_id == bindparam("rid"), R.c.status.in_(bindparam("allowed", expanding=True)))
-    return update(R).where(*where).values(values).returning(R.c.goal, R.c.created_at)
+    return update(R).where(*where).values(values)
 
 
 # A new run's row, unless its id is taken (one statement: RETURNING says which); its tasks' rows.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import case, delete, func, insert, select, update
@@ -38,10 +37,6 @@ R = schema.runs
 RT = schema.run_tasks
 RA = schema.run_attempts
 W = schema.resource_waits
-
-
-def _seconds(start: str, end: str) -> float:
-    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
 
 
 class SqlRunStore(ResourceQueue):
@@ -250,16 +245,11 @@ class SqlRunStore(ResourceQueue):
         at = now()
         values = {"rid": run_id, "allowed": list(only_from or ("running", "waiting_for_human")),
                   "v_status": status, "v_message": message, "at": at}  # fmt: skip
-        ends = status in RUN_TERMINAL
-        moved = conn.execute(q.set_status(ends), values).first()
-        if moved is None:
-            return False
-        goal, took = (moved[0], _seconds(moved[1], at)) if ends else (None, None)
-        changed = RunChanged(
-            topic=f"run:{run_id}", run_id=run_id, status=status, message=message, goal=goal, duration_s=took
-        )
-        append_event(conn, changed)
-        return True
+        moved = conn.execute(q.set_status(status in RUN_TERMINAL), values).rowcount
+        if moved:
+            changed = RunChanged(topic=f"run:{run_id}", run_id=run_id, status=status, message=message)
+            append_event(conn, changed)
+        return bool(moved)
 
     def next_segment(self, run_id: str, *, expect: int) -> int | None:
         """Hand the run to its next workflow segment (compare-and-set on ``expect``); the new number, or

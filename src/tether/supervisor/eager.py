@@ -59,11 +59,12 @@ def next_in(
     h: Host, conn: Any, opened: Opened, claimed_at: int | None, settled: Written
 ) -> Ahead | Ended | None:
     """In the transaction that settled ``opened``'s attempt (``settled``: what it wrote, the head read
-    back), the next attempt claimed ahead; None when the next decision must read the run (another writer
-    moved it since ``claimed_at``, the revision this attempt's claim took), is not one inline call that
-    may run again, or its executor would not admit it here. A decision that fails is left to the
-    decision that reads the run; only the store's errors leave here, and undo the transaction (the
-    end of the attempt before with it, which ``inline_attempt`` then settles as ``finish`` does)."""
+    back), the next attempt claimed ahead, or the run's end on record (``Ended``); None when the next
+    decision must read the run (another writer moved it since ``claimed_at``, the revision this
+    attempt's claim took), is not one inline call that may run again nor the run's completion, or its
+    executor would not admit the call here. A decision that fails is left to the decision that reads
+    the run; only the store's errors leave here, and undo the transaction (the end of the attempt
+    before with it, which ``inline_attempt`` then settles as ``finish`` does)."""
     try:
         found = _next(h, opened, claimed_at, settled)
     except Exception:

@@ -191,7 +191,7 @@ async def advance(run_id: str, segment: int, may_plan: bool = True) -> dict[str,
                     for o, n, manner, ahead in wave
                 )
             )
-            aheads = [d["ahead"] for d in done if "ahead" in d]
+            aheads = [a for a in (d.get("ahead") for d in done) if a is not None]
             if any(isinstance(a, Ended) for a in aheads):  # on record with its last task's end
                 forget(run_id)
                 return {"end": "completed", "run": [], "delay_s": 0.0}

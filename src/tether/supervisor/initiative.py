@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tether.agent.decider import REPEAT_H, Signal, could_fire, decide
+from tether.agent.decider import REPEAT_H, Signal, could_fire, decide, uses_model
 from tether.config import InitiativeSettings
 from tether.events import ProactivePosted
 from tether.runtime import Runtime
@@ -99,8 +99,9 @@ async def consider(
 ) -> DecisionRecord:
     """Decide ``signal`` for its agent, record the decision, and post the message when it fires.
     ``model_for``: without ``model``, the agent's own (``decider_model``), made only for a signal not
-    decided yet. A signal decided before (its key) reads nothing more; one the rules keep under the
-    threshold with no model to ask reads no posted messages for the guards."""
+    decided yet that a model may have a say in (``uses_model``). A signal decided before (its key)
+    reads nothing more; one the rules keep under the threshold with no model to ask reads no posted
+    messages for the guards."""
     settings = settings or InitiativeSettings.load(runtime.home)
     store = runtime.initiative
     if signal.key is not None:
@@ -108,7 +109,7 @@ async def consider(
         if known is not None:
             return known
     agent = await asyncio.to_thread(runtime.agents.get, signal.agent)
-    if model is None and model_for is not None:
+    if model is None and model_for is not None and uses_model(signal):
         model = await asyncio.to_thread(_model_of, agent, model_for, signal.agent)
     language = (
         agent.language if agent is not None and agent.language else None

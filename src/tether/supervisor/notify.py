@@ -110,10 +110,8 @@ def ended_signal(runtime: Runtime, event: Event) -> Any:
     from tether.agent.decider import Signal
 
     if isinstance(event, RunChanged) and event.status in ENDED_RUN:
-        goal, took = event.goal, event.duration_s
-        if goal is None or took is None:  # an end that did not say them: its run's head does
-            run = runtime.runs.view(event.run_id, task_ids=[])
-            goal, took = (run.goal, _took(run)) if run is not None else (event.run_id, 0.0)
+        run = runtime.runs.view(event.run_id, task_ids=[])  # its head: no plan, tasks or attempts
+        goal, took = (run.goal, _took(run)) if run is not None else (event.run_id, 0.0)
         return Signal(kind="ended", source=f"run {event.run_id}", key=f"event:{event.id}", data={
             "status": event.status, "task": goal[:200],
             "message": event.message[:300], "duration_s": took, "run_id": event.run_id,
