@@ -22,10 +22,11 @@ database, next to plain DBOS processes doing the same on a database of their own
 - **the cost per task** (issue 25: ≤ 1.5x, ``goals.CLUSTER_TASK``): the same backlog, ``BACKLOG`` runs of
   ``TASKS`` inline tasks each, a chain (each task ``depends_on`` the one before, so they run one after
   the other as the floor's steps do; the task is idempotent, as a plain step is at-least-once, so each
-  is claimed with the end of the one before: a must-run-once task takes a claim of its own), against as many plain DBOS workflows that await ``TASKS`` plain
-  steps in sequence (``FLOOR_RUN_MANY``), drained by ``CHAINED_BY`` workers a side, frozen, let go,
-  interleaved and paired as above; its CPU, enqueue and drain, divided by the tasks (``BACKLOG`` ×
-  ``TASKS``), as ``goals.FLOW`` measures a flow of many tasks on one host;
+  is claimed with the end of the one before: a must-run-once task takes a claim of its own), against
+  as many plain DBOS workflows that await ``TASKS`` plain steps in sequence (``FLOOR_RUN_MANY``), drained by
+  ``CHAINED_BY`` workers a side, frozen, let go, interleaved and paired as above; its CPU, enqueue and
+  drain, divided by the tasks (``BACKLOG`` × ``TASKS``), as ``goals.FLOW`` measures a flow of many
+  tasks on one host;
 - **a forwarded call's hand-off**: this process, an ``Executor`` whose placement forwards through
   ``cluster.DbosForwarder``, calls a task claiming a resource another ``tether worker`` owns: from the
   call handed to the forwarder (which enqueues through the process's DBOS client) to the task's first
