@@ -76,16 +76,15 @@ FLOW = Goal(  # a supervisor flow of 20 / 1,000 trivial tasks vs a plain DBOS wo
     why="each task of a flow is an audited execution and an attempt on record, where the plain step "
     "records nothing of its own. Its inline tasks run inside the run's decision step (tether-flows-4: "
     "no DBOS step of their own; 2.80x / 4.07x before on PostgreSQL), the attempt claimed with its job "
-    "in one transaction and settled with the job's end in another; these flows run in waves of four, "
-    "whose next decision reads what changed (only a wave of one is decided in its end's transaction: "
-    "eager.py). Three round trips to PostgreSQL a task, each with tether's Python around it, where the "
+    "in one transaction and settled with the job's end in another, and the next decision reads what "
+    "changed: three round trips to PostgreSQL a task, each with tether's Python around it, where the "
     "plain step takes one. On SQLite, where a transaction is a local file write, the goal is met.",
 )
 FLOW_BYTES = 2.0  # bytes written per flow step vs plain DBOS
 _TASK_TRANSACTIONS = (
-    "a flow task of a wave commits two transactions (its attempt and job claimed, then both ended with "
-    "the task's move), each changing several tables (the job, the attempt, the task, the run's "
-    "revision), their indexes and the event log, where a plain DBOS step commits one or two rows"
+    "a flow task commits two transactions (its attempt and job claimed, then both ended with the task's "
+    "move), each changing several tables (the job, the attempt, the task, the run's revision), their "
+    "indexes and the event log, where a plain DBOS step commits one or two rows"
 )
 FLOW_BYTES_WHY = {
     "sqlite": "SQLite writes each page a transaction changed whole, twice (4 KiB into the WAL, again into "
@@ -150,81 +149,4 @@ CLUSTER_TASK = Goal(
     "plain step (pg_stat_database); tether's share of a run is now about half of it (the row above). "
     "What would have to change for 1.5x: a run's own records in fewer transactions, or several tasks' "
     "records in one (a wave), or fewer statements a record.",
-)
-FLOW = Goal(  # a supervisor flow of 20 / 1,000 trivial tasks vs a plain DBOS workflow of as many steps
-    limit=1.5,
-    why="each task of a flow is an audited execution and an attempt on record, where the plain step "
-    "records nothing of its own. Its inline tasks run inside the run's decision step (tether-flows-4: "
-    "no DBOS step of their own; 2.80x / 4.07x before on PostgreSQL), the attempt claimed with its job "
-    "in one transaction and settled with the job's end in another, and the next decision reads what "
-    "changed: three round trips to PostgreSQL a task, each with tether's Python around it, where the "
-    "plain step takes one. On SQLite, where a transaction is a local file write, the goal is met.",
-)
-FLOW_BYTES = 2.0  # bytes written per flow step vs plain DBOS
-_TASK_TRANSACTIONS = (
-    "a flow task commits two transactions (its attempt and job claimed, then both ended with the task's "
-    "move), each changing several tables (the job, the attempt, the task, the run's revision), their "
-    "indexes and the event log, where a plain DBOS step commits one or two rows"
-)
-FLOW_BYTES_WHY = {
-    "sqlite": "SQLite writes each page a transaction changed whole, twice (4 KiB into the WAL, again into "
-    f"the database at a checkpoint); {_TASK_TRANSACTIONS}. PostgreSQL's WAL logs rows rather than pages: "
-    "the same records cost far less there (the PostgreSQL section).",
-    "postgresql": f"{_TASK_TRANSACTIONS[0].upper()}{_TASK_TRANSACTIONS[1:]}.",
-}
-CHINESE_PAGE = Goal(limit=1.3)  # reading a page in Chinese vs an English page of the same size
-FIRST_BYTE = Goal(limit=1.5)  # the page's time to first byte vs a plain uvicorn page, light load
-
-# Issue 7's targets for rows issue 20 does not list: still printed and judged, named as issue 7's.
-LONG_TURN = Goal(limit=1.5)  # turn 3,001 of a thread vs turn 11
-TURN_WITH_PAGES = Goal(limit=1.25)  # a turn with 50 pages following vs none
-PROGRESS_P95_MS = 250.0  # a worker's progress write → the event at a subscriber, 50 pages open
-# An idle `tether worker` vs plain DBOS idling with its queue polled as often (durable.POLL_S), in CPU per
-# second of wall. Measured on a loaded 2-core machine: 0.3x on SQLite (3.5% of a core against 11%), 0.5x
-# on PostgreSQL, backends counted (8-9% against 16-17%). With its gate patched off (idle.quiet_when_idle a
-# no-op) the same worker costs 1.1-1.15x the floor on both, which a goal of 1.2x would pass: 0.75x lies
-# between the two, so a gate that stops skipping the polls misses it, and noise does not.
-IDLE_EXECUTOR = Goal(
-    limit=0.75,
-    metric="cpu",
-    why="an idle executor skips DBOS's claim poll while nothing of its queue waits to start "
-    "(src/tether/supervisor/idle.py); without that it costs what the floor does plus tether's own "
-    "loops (1.1-1.15x). A miss means the polls run: a DBOS upgrade that renamed the methods the gate "
-    "hooks (tests/supervisor/test_idle.py says so), or a workflow left ENQUEUED or DELAYED in the "
-    "queue, which rightly keeps them running.",
-)
-# Issue 25, the several-hosts setup (``bench/cluster.py``): `tether worker`s of one installation on
-# PostgreSQL draining a backlog of flow runs, CPU (enqueue and drain, every process and backend counted)
-# against plain DBOS processes draining as many workflows from a queue set as tether's.
-#
-# Per run of one task, against a plain workflow of one step. Measured on a 2-core machine: 3x (4-5x
-# before tether-flows-4).
-CLUSTER_RUN = Goal(
-    limit=1.5,
-    metric="cpu",
-    why="a flow run of one task is a run on record and a workflow segment, where the floor's workflow of "
-    "one step records no run, plan, attempt, job or events. service.start writes the run, its task and "
-    "an event and enqueues through the process's DBOS client (two transactions, as many as the floor's "
-    "enqueue, but 2-3x its CPU through tether's store). The segment's one step decides, runs the inline"
-    " task (its attempt and job claimed in one transaction, ended in another) and decides again (the "
-    "run completed); the run's end is then weighed by initiative in every executor (the agent, its "
-    "recent decisions). About 106 statements and 23 commits a run (python -m bench.statements), against"
-    " 7-10 transactions for the plain workflow (pg_stat_database), each of ours a fraction of a "
-    "millisecond of the worker's Python (SQLAlchemy, a thread hop). What would have to change: a run's "
-    "own records in fewer transactions (its end with its last settle), initiative's reads of a run's "
-    "end only where an agent may speak. A run of several tasks shares that cost among them (the next "
-    "row).",
-)
-# Per task of a run of several tasks (``cluster.TASKS``, a chain), against a plain workflow of as many
-# steps in sequence: the several-hosts counterpart of ``FLOW``.
-CLUSTER_TASK = Goal(
-    limit=1.5,
-    metric="cpu",
-    why="a run's inline tasks run inside its decision step (tether-flows-4: no DBOS step per task, where "
-    "the plain workflow takes one), but each keeps tether's record: its attempt and its job claimed in "
-    "one transaction before the handler runs, both ended (with the task's move) in one after it, an "
-    "event for each, and the next decision reads what changed. About 22 statements and 3 commits a task, "
-    "29 and 4.3 with the run's own share (python -m bench.statements), against 4-5 transactions a plain "
-    "step (pg_stat_database). What would have to change for 1.5x: fewer records per task (no job row or "
-    "events of its own for a flow's inline task), or several tasks' records in one transaction.",
 )
