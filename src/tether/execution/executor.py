@@ -49,7 +49,7 @@ from tether.execution.admission import (
     record_refusal,
 )
 from tether.execution.environment import worker_env
-from tether.execution.inline import Claim, InlineRun, Journal, claim_of
+from tether.execution.inline import Claim, InlineRun, Journal, claimed_in, given_up
 from tether.execution.jobs import POLL_S, JobManager, Pruned
 from tether.execution.launch import Launch, RequestKey
 from tether.execution.placement import Forwarded, Forwarder, Placed, Placement
@@ -394,11 +394,11 @@ class Executor:
         execution_id: str,
         started: Callable[[Any], None],
     ) -> Claim | None:
-        """Admit an inline call and claim its id in the caller's write transaction ``conn`` (with the
-        caller's ``started(conn)``), for ``run_claimed`` to run once that commits. None, nothing written,
-        when it needs what only ``execute`` does (a check off this thread, a person's consent, a
-        resource), fails a check, or its id is on record already: ``execute`` says why, or attaches."""
-        if task_id in OWN:  # jobs.status, jobs.stop: ``execute`` scopes them to the caller's origin
+        """Admit an inline call and claim its id in the caller's write transaction ``conn`` (with its
+        ``started(conn)``), for ``run_claimed`` to run once that commits (or ``give_up``). None, nothing
+        written, when it needs what only ``execute`` does (``jobs.*``, a check off this thread, consent,
+        a resource), fails a check, or its id is on record: ``execute`` says why, or attaches."""
+        if task_id in OWN:
             return None
         try:
             check_caller(caller)
@@ -410,14 +410,9 @@ class Executor:
         if admitted is None or admitted.spec.isolation is not Isolation.INLINE:
             return None
         where = Where(origin=origin, step_id=step_id, given=True)
-        running, starter = claim_of(admitted.spec, execution_id)
-        if not self.store.insert_in(
-            conn, running, caller=caller, params=admitted.clean, if_absent=True, starter=starter,
-            also=started, **where.record,
-        ):  # fmt: skip
-            return None
-        claim = Claim(admitted, execution_id, caller, where)
-        self._claims[execution_id] = claim  # kept while its caller holds it
+        claim = claimed_in(self.store, conn, Claim(admitted, execution_id, caller, where), started)
+        if claim is not None:
+            self._claims[execution_id] = claim  # kept while its caller holds it
         return claim
 
     async def run_claimed(self, claim: Claim, journal: Journal) -> TaskResult:
@@ -431,6 +426,11 @@ class Executor:
             started=time.monotonic(), attach=lambda known: self._attach(known, spec.task_id, None),
             journal=journal, claimed=True,
         ).run()  # fmt: skip
+
+    def give_up(self, claim: Claim) -> None:
+        """A claim that will not run (its caller was cancelled): its job ends never started."""
+        if self._claims.pop(claim.execution_id, None) is claim:
+            self.store.transition(given_up(claim))
 
     def inline(self, task_id: object, caller: str, grants: Grants | None) -> bool:
         """Whether a call of ``task_id`` by ``caller`` would run inside this process (an inline task)."""

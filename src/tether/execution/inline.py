@@ -9,7 +9,9 @@ dies mid-run leaves a record the job manager recognises as ended. The terminal s
 last; if the record already ended otherwise (a stop settled it first), the record wins.
 
 A caller may add writes of its own to those two transactions (a ``Journal``): a flow's attempt goes on
-record with its job's claim and ends with its job's end, in the same commits.
+record with its job's claim and ends with its job's end, in the same commits. A call whose checks need
+nothing but its spec and arguments may also be claimed in a transaction of its caller's (``Claim``,
+``Executor.claim_in``): the flow engine claims the next call in the one that ends the call before it.
 """
 
 from __future__ import annotations
@@ -66,6 +68,11 @@ class Claim:
     where: Where
 
 
+def _inline(spec: TaskSpec) -> dict[str, Any]:
+    """What an inline job's record says of it, from its claim to its end."""
+    return {INLINE: True, "timeout_s": spec.timeout_s}
+
+
 def claim_of(spec: TaskSpec, execution_id: str) -> tuple[TaskResult, tuple[int, float]]:
     """The record that claims an inline call's execution id for this process (running inside it), and
     the process (pid, create time) it names."""
@@ -75,9 +82,32 @@ def claim_of(spec: TaskSpec, execution_id: str) -> tuple[TaskResult, tuple[int, 
         execution_id=execution_id,
         status=TaskStatus.RUNNING,
         message=f"running inside pid {me.pid}",
-        data={INLINE: True, "timeout_s": spec.timeout_s},
+        data=_inline(spec),
     )
     return running, (me.pid, me.create_time)
+
+
+def claimed_in(store: JobStore, conn: Any, claim: Claim, started: Callable[[Any], None]) -> Claim | None:
+    """``claim``'s id on record as running in this process, in the caller's transaction ``conn`` with
+    its ``started(conn)``; None, nothing written, when the id was on record already."""
+    running, starter = claim_of(claim.admitted.spec, claim.execution_id)
+    inserted = store.insert_in(
+        conn, running, caller=claim.caller, params=claim.admitted.clean, if_absent=True, starter=starter,
+        also=started, **claim.where.record,
+    )  # fmt: skip
+    return claim if inserted else None
+
+
+def given_up(claim: Claim) -> TaskResult:
+    """The end of a claim that will not run: it provably never ran (``never_started``), so the decision
+    that meets its attempt runs it again instead of following a claim nobody runs."""
+    return TaskResult(
+        task_id=claim.admitted.spec.task_id,
+        execution_id=claim.execution_id,
+        status=TaskStatus.FAILED,
+        message="never started: the process that claimed it gave it up",
+        data={**_inline(claim.admitted.spec), "never_started": True},
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,7 +131,7 @@ class InlineRun:
         return self.admitted.spec
 
     async def run(self) -> TaskResult:
-        inline = {INLINE: True, "timeout_s": self.spec.timeout_s}
+        inline = _inline(self.spec)
         if self.where.given and not self.claimed:
             known = await self._claim()
             if known is not None:

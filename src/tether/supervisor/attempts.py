@@ -11,11 +11,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tether.execution.inline import Claim, Journal
-from tether.execution.jobs import INLINE
 from tether.execution.protocol import ExecutionPaths
 from tether.store.jobs import JobRecord
 from tether.store.runs import RunRecord, TaskState, Written
-from tether.supervisor.eager import next_in
+from tether.supervisor.eager import Ahead, Ended, next_in
 from tether.supervisor.host import Host, epoch, io
 from tether.supervisor.plan import Plan, Task
 from tether.supervisor.policies import (
@@ -106,11 +105,11 @@ class _Written:
     claimed_at: int | None = None  # the run's revision its claim took, when no one else wrote before it
     settled: dict[str, Any] | None = None
     written: Written | None = None  # what its settle wrote, read back
-    ahead: Any = None  # ``eager.Ahead`` (the next attempt, claimed with this one's end) or ``Ended``
+    ahead: Ahead | Ended | None = None  # the next attempt claimed with this one's end, or the run's end
 
 
 async def inline_attempt(
-    h: Host, opened: Opened, number: int, how: dict[str, Any], ahead: Any = None, alone: bool = False
+    h: Host, opened: Opened, number: int, how: dict[str, Any], ahead: Ahead | None = None, alone: bool = False
 ) -> dict[str, Any]:
     """An attempt of an inline call that its decision opened (``engine.advance``), run without a step of
     its own: the attempt goes on record in the transaction that claims its job, before the handler runs,
@@ -158,8 +157,8 @@ async def inline_attempt(
             None if ahead is None else ahead.claim,
         )  # fmt: skip
     except BaseException:  # cancelled, or a bug: a call claimed ahead will not run, and must not hang
-        if isinstance(getattr(wrote.ahead, "claim", None), Claim):
-            await io(give_up_claim, h, wrote.ahead.claim)
+        if isinstance(wrote.ahead, Ahead):
+            await io(h.executor.give_up, wrote.ahead.claim)
         raise
     if wrote.settled is not None and "not_on_record" not in data:
         return {**wrote.settled, "ahead": wrote.ahead} if wrote.ahead is not None else wrote.settled
@@ -169,18 +168,6 @@ async def inline_attempt(
     return await finish(
         h, opened.known, run, task.id, number, outcome, message, data, time.monotonic() - started
     )
-
-
-def give_up_claim(h: Host, claim: Claim) -> None:
-    """A call claimed ahead that will not run: its job ends ``never_started`` (it provably never ran),
-    so the decision that meets its attempt runs it again instead of waiting on a claim nobody runs."""
-    spec = claim.admitted.spec
-    result = TaskResult(
-        task_id=spec.task_id, execution_id=claim.execution_id, status=TaskStatus.FAILED,
-        message="never started: the attempt before it ended, and its process gave it up",
-        data={"never_started": True, INLINE: True},
-    )  # fmt: skip
-    h.runtime.jobs.transition(result)
 
 
 async def perform(

@@ -40,7 +40,7 @@ from tether.runtime import Runtime
 from tether.store.runs import RunRecord
 from tether.supervisor import cluster, durable, idle, notify, turns
 from tether.supervisor.attempts import deadline_of, finish, inline_attempt, perform
-from tether.supervisor.eager import Ended
+from tether.supervisor.eager import Ahead, Ended
 from tether.supervisor.host import Host, NotAnExecutor, current, epoch, host, install, io
 from tether.supervisor.plan import Profile
 from tether.supervisor.policies import (
@@ -192,10 +192,10 @@ async def advance(run_id: str, segment: int, may_plan: bool = True) -> dict[str,
                 )
             )
             aheads = [a for a in (d.get("ahead") for d in done) if a is not None]
-            if any(isinstance(a, Ended) for a in aheads):  # on record with its last task's end
+            for end in (a for a in aheads if isinstance(a, Ended)):  # on record with its last task's end
                 forget(run_id)
-                return {"end": "completed", "run": [], "delay_s": 0.0}
-            wave = [(a.opened, a.number, a.how, a) for a in aheads]
+                return {"end": end.status, "run": [], "delay_s": 0.0}
+            wave = [(a.opened, a.number, a.how, a) for a in aheads if isinstance(a, Ahead)]
 
 
 async def _decide(
