@@ -78,19 +78,26 @@ def test_a_run_of_inline_tasks_takes_no_step_per_task(home: Path, tmp_path: Path
     assert steps["tether.advance"] == 1, steps  # one decision step ran all six, then the run's end
 
 
-def test_a_crash_after_an_inline_task_ended_never_runs_it_again(home: Path, tmp_path: Path) -> None:
-    """Killed right after a task's end was committed (its job, its attempt and its task together): the
-    re-run decision step finds it settled and goes on with the next."""
-    flow = _flow(tmp_path, _chain("f.inline_once", "e", 3))
+def _killed_after_the_first_end(home: Path, tmp_path: Path, task: str, prefix: str, n: int) -> dict[str, Any]:
+    """A chain of ``n`` calls of ``task``, its executor SIGKILLed right after the first end committed,
+    then resumed: the run (the first task's effect happened once before the kill, nothing after)."""
+    flow = _flow(tmp_path, _chain(task, prefix, n))
     code, _, err = _cli(home, "flow", "run", str(flow), "--json", TETHER_FAULTS="inline.after_end=kill")
     assert code == -signal.SIGKILL, err
-    assert _effects(home) == {"e-i0": 1}
+    assert _effects(home) == {f"{prefix}-i0": 1}
     run_id = _only_run(home)
     code, _, err = _cli(home, "flow", "resume", run_id)
     assert code == 0, err
     run = _show(home, run_id)
     assert run["status"] == "completed", run
-    assert _effects(home) == {"e-i0": 1, "e-i1": 1, "e-i2": 1}
+    assert _effects(home) == {f"{prefix}-i{k}": 1 for k in range(n)}
+    return run
+
+
+def test_a_crash_after_an_inline_task_ended_never_runs_it_again(home: Path, tmp_path: Path) -> None:
+    """Killed right after a task's end was committed (its job, its attempt and its task together): the
+    re-run decision step finds it settled and goes on with the next."""
+    run = _killed_after_the_first_end(home, tmp_path, "f.inline_once", "e", 3)
     assert [s["status"] for s in run["tasks"][0]["steps"]] == ["completed"]
 
 
@@ -184,16 +191,7 @@ def test_a_crash_after_an_end_that_claimed_the_next_task_runs_that_task_again(
     """Killed right after a task's end, which claimed the next (idempotent) task: that claim's handler
     may or may not have begun, for all recovery can tell. It is ``unknown``, and runs again: once, as
     it never began."""
-    flow = _flow(tmp_path, _chain("f.inline_safe", "k", 3))
-    code, _, err = _cli(home, "flow", "run", str(flow), "--json", TETHER_FAULTS="inline.after_end=kill")
-    assert code == -signal.SIGKILL, err
-    assert _effects(home) == {"k-i0": 1}
-    run_id = _only_run(home)
-    code, _, err = _cli(home, "flow", "resume", run_id)
-    assert code == 0, err
-    run = _show(home, run_id)
-    assert run["status"] == "completed", run
-    assert _effects(home) == {"k-i0": 1, "k-i1": 1, "k-i2": 1}
+    run = _killed_after_the_first_end(home, tmp_path, "f.inline_safe", "k", 3)
     steps = {t["id"]: [s["status"] for s in t["steps"]] for t in run["tasks"]}
     assert steps == {"i0": ["completed"], "i1": ["unknown", "completed"], "i2": ["completed"]}, steps
 
@@ -290,3 +288,19 @@ def test_a_last_task_that_waits_for_a_person_does_not_end_the_run_with_it(home: 
     assert code == 0, err
     assert _show(home, run_id)["status"] == "completed"
     assert _effects(home) == {"p-i0": 1, "p-i1": 1}
+
+
+def test_a_crash_after_a_runs_last_end_which_ended_the_run_leaves_it_completed(
+    home: Path, tmp_path: Path
+) -> None:
+    """Killed right after the last task's end, which put the run's end on record with it, before DBOS
+    recorded the decision step: the run is completed, and resuming it runs nothing again."""
+    flow = _flow(tmp_path, _chain("f.inline_once", "z", 1))
+    code, _, err = _cli(home, "flow", "run", str(flow), "--json", TETHER_FAULTS="inline.after_end=kill")
+    assert code == -signal.SIGKILL, err
+    run_id = _only_run(home)
+    assert _show(home, run_id)["status"] == "completed"
+    _cli(home, "flow", "resume", run_id)
+    run = _show(home, run_id)
+    assert run["status"] == "completed" and [s["status"] for s in run["tasks"][0]["steps"]] == ["completed"]
+    assert _effects(home) == {"z-i0": 1}

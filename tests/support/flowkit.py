@@ -189,27 +189,17 @@ flows.add(
         isolation=Isolation.INLINE,
     )
 )
-flows.add(
-    TaskSpec(
-        task_id="f.inline_safe",
-        handler=H + "work",
-        params=Work,
-        description="An idempotent step, inside the executor's own process.",
-        idempotent=True,
-        resources=(),
-        exposed_to=EVERY,
-        isolation=Isolation.INLINE,
+# The second name is the same task: a fault point can single out one of two calls of a wave.
+for name in ("f.inline_safe", "f.inline_safe_too"):
+    flows.add(
+        TaskSpec(
+            task_id=name,
+            handler=H + "work",
+            params=Work,
+            description="An idempotent step, inside the executor's own process.",
+            idempotent=True,
+            resources=(),
+            exposed_to=EVERY,
+            isolation=Isolation.INLINE,
+        )
     )
-)
-flows.add(  # the same, under another name: a fault point can single out one of two calls of a wave
-    TaskSpec(
-        task_id="f.inline_safe_too",
-        handler=H + "work",
-        params=Work,
-        description="Another idempotent step, inside the executor's own process.",
-        idempotent=True,
-        resources=(),
-        exposed_to=EVERY,
-        isolation=Isolation.INLINE,
-    )
-)
