@@ -104,3 +104,52 @@ def test_a_runs_end_is_weighed_from_the_runs_head_alone(runtime: Runtime) -> Non
     assert signal is not None and signal.data["task"] == "tidy the shelves"
     assert signal.data["duration_s"] >= 0
     assert len(seen) == 1 and not re.search(r"runs\.plan\b", seen[0]) and "run_tasks" not in seen[0], seen
+
+
+@contextlib.contextmanager
+def _reads(runtime: Runtime) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            seen.append(statement)
+
+    event.listen(runtime.db.engine, "before_cursor_execute", count)
+    try:
+        yield seen
+    finally:
+        event.remove(runtime.db.engine, "before_cursor_execute", count)
+
+
+def _ended_runs(runtime: Runtime, n: int, tag: str) -> None:
+    for k in range(n):
+        run_id = f"{tag}-{k}"
+        runtime.runs.create(run_id, goal=f"shelf {k}", plan={"tasks": [{"id": "a"}]}, caller="cli")
+        assert runtime.runs.set_status(run_id, "completed", "done")
+
+
+@pytest.mark.parametrize("ended", [1, 6])
+def test_a_pass_over_many_run_ends_reads_each_thing_once(runtime: Runtime, ended: int) -> None:
+    """Study of a flow run's cost: every run's end cost the loop seven transactions of its own (the
+    channels, the run's head, its key's decision, the agent, its threshold, the decision's insert and
+    read-back, the cursor), and every executor paid them. A pass now reads the channels, the heads, the
+    decisions and each agent once, whatever the number of ends; each end costs its decision's insert."""
+    import asyncio
+
+    from tether.config import InitiativeSettings
+    from tether.supervisor.notify import step
+
+    settings = InitiativeSettings.load(runtime.home)
+    asyncio.run(step(runtime, settings))  # the cursor starts at the log's end
+    _ended_runs(runtime, ended, "r")
+    with _reads(runtime) as seen:
+        asyncio.run(step(runtime, settings))
+    decided = runtime.initiative.decisions(limit=100)
+    assert sorted(d.signal["data"]["run_id"] for d in decided) == [f"r-{k}" for k in range(ended)]
+    shapes = [re.sub(r"\s+", " ", s)[:60] for s in seen]
+    for table in ("FROM runs", "FROM channels", "FROM agents", "FROM thresholds", "signal_key IN"):
+        assert sum(table in s for s in seen) == 1, (table, shapes)
+    with _reads(runtime) as again:  # nothing new: the log itself is not read again
+        asyncio.run(step(runtime, settings))
+    assert not any("FROM events WHERE" in s or "FROM runs" in s for s in again), again
+    assert len(runtime.initiative.decisions(limit=100)) == ended

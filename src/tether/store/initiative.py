@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
 
 from tether.errors import ConfigError
 from tether.store.database import Database
@@ -62,12 +62,18 @@ _COLUMNS = (
     "id, agent, kind, signal, fired, category, score, threshold, reason, decided_by, thread_id, turn, "
     "message, rating, rating_note, created_at"
 )
-_INSERT = text(
+_VALUES = (
     "INSERT INTO decisions (installation, agent, signal_key, kind, signal, fired, category, score, "
     "threshold, reason, decided_by, created_at) VALUES (:installation, :agent, :signal_key, :kind, "
     ":signal, :fired, :category, :score, :threshold, :reason, :decided_by, :created_at)"
 )
+# One statement: the decision inserted and read back, or nothing when its key was decided already
+# (SQLite 3.35 and PostgreSQL both say RETURNING; a NULL key never conflicts).
+_INSERT = text(f"{_VALUES} ON CONFLICT (installation, signal_key) DO NOTHING RETURNING {_COLUMNS}")
 _BY_KEY = text(f"SELECT {_COLUMNS} FROM decisions WHERE installation = :installation AND signal_key = :key")
+_BY_KEYS = text(
+    f"SELECT signal_key, {_COLUMNS} FROM decisions WHERE installation = :installation AND signal_key IN :keys"
+).bindparams(bindparam("keys", expanding=True))
 _BY_ID = text(f"SELECT {_COLUMNS} FROM decisions WHERE installation = :installation AND id = :id")
 _BY_MESSAGE = text(
     f"SELECT {_COLUMNS} FROM decisions WHERE installation = :installation AND thread_id = :thread_id "
@@ -135,16 +141,11 @@ class InitiativeStore:
             "reason": reason[:1000], "decided_by": decided_by, "created_at": _now(),
         }  # fmt: skip
         with self.db.write() as conn:
-            if signal_key is not None:
-                found = conn.execute(_BY_KEY, {"installation": self.installation, "key": signal_key}).first()
-                if found is not None:
-                    return _record(found), False
-            if self.db.is_sqlite:
-                decision_id = int(conn.execute(_INSERT, values).lastrowid)
-            else:
-                decision_id = int(conn.execute(text(f"{_INSERT.text} RETURNING id"), values).scalar_one())
-            row = conn.execute(_BY_ID, {"installation": self.installation, "id": decision_id}).one()
-        return _record(row), True
+            row = conn.execute(_INSERT, values).first()
+            if row is not None:
+                return _record(row), True
+            found = conn.execute(_BY_KEY, {"installation": self.installation, "key": signal_key}).one()
+        return _record(found), False
 
     def attach(self, decision_id: int, thread_id: str | None, turn: int | None, message: str | None) -> None:
         """Link a decision to the proactive message it posted (turn ``turn`` of ``thread_id``; None while
@@ -165,6 +166,16 @@ class InitiativeStore:
         with self.db.read() as conn:
             row = conn.execute(_BY_KEY, {"installation": self.installation, "key": signal_key}).first()
         return _record(row) if row is not None else None
+
+    def by_keys(self, signal_keys: list[str]) -> dict[str, DecisionRecord]:
+        """The decisions of those of ``signal_keys`` decided already, by key, in one read."""
+        if not signal_keys:
+            return {}
+        with self.db.read() as conn:
+            rows = conn.execute(
+                _BY_KEYS, {"installation": self.installation, "keys": sorted(set(signal_keys))}
+            )
+            return {row[0]: _record(row) for row in rows}
 
     def by_message(self, thread_id: str, turn: int) -> DecisionRecord | None:
         with self.db.read() as conn:

@@ -210,7 +210,12 @@ class NotificationStore:
     # -- how far the event log was read ----------------------------------------------------------------
 
     def cursor(self, name: str, start: int) -> int:
-        """Where ``name`` has read the event log up to; set to ``start`` the first time."""
+        """Where ``name`` has read the event log up to; set to ``start`` the first time (a read, and a
+        write only then: every executor asks every second)."""
+        with self.db.read() as conn:
+            found = conn.execute(_CURSOR, {"installation": self.installation, "name": name}).scalar()
+        if found is not None:
+            return int(found)
         with self.db.write() as conn:
             conn.execute(_START_CURSOR, {"installation": self.installation, "name": name, "position": start})
             return int(conn.execute(_CURSOR, {"installation": self.installation, "name": name}).scalar_one())

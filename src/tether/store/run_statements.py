@@ -41,6 +41,7 @@ def task_row(values: dict[str, Any], at: str) -> dict[str, Any]:
 
 RUN = select(R).where(R.c.run_id == bindparam("rid"))
 HEAD = select(*(c for c in R.c if c.name != "plan")).where(R.c.run_id == bindparam("rid"))
+HEADS = select(*(c for c in R.c if c.name != "plan")).where(R.c.run_id.in_(bindparam("rids", expanding=True)))
 PLAN = select(R.c.plan, R.c.plan_version).where(R.c.run_id == bindparam("rid"))
 TASKS = select(RT).where(RT.c.run_id == bindparam("rid")).order_by(RT.c.position)
 BUMP = update(R).where(R.c.run_id == bindparam("rid")).values(rev=R.c.rev + 1).returning(R.c.rev)

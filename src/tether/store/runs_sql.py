@@ -87,6 +87,14 @@ class SqlRunStore(ResourceQueue):
                 attempts += [AttemptRecord.from_row(r) for r in rows if r._mapping["task_id"] != attempts_of]
         return RunRecord.from_row(row, tasks, tuple(attempts))
 
+    def heads(self, run_ids: Sequence[str]) -> dict[str, RunRecord]:
+        """The heads (no plan, no tasks) of those of ``run_ids`` on record, in one read."""
+        if not run_ids:
+            return {}
+        with self.db.read() as conn:
+            rows = conn.execute(q.HEADS, {"rids": sorted(set(run_ids))})
+            return {head.run_id: head for head in map(RunRecord.from_row, rows)}
+
     def changes(self, run_id: str, since: int) -> tuple[RunRecord, list[TaskState]] | None:
         """The run's head (no plan, no tasks) and the tasks changed after revision ``since`` (every task
         for -1): a reader that keeps what it saw reads only what moved since (the engine's decisions)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -37,6 +37,24 @@ _ENDED = {
     "en": {"alert": "{what} ended {status}{why}.", "done": "{what} finished ({status}) after {took}."},
     "zh": {"alert": "{what} 以 {status} 结束{why}。", "done": "{what} 已完成（{status}），用时 {took}。"},
 }
+
+
+@dataclass
+class Weighing:
+    """What a pass over several signals reads once (the notify loop's): the decisions their keys have
+    already, and each agent's record and threshold as the pass found them."""
+
+    decided: dict[str, DecisionRecord] = field(default_factory=dict)
+    agents: dict[str, tuple[Any, float]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, runtime: Runtime, keys: list[str]) -> Weighing:
+        return cls(decided=runtime.initiative.by_keys(keys))
+
+
+def _agent(runtime: Runtime, name: str, default: float) -> tuple[Any, float]:
+    """An agent's record (None: not on record) and its threshold."""
+    return runtime.agents.get(name), runtime.initiative.threshold(name, default)
 
 
 def notices_thread(agent: str) -> str:
@@ -96,25 +114,34 @@ async def consider(
     model: Any = None,
     model_for: Any = None,
     settings: InitiativeSettings | None = None,
+    weighing: Weighing | None = None,
 ) -> DecisionRecord:
     """Decide ``signal`` for its agent, record the decision, and post the message when it fires.
     ``model_for``: without ``model``, the agent's own (``decider_model``), made only for a signal not
     decided yet that a model may have a say in (``uses_model``). A signal decided before (its key)
     reads nothing more; one the rules keep under the threshold with no model to ask reads no posted
-    messages for the guards."""
+    messages for the guards. ``weighing``: a pass over several signals, which read their keys'
+    decisions together beforehand and reads each agent once."""
     settings = settings or InitiativeSettings.load(runtime.home)
     store = runtime.initiative
     if signal.key is not None:
-        known = await asyncio.to_thread(store.by_key, signal.key)
+        if weighing is not None:
+            known = weighing.decided.get(signal.key)
+        else:
+            known = await asyncio.to_thread(store.by_key, signal.key)
         if known is not None:
             return known
-    agent = await asyncio.to_thread(runtime.agents.get, signal.agent)
+    found = weighing.agents.get(signal.agent) if weighing is not None else None
+    if found is None:
+        found = await asyncio.to_thread(_agent, runtime, signal.agent, settings.threshold)
+        if weighing is not None:
+            weighing.agents[signal.agent] = found
+    agent, threshold = found
     if model is None and model_for is not None and uses_model(signal):
         model = await asyncio.to_thread(_model_of, agent, model_for, signal.agent)
     language = (
         agent.language if agent is not None and agent.language else None
     ) or runtime.agent_settings.language
-    threshold = await asyncio.to_thread(store.threshold, signal.agent, settings.threshold)
     recent: list[str] = []
     last_hour: list[str] = []
     message = ""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import dataclass
 from datetime import datetime, time
 from typing import Any
 
@@ -105,12 +106,15 @@ def describe(runtime: Runtime, event: Event, page_url: str) -> tuple[str, str, s
     return None
 
 
-def ended_signal(runtime: Runtime, event: Event) -> Any:
-    """The ``ended`` signal for initiative that ``event`` is, if it is one."""
+def ended_signal(runtime: Runtime, event: Event, heads: dict[str, Any] | None = None) -> Any:
+    """The ``ended`` signal for initiative that ``event`` is, if it is one (``heads``: the heads of the
+    runs that ended, read together beforehand by ``ended_runs``; else its run's head is read here)."""
     from tether.agent.decider import Signal
 
     if isinstance(event, RunChanged) and event.status in ENDED_RUN:
-        run = runtime.runs.view(event.run_id, task_ids=[])  # its head: no plan, tasks or attempts
+        if heads is None:
+            heads = ended_runs(runtime, [event])
+        run = heads.get(event.run_id)
         goal, took = (run.goal, _took(run)) if run is not None else (event.run_id, 0.0)
         return Signal(kind="ended", source=f"run {event.run_id}", key=f"event:{event.id}", data={
             "status": event.status, "task": goal[:200],
@@ -125,6 +129,12 @@ def ended_signal(runtime: Runtime, event: Event) -> Any:
             "duration_s": job.duration_seconds, "execution_id": event.execution_id,
         })  # fmt: skip
     return None
+
+
+def ended_runs(runtime: Runtime, events: list[Event]) -> dict[str, Any]:
+    """The heads (no plan, tasks or attempts) of the runs whose ends are among ``events``, in one read."""
+    ended = [e.run_id for e in events if isinstance(e, RunChanged) and e.status in ENDED_RUN]
+    return runtime.runs.heads(ended) if ended else {}
 
 
 def _took(run: Any) -> float:
@@ -142,8 +152,11 @@ def _background_job(runtime: Runtime, event: JobStateChanged) -> Any:
     return job if job is not None and job.background else None
 
 
-def route(runtime: Runtime, event: Event, settings: InitiativeSettings) -> int:
-    """Queue ``event``'s notification for every channel that takes its kind; how many were queued."""
+def route(
+    runtime: Runtime, event: Event, settings: InitiativeSettings, channels: list[Any] | None = None
+) -> int:
+    """Queue ``event``'s notification for every channel that takes its kind (``channels``: as a pass
+    read them once; else read here); how many were queued."""
     described = describe(runtime, event, settings.page_url)
     if described is None:
         return 0
@@ -153,23 +166,53 @@ def route(runtime: Runtime, event: Event, settings: InitiativeSettings) -> int:
         agent = runtime.agents.get(event.agent)
         only = agent.channel if agent is not None else None
     queued = 0
-    for channel in runtime.notifications.channels():
+    for channel in runtime.notifications.channels() if channels is None else channels:
         if kind in channel.events and (only is None or channel.name == only):
             queued += runtime.notifications.queue(channel.name, kind, f"event:{event.id}", title, body)
     return queued
 
 
+@dataclass(frozen=True)
+class Pass:
+    """A pass's events, each with the notifications it queued and the signal it is for initiative (None:
+    none), and what initiative reads once for all of them."""
+
+    weighed: list[tuple[Event, int, Any]]
+    weighing: Any
+
+
+def routed(runtime: Runtime, events: list[Event], settings: InitiativeSettings) -> Pass:
+    """Route a pass's events and find their signals, in one trip to a thread: the channels, the heads
+    of the runs that ended and the decisions the signals have already are each read once."""
+    from tether.supervisor.initiative import Weighing
+
+    channels = runtime.notifications.channels()
+    heads = ended_runs(runtime, events) if settings.enabled else {}
+    weighed = [
+        (
+            event,
+            route(runtime, event, settings, channels),
+            ended_signal(runtime, event, heads) if settings.enabled else None,
+        )
+        for event in events
+    ]
+    keys = [signal.key for _, _, signal in weighed if signal is not None and signal.key is not None]
+    return Pass(weighed, Weighing.of(runtime, keys))
+
+
 KINDS = ("confirmation_requested", "run_task_changed", "run_changed", "job_state_changed", "proactive_posted")
 
 
-def read_events(runtime: Runtime) -> tuple[list[Event], int]:
+def read_events(runtime: Runtime) -> tuple[list[Event], int, int]:
     """This home's events that may notify, after the cursor (which starts at the log's end: history is
-    not notified), and how far that read covers the log."""
+    not notified), where the cursor was, and how far that read covers the log."""
     last = runtime.events.last_id()  # ids grow in commit order: everything up to it is visible now
     after = runtime.notifications.cursor(CURSOR, last)
+    if after >= last:
+        return [], after, after  # nothing new: no read of the log
     found = runtime.events.read(after=after, limit=BATCH, kinds=KINDS, mine=True)
-    covered = found[-1].id if len(found) == BATCH else max(last, after)
-    return found, covered
+    covered = found[-1].id if len(found) == BATCH else last
+    return found, after, covered
 
 
 # -- sending ------------------------------------------------------------------------------------------
@@ -254,17 +297,21 @@ async def step(runtime: Runtime, settings: InitiativeSettings, model_for: Any = 
     """One pass: route new events (and weigh the ended ones), then send what is due."""
     from tether.supervisor.initiative import consider
 
-    events, covered = await asyncio.to_thread(read_events, runtime)
-    for event in events:
-        queued = await asyncio.to_thread(route, runtime, event, settings)
-        signal = await asyncio.to_thread(ended_signal, runtime, event) if settings.enabled else None
-        if signal is not None:
-            await consider(runtime, signal, model_for=model_for, settings=settings)
-        if queued or signal is not None:  # work a crash should not have redone (a model's decision)
-            await asyncio.to_thread(runtime.notifications.advance, CURSOR, event.id)
-    # The rest at once: an event that led to nothing is read again after a crash, and leads to nothing
-    # again (what an event leads to is keyed by it, so even a repeat would be taken once).
-    await asyncio.to_thread(runtime.notifications.advance, CURSOR, covered)
+    events, after, covered = await asyncio.to_thread(read_events, runtime)
+    if events:
+        found = await asyncio.to_thread(routed, runtime, events, settings)
+        for event, _, signal in found.weighed:
+            if signal is None:
+                continue
+            record = await consider(
+                runtime, signal, model_for=model_for, settings=settings, weighing=found.weighing
+            )
+            if record.decided_by == "model":  # a model's answer is not asked again after a crash
+                await asyncio.to_thread(runtime.notifications.advance, CURSOR, event.id)
+    # The rest at once: an event read again after a crash leads to nothing new (what an event leads to
+    # is keyed by it: a notification per channel, a decision per signal, each taken once).
+    if covered > after:
+        await asyncio.to_thread(runtime.notifications.advance, CURSOR, covered)
     await asyncio.to_thread(send_due, runtime, settings)
 
 
