@@ -215,3 +215,27 @@ def test_a_run_id_is_taken_once_and_the_first_run_is_left_as_it_was(open_db: Cal
         store.create("r-once", goal="second", plan=_plan(5), caller="cli")
     run = store.get("r-once")
     assert run is not None and run.goal == "first" and [t.task_id for t in run.tasks] == ["t0", "t1"]
+
+
+def test_a_runs_tasks_go_on_record_in_one_statement(open_db: Callable[[], Database]) -> None:
+    """Study of a run's cost: a run's tasks were inserted with the driver's ``executemany``, which
+    psycopg sends as one statement per task (ten for a chain of ten)."""
+    from sqlalchemy import event
+
+    db = open_db()
+    store = SqlRunStore(db)
+    sent: list[tuple[str, bool]] = []  # the statements as the driver is given them
+
+    def seen(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+        if "INSERT INTO run_tasks" in statement:
+            sent.append((statement, many))
+
+    event.listen(db.engine, "before_cursor_execute", seen)
+    try:
+        store.create("r10", goal="g", plan=_plan(10), caller="cli")
+    finally:
+        event.remove(db.engine, "before_cursor_execute", seen)
+    # One statement of ten rows (SQLAlchemy's "insertmanyvalues"), not one row sent ten times.
+    assert len(sent) == 1 and sent[0][0].count("), (") == 9, sent
+    run = store.get("r10")
+    assert run is not None and [t.task_id for t in run.tasks] == [f"t{i}" for i in range(10)]

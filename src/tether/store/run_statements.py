@@ -127,4 +127,6 @@ CREATE = {
     "postgresql": pg_insert(R).on_conflict_do_nothing(index_elements=[R.c.run_id]).returning(R.c.run_id),
     "sqlite": sqlite_insert(R).on_conflict_do_nothing(index_elements=[R.c.run_id]).returning(R.c.run_id),
 }
-INSERT_TASKS = insert(RT)
+# With RETURNING, SQLAlchemy sends a run's tasks as one INSERT … VALUES (…), (…) ("insertmanyvalues");
+# without it, psycopg sent one statement per task.
+INSERT_TASKS = insert(RT).returning(RT.c.task_id)

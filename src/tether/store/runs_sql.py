@@ -172,7 +172,7 @@ class SqlRunStore(ResourceQueue):
                 for position, task in enumerate(plan["tasks"])
             ]  # fmt: skip
             if rows:
-                conn.execute(q.INSERT_TASKS, rows)  # one statement for every task
+                conn.execute(q.INSERT_TASKS, rows).all()  # one statement for every task
             append_event(conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status="running"))
         tasks = tuple(
             TaskState(
