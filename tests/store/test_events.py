@@ -6,6 +6,7 @@ import asyncio
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -131,3 +132,47 @@ def test_each_home_keeps_and_prunes_only_its_own_events(
         assert len(ours.read()) == 1
     finally:
         other_db.close()
+
+
+def test_a_writer_draws_no_id_while_another_holds_the_logs_lock(open_db: Callable[[], Database]) -> None:
+    """PostgreSQL: the log's lock is taken in the statement that inserts the events, before the first
+    row's id is drawn. A second writer waits for it without drawing an id, so it never commits an id
+    smaller than one committed after it (which a reader resuming after that id would miss)."""
+    from sqlalchemy import text
+
+    from tether.store.events import append_event_now
+
+    db = open_db()
+    if db.is_sqlite:
+        pytest.skip("SQLite has one writer at a time: its ids follow the commits")
+    other = EventLog(open_db())
+    watch = open_db()
+    done: list[int] = []
+    with db.write() as conn:
+        held = append_event_now(conn, ToolProgress(topic="job:a", execution_id="a", message="first"))
+        pid = int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+        writer = threading.Thread(
+            target=lambda: done.append(
+                other.append(ToolProgress(topic="job:b", execution_id="b", message="second")).id or 0
+            )
+        )
+        writer.start()
+        deadline = time.monotonic() + 30
+        while True:  # the other writer is seen waiting for the lock this transaction holds
+            with watch.read() as seen:
+                waiting = seen.execute(
+                    text(
+                        "SELECT count(*) FROM pg_locks w JOIN pg_locks h ON h.locktype = 'advisory'"
+                        " AND h.objid = w.objid AND h.granted AND h.pid = :pid"
+                        " WHERE w.locktype = 'advisory' AND NOT w.granted"
+                    ),
+                    {"pid": pid},
+                ).scalar_one()
+                drawn = seen.execute(text("SELECT last_value FROM events_id_seq")).scalar_one()
+            if waiting:
+                break
+            assert time.monotonic() < deadline, "the second writer never waited for the log's lock"
+            time.sleep(0.01)
+        assert drawn == held  # it waits without an id
+    writer.join(30)
+    assert done and done[0] > held

@@ -4,8 +4,8 @@ any id onward, from any process.
 Ids only grow, in commit order: SQLite serializes writers (``BEGIN IMMEDIATE``), and on PostgreSQL
 a transaction that appends takes a transaction-scoped advisory lock first, so an id is never handed to
 a transaction that commits after one with a larger id (a reader that resumes "after id N" misses
-nothing). A write transaction's events go in last, just before its commit, in one statement: the
-lock is the last one it takes, after the rows it changed.
+nothing). A write transaction's events go in last, just before its commit, in one statement, which
+takes the lock too: the lock is the last one it takes, after the rows it changed.
 
 Every home on the database reads the whole log; each event records the installation (tether home) that
 wrote it, and a home's retention counts and removes only its own.
@@ -14,6 +14,7 @@ wrote it, and a home's retention counts and removes only its own.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -34,7 +35,6 @@ _INSERT = insert(E)
 # With RETURNING, SQLAlchemy sends several rows as one statement (its ids are not needed: without
 # ``sort_by_parameter_order``, which SQLite would have sent row by row).
 _INSERT_MANY = insert(E).returning(E.c.id)
-_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
 _LOCKED_IN = "tether_events_locked_in"  # the connection's transaction that holds the lock
 
 
@@ -44,8 +44,7 @@ def append_event(conn: Any, event: Event) -> None:
     and in one statement (the event log's lock is then taken after every row the transaction writes)."""
     row = _row(conn, event)
     if not conn.get_execution_options().get("tether_write"):
-        _lock(conn)
-        conn.execute(_INSERT, row)
+        _insert(conn, [row])
         return
     transaction = conn.get_transaction()
     deferred = conn.info.get(BEFORE_COMMIT)
@@ -59,8 +58,7 @@ def append_event_now(conn: Any, event: Event) -> int:
     deferred = conn.info.pop(BEFORE_COMMIT, None)
     if isinstance(deferred, _Deferred) and deferred.transaction is conn.get_transaction():
         deferred(conn)
-    _lock(conn)
-    return int(conn.execute(_INSERT, _row(conn, event)).inserted_primary_key[0])
+    return _insert(conn, [_row(conn, event)])[0]
 
 
 class _Deferred:
@@ -71,11 +69,35 @@ class _Deferred:
         self.rows: list[dict[str, Any]] = []
 
     def __call__(self, conn: Any) -> None:
-        _lock(conn)
-        if len(self.rows) == 1:
-            conn.execute(_INSERT, self.rows[0])
-        else:  # SQLAlchemy's "insertmanyvalues": one INSERT … VALUES (…), (…) on both databases
-            conn.execute(_INSERT_MANY, self.rows).all()
+        _insert(conn, self.rows)
+
+
+def _insert(conn: Any, rows: list[dict[str, Any]]) -> list[int]:
+    """``rows`` in the log, in one statement; their ids. On PostgreSQL the log's lock comes first: in the
+    same statement, the first time in a transaction."""
+    transaction = conn.get_transaction()
+    if conn.dialect.name == "postgresql" and conn.info.get(_LOCKED_IN) is not transaction:
+        numbered = {f"{key}_{i}": value for i, row in enumerate(rows) for key, value in row.items()}
+        ids = conn.execute(_locked(len(rows)), {**numbered, "key": EVENTS_LOCK}).scalars().all()
+        conn.info[_LOCKED_IN] = transaction
+    elif len(rows) == 1:
+        ids = [conn.execute(_INSERT, rows[0]).inserted_primary_key[0]]
+    else:  # SQLAlchemy's "insertmanyvalues": one INSERT … VALUES (…), (…) on both databases
+        ids = conn.execute(_INSERT_MANY, rows).scalars().all()
+    return [int(i) for i in ids]
+
+
+@functools.lru_cache(maxsize=64)
+def _locked(n: int) -> Any:
+    """PostgreSQL: ``n`` rows inserted after the event log's transaction-scoped lock, in one statement.
+    The lock is the filter on the rows, which the server applies to a row before it computes the row's
+    columns: it is held before the first id is drawn from the sequence."""
+    rows = ", ".join(f"(:ts_{i}, :kind_{i}, :topic_{i}, :payload_{i}, :installation_{i})" for i in range(n))
+    return text(
+        f"INSERT INTO events (ts, kind, topic, payload, installation) SELECT * FROM (VALUES {rows})"
+        " AS v(ts, kind, topic, payload, installation) WHERE pg_advisory_xact_lock(:key) IS NOT NULL"
+        " RETURNING id"
+    )
 
 
 def _row(conn: Any, event: Event) -> dict[str, Any]:
@@ -88,15 +110,6 @@ def _row(conn: Any, event: Event) -> dict[str, Any]:
         "payload": json.dumps(payload, ensure_ascii=False),
         "installation": conn.get_execution_options().get(INSTALLATION_OPTION),
     }
-
-
-def _lock(conn: Any) -> None:
-    """PostgreSQL: the event log's lock, held to the transaction's end (taken once per transaction)."""
-    if conn.dialect.name == "postgresql":
-        transaction = conn.get_transaction()
-        if conn.info.get(_LOCKED_IN) is not transaction:
-            conn.execute(_LOCK, {"key": EVENTS_LOCK})
-            conn.info[_LOCKED_IN] = transaction
 
 
 def _event(row: Any) -> Event | None:

@@ -95,11 +95,14 @@ class SqlRunStore(ResourceQueue):
             rows = conn.execute(q.HEADS, {"rids": sorted(set(run_ids))})
             return {head.run_id: head for head in map(RunRecord.from_row, rows)}
 
-    def changes(self, run_id: str, since: int) -> tuple[RunRecord, list[TaskState]] | None:
-        """The run's head (no plan, no tasks) and the tasks changed after revision ``since`` (every task
-        for -1): a reader that keeps what it saw reads only what moved since (the engine's decisions)."""
+    def changes(
+        self, run_id: str, since: int, *, plan: bool = False
+    ) -> tuple[RunRecord, list[TaskState]] | None:
+        """The run's head (no tasks; its plan only with ``plan``) and the tasks changed after revision
+        ``since`` (every task for -1): a reader that keeps what it saw reads only what moved since (the
+        engine's decisions), and the plan with it while it has none."""
         with self.db.read() as conn:
-            row = conn.execute(q.HEAD, {"rid": run_id}).first()
+            row = conn.execute(q.RUN if plan else q.HEAD, {"rid": run_id}).first()
             if row is None:
                 return None
             head = RunRecord.from_row(row)

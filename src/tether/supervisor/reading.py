@@ -31,7 +31,8 @@ def plan_of(h: Host, run: RunRecord) -> Known:
     cached = _PLANS.get(run.run_id)
     if cached is not None and cached[0] == run.plan_version:
         return cached[1]
-    document, version = h.runtime.runs.plan(run.run_id)
+    # Read with the run when this process had none of it (``read_for_decide``); else read now.
+    document, version = (run.plan, run.plan_version) if run.plan else h.runtime.runs.plan(run.run_id)
     plan = Plan.model_validate(document)
     producers: dict[str, list[str]] = {}
     for task in plan.tasks:
@@ -104,9 +105,10 @@ _SEEN: dict[str, tuple[int, dict[str, TaskState]]] = {}
 
 def read_for_decide(h: Host, run_id: str) -> RunRecord | None:
     """The run for ``decide``, every task in full: this process keeps the tasks it saw and reads only
-    those changed since (by the run's revision), so a decision costs the same at task 1 and task 1,000."""
+    those changed since (by the run's revision), so a decision costs the same at task 1 and task 1,000.
+    A run whose plan this process has not parsed yet comes with it (``plan_of`` then reads nothing)."""
     seen = _SEEN.get(run_id)
-    got = h.runtime.runs.changes(run_id, seen[0] if seen else -1)
+    got = h.runtime.runs.changes(run_id, seen[0] if seen else -1, plan=run_id not in _PLANS)
     if got is None:
         _SEEN.pop(run_id, None)
         return None
