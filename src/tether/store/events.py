@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, text
 
 from tether.events import EVENT, Event
-from tether.store import schema
+from tether.store import fast, schema
 from tether.store.database import BEFORE_COMMIT, INSTALLATION_OPTION, Database
 
 E = schema.events
@@ -78,7 +78,7 @@ def _insert(conn: Any, rows: list[dict[str, Any]]) -> list[int]:
     transaction = conn.get_transaction()
     if conn.dialect.name == "postgresql" and conn.info.get(_LOCKED_IN) is not transaction:
         numbered = {f"{key}_{i}": value for i, row in enumerate(rows) for key, value in row.items()}
-        ids = conn.execute(_locked(len(rows)), {**numbered, "key": EVENTS_LOCK}).scalars().all()
+        ids = [row[0] for row in fast.execute(conn, _locked(len(rows)), {**numbered, "key": EVENTS_LOCK})]
         conn.info[_LOCKED_IN] = transaction
     elif len(rows) == 1:
         ids = [conn.execute(_INSERT, rows[0]).inserted_primary_key[0]]

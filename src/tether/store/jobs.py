@@ -18,13 +18,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sqlalchemy import Float, Integer, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy import Float, Integer, and_, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from tether.errors import StoreError
 from tether.events import JobStateChanged
-from tether.store import schema
+from tether.store import fast, schema
 from tether.store.artifacts import record_artifacts
 from tether.store.database import Database, Installation
 from tether.store.events import append_event
@@ -97,8 +97,13 @@ _TRANSITION = (
 
 # An end in one statement: the job moves only from a status that may reach it (the state machine, as
 # ``transition`` checks it after a locked read), and the row comes back as it now is.
-_END = _TRANSITION.where(T.c.status.in_(bindparam("may_end", expanding=True))).returning(*T.c)
-_MAY_END = {end: [s.value for s in TaskStatus if s not in TERMINAL and s.can_reach(end)] for end in TERMINAL}
+# One statement per end, its statuses spelled out (no expanding IN: ``fast.execute`` runs it as compiled).
+_END = {
+    end: _TRANSITION.where(
+        or_(*(T.c.status == s.value for s in TaskStatus if s not in TERMINAL and s.can_reach(end)))
+    ).returning(*T.c)
+    for end in TERMINAL
+}
 
 
 def now() -> str:
@@ -343,7 +348,7 @@ class SqlJobStore:
             **self.installation.values(),
         }
         if if_absent and confirmation is None:  # one statement: inserted, or the id was taken
-            if conn.execute(_INSERT_NEW[conn.dialect.name], row).first() is None:
+            if fast.first(conn, _INSERT_NEW[conn.dialect.name], row) is None:
                 return False
         else:
             if if_absent and conn.execute(_ID_ONLY, {"eid": result.execution_id}).first():
@@ -406,7 +411,7 @@ class SqlJobStore:
             "new_ct": None if process is None else process[1],
         }
         if result.status in TERMINAL:  # an end: one statement when the job may still take it
-            ended = conn.execute(_END, {**values, "may_end": _MAY_END[result.status]}).first()
+            ended = fast.first(conn, _END[result.status], values)
             if ended is not None:
                 return JobRecord.from_row(ended), _announced(ended)
         lookup = _BY_ID if self.db.is_sqlite else _BY_ID_LOCKED

@@ -12,7 +12,7 @@ from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from tether.store import schema
+from tether.store import fast, schema
 from tether.store.runs import TASK_ENDED
 
 R = schema.runs
@@ -105,7 +105,8 @@ ATTEMPTS = select(RA).where(RA.c.run_id == bindparam("rid")).order_by(RA.c.start
 def bump(conn: Any, run_id: str) -> int:
     """The run's next revision, for the tasks this write transaction changes (writers serialize on the
     run's row, so revisions commit in order and a reader at revision r has seen every change up to r)."""
-    return int(conn.execute(BUMP, {"rid": run_id}).scalar() or 0)
+    found = fast.first(conn, BUMP, {"rid": run_id})
+    return int(found[0]) if found is not None else 0
 
 
 @cache

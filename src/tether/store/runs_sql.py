@@ -17,8 +17,8 @@ from sqlalchemy import case, delete, func, insert, select, update
 
 from tether.errors import StoreError
 from tether.events import RunChanged, RunTaskChanged
+from tether.store import fast, schema
 from tether.store import run_statements as q
-from tether.store import schema
 from tether.store.database import Database
 from tether.store.events import append_event
 from tether.store.jobs import now
@@ -328,11 +328,11 @@ class SqlRunStore(ResourceQueue):
                 "status": "running", "message": "", "how": q.dumps(how), "started_at": at,
                 "duration_seconds": 0.0, **self.installation.values(),
             }  # fmt: skip
-            if conn.execute(q.BEGIN_ATTEMPT[conn.dialect.name], row).first() is None:
+            if fast.first(conn, q.BEGIN_ATTEMPT[conn.dialect.name], row) is None:
                 continue  # on record already
             rev = q.bump(conn, run_id) if rev is None else rev
             values = {"rid": run_id, "tid": task_id, "n": attempt, "at": at, "rev": rev}
-            started += map(TaskState.from_row, conn.execute(q.START_TASK, values))
+            started += map(TaskState.from_row, fast.execute(conn, q.START_TASK, values))
             append_event(
                 conn,
                 RunTaskChanged(
@@ -388,15 +388,15 @@ class SqlRunStore(ResourceQueue):
         row = q.task_row(task, at)
         if waiting is not None or queued:
             self._queue(conn, run_id, task_id, waiting)
-        found = conn.execute(q.BUMP_HEAD, {"rid": run_id}).first()
+        found = fast.first(conn, q.BUMP_HEAD, {"rid": run_id})
         head = None if found is None else RunRecord.from_row(found)
         row["rev"] = 0 if head is None else head.rev
-        conn.execute(
-            q.END_ATTEMPT,
+        fast.execute(
+            conn, q.END_ATTEMPT,
             {"rid": run_id, "tid": task_id, "n": attempt, "v_status": outcome, "v_message": message,
              "at": at, "v_duration": duration_s},
         )  # fmt: skip
-        moved = conn.execute(q.set_task(tuple(row), True, True), q.task_params(run_id, task_id, row)).first()
+        moved = fast.first(conn, q.set_task(tuple(row), True, True), q.task_params(run_id, task_id, row))
         if moved is None:
             return None
         append_event(

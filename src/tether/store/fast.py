@@ -1,0 +1,148 @@
+"""The engine's hot statements, run on the driver's own cursor inside SQLAlchemy's transaction.
+
+For every statement it runs, SQLAlchemy builds an execution context, processes the parameters and sets
+up a result object: on a flow task's records (about ten statements a task, in one transaction) that
+machinery cost as much of a worker's CPU as the driver itself (measured on this machine: about 100 µs
+of CPU a statement through SQLAlchemy and psycopg, 50 µs on the cursor; in ``python -m bench
+cluster``, the workers' CPU per task of a chain fell from 5.1 to 4.1 ms).
+
+``execute`` runs a Core statement that SQLAlchemy compiled (once per dialect and set of parameter
+names) on the connection's DBAPI cursor: the same SQL, in the same transaction, with the same errors
+(a driver's error is raised as SQLAlchemy's ``DBAPIError``, a lost connection is invalidated) and the
+same ``before_cursor_execute`` / ``after_cursor_execute`` events for whoever listens (a test that counts
+statements, a tracer). A statement that needs SQLAlchemy at run time — a type that converts the values
+it is given, an expanding ``IN`` — is run by SQLAlchemy instead, with the same rows.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError
+
+
+class Row(tuple[Any, ...]):
+    """A row as the driver gave it, read by position or by name (``_mapping``), as SQLAlchemy's."""
+
+    __slots__ = ()
+    _keys: tuple[str, ...] = ()
+
+    @property
+    def _mapping(self) -> dict[str, Any]:
+        return dict(zip(self._keys, self, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    sql: str
+    compiled: Any
+    positions: tuple[str, ...] | None  # a positional driver's parameter order (SQLite's ``?``)
+    row: Any  # a driver's row → ``Row``; None until the first rows name their columns and types
+
+
+_COMPILED: dict[tuple[int, str, frozenset[str]], tuple[Any, _Compiled | None]] = {}
+_LOCK = threading.Lock()
+_CURSOR = "tether_fast_cursor"
+
+
+def execute(conn: Any, statement: Any, params: dict[str, Any]) -> list[Any]:
+    """``conn.execute(statement, params).all()``, for a statement built once (a module's constant or a
+    cached builder's: it is compiled once and kept)."""
+    compiled = _compiled(conn, statement, params)
+    if compiled is None:
+        result = conn.execute(statement, params)
+        return list(result.all()) if result.returns_rows else []
+    values = compiled.compiled.construct_params(params)
+    args: Any = values if compiled.positions is None else tuple(values[k] for k in compiled.positions)
+    cursor = _cursor(conn)
+    events = conn.dispatch.before_cursor_execute or conn.dispatch.after_cursor_execute
+    try:
+        if events:
+            conn.dispatch.before_cursor_execute(conn, cursor, compiled.sql, args, None, False)
+        cursor.execute(compiled.sql, args)
+        if events:
+            conn.dispatch.after_cursor_execute(conn, cursor, compiled.sql, args, None, False)
+        if cursor.description is None:
+            return []
+        row = compiled.row or _named(conn, statement, params, cursor)
+        return [row(found) for found in cursor.fetchall()]
+    except conn.dialect.loaded_dbapi.Error as exc:
+        lost = conn.dialect.is_disconnect(exc, conn.connection.dbapi_connection, cursor)
+        if lost:
+            conn.invalidate(exc)
+        raise DBAPIError.instance(
+            compiled.sql, args, exc, conn.dialect.loaded_dbapi.Error, connection_invalidated=lost,
+            dialect=conn.dialect,
+        ) from exc  # fmt: skip
+
+
+def _cursor(conn: Any) -> Any:
+    """A cursor of the connection's DBAPI connection, made once and kept with it (in the pool's record
+    of it: one thread uses a checked-out connection at a time)."""
+    dbapi = conn.connection.dbapi_connection
+    kept = conn.connection.info.get(_CURSOR)
+    if kept is not None and kept[0] is dbapi and not getattr(kept[1], "closed", False):
+        return kept[1]
+    cursor = dbapi.cursor()
+    conn.connection.info[_CURSOR] = (dbapi, cursor)
+    return cursor
+
+
+def first(conn: Any, statement: Any, params: dict[str, Any]) -> Any:
+    """The first row ``execute`` returns, or None."""
+    rows = execute(conn, statement, params)
+    return rows[0] if rows else None
+
+
+def _compiled(conn: Any, statement: Any, params: dict[str, Any]) -> _Compiled | None:
+    dialect = conn.dialect
+    key = (id(statement), dialect.name, frozenset(params))
+    found = _COMPILED.get(key)
+    if found is not None and found[0] is statement:
+        return found[1]
+    compiled = statement.compile(dialect=dialect, column_keys=list(params))
+    runs_alone = (
+        not compiled.literal_execute_params
+        and not compiled.post_compile_params
+        and not any(b.expanding for b in compiled.binds.values())
+        and all(b.type.dialect_impl(dialect).bind_processor(dialect) is None for b in compiled.binds.values())
+    )
+    made = None
+    if runs_alone:
+        positions = tuple(compiled.positiontup) if compiled.positional else None
+        made = _Compiled(compiled.string, compiled, positions, None)
+    with _LOCK:
+        _COMPILED[key] = (statement, made)  # the statement kept: its id is never another's
+    return made
+
+
+def _named(conn: Any, statement: Any, params: dict[str, Any], cursor: Any) -> Any:
+    """How a statement's results become rows: named after its columns as the driver describes them, each
+    value converted as SQLAlchemy would for its column's type and the driver's type of it (mostly not
+    at all), known from the first results."""
+    dialect = conn.dialect
+    names = tuple(d[0] for d in cursor.description)
+    kind = type("Row", (Row,), {"__slots__": (), "_keys": names})
+    columns = list(getattr(statement, "exported_columns", ()))
+    convert = [
+        columns[i].type.dialect_impl(dialect).result_processor(dialect, d[1]) if i < len(columns) else None
+        for i, d in enumerate(cursor.description)
+    ]
+    row: Any = _converting(kind, convert) if any(convert) else kind
+
+    key = (id(statement), dialect.name, frozenset(params))
+    with _LOCK:
+        found = _COMPILED[key][1]
+        assert found is not None
+        _COMPILED[key] = (statement, _Compiled(found.sql, found.compiled, found.positions, row))
+    return row
+
+
+def _converting(kind: type[Row], convert: list[Any]) -> Callable[[Any], Row]:
+    def row(found: Any) -> Row:
+        return kind(f(value) if f is not None else value for f, value in zip(convert, found, strict=True))
+
+    return row
