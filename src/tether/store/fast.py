@@ -40,12 +40,15 @@ class _Compiled:
     sql: str
     compiled: Any
     positions: tuple[str, ...] | None  # a positional driver's parameter order (SQLite's ``?``)
-    row: Any  # a driver's row → ``Row``; None until the first rows name their columns and types
+    # a driver's row → ``Row``; None until the first run names the columns and their types (reading a
+    # cursor's description costs as much as the rest of a run: psycopg builds it anew at each read)
+    row: Any
 
 
 _COMPILED: dict[tuple[int, str, frozenset[str]], tuple[Any, _Compiled | None]] = {}
 _LOCK = threading.Lock()
 _CURSOR = "tether_fast_cursor"
+_NO_ROWS = object()  # a statement that returns none (no RETURNING)
 
 
 def execute(conn: Any, statement: Any, params: dict[str, Any]) -> list[Any]:
@@ -65,10 +68,8 @@ def execute(conn: Any, statement: Any, params: dict[str, Any]) -> list[Any]:
         cursor.execute(compiled.sql, args)
         if events:
             conn.dispatch.after_cursor_execute(conn, cursor, compiled.sql, args, None, False)
-        if cursor.description is None:
-            return []
-        row = compiled.row or _named(conn, statement, params, cursor)
-        return [row(found) for found in cursor.fetchall()]
+        row = compiled.row if compiled.row is not None else _named(conn, statement, params, cursor)
+        return [] if row is _NO_ROWS else [row(found) for found in cursor.fetchall()]
     except conn.dialect.loaded_dbapi.Error as exc:
         lost = conn.dialect.is_disconnect(exc, conn.connection.dbapi_connection, cursor)
         if lost:
@@ -124,6 +125,9 @@ def _named(conn: Any, statement: Any, params: dict[str, Any], cursor: Any) -> An
     value converted as SQLAlchemy would for its column's type and the driver's type of it (mostly not
     at all), known from the first results."""
     dialect = conn.dialect
+    if cursor.description is None:
+        _keep(conn, statement, params, _NO_ROWS)
+        return _NO_ROWS
     names = tuple(d[0] for d in cursor.description)
     kind = type("Row", (Row,), {"__slots__": (), "_keys": names})
     columns = list(getattr(statement, "exported_columns", ()))
@@ -132,13 +136,16 @@ def _named(conn: Any, statement: Any, params: dict[str, Any], cursor: Any) -> An
         for i, d in enumerate(cursor.description)
     ]
     row: Any = _converting(kind, convert) if any(convert) else kind
+    _keep(conn, statement, params, row)
+    return row
 
-    key = (id(statement), dialect.name, frozenset(params))
+
+def _keep(conn: Any, statement: Any, params: dict[str, Any], row: Any) -> None:
+    key = (id(statement), conn.dialect.name, frozenset(params))
     with _LOCK:
         found = _COMPILED[key][1]
         assert found is not None
         _COMPILED[key] = (statement, _Compiled(found.sql, found.compiled, found.positions, row))
-    return row
 
 
 def _converting(kind: type[Row], convert: list[Any]) -> Callable[[Any], Row]:

@@ -8,7 +8,7 @@ import json
 from functools import cache
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -110,8 +110,10 @@ def bump(conn: Any, run_id: str) -> int:
 
 
 @cache
-def set_status(ends: bool) -> Any:
-    """``UPDATE runs SET status`` from one of ``allowed``; ``ends``: the run's end time is set too."""
+@cache
+def set_status(ends: bool, allowed: tuple[str, ...]) -> Any:
+    """``UPDATE runs SET status`` from one of ``allowed`` (the run's id comes back when it moved);
+    ``ends``: the run's end time is set too."""
     values = {
         "status": bindparam("v_status"),
         "message": bindparam("v_message"),
@@ -119,8 +121,8 @@ def set_status(ends: bool) -> Any:
     }
     if ends:
         values["ended_at"] = bindparam("at")
-    where = (R.c.run_id == bindparam("rid"), R.c.status.in_(bindparam("allowed", expanding=True)))
-    return update(R).where(*where).values(values)
+    where = (R.c.run_id == bindparam("rid"), or_(*(R.c.status == s for s in allowed)))
+    return update(R).where(*where).values(values).returning(R.c.run_id)
 
 
 # A new run's row, unless its id is taken (one statement: RETURNING says which); its tasks' rows.

@@ -102,14 +102,14 @@ class SqlRunStore(ResourceQueue):
         ``since`` (every task for -1): a reader that keeps what it saw reads only what moved since (the
         engine's decisions), and the plan with it while it has none."""
         with self.db.read() as conn:
-            row = conn.execute(q.RUN if plan else q.HEAD, {"rid": run_id}).first()
+            row = fast.first(conn, q.RUN if plan else q.HEAD, {"rid": run_id})
             if row is None:
                 return None
             head = RunRecord.from_row(row)
             if head.rev <= since:
                 return head, []
             changed = [
-                TaskState.from_row(r) for r in conn.execute(q.CHANGED, {"rid": run_id, "since": since})
+                TaskState.from_row(r) for r in fast.execute(conn, q.CHANGED, {"rid": run_id, "since": since})
             ]
         return head, changed
 
@@ -254,9 +254,9 @@ class SqlRunStore(ResourceQueue):
         if status not in RUN_STATUSES:
             raise ValueError(f"unknown run status {status!r}")
         at = now()
-        values = {"rid": run_id, "allowed": list(only_from or ("running", "waiting_for_human")),
-                  "v_status": status, "v_message": message, "at": at}  # fmt: skip
-        moved = conn.execute(q.set_status(status in RUN_TERMINAL), values).rowcount
+        values = {"rid": run_id, "v_status": status, "v_message": message, "at": at}
+        allowed = tuple(only_from or ("running", "waiting_for_human"))
+        moved = fast.first(conn, q.set_status(status in RUN_TERMINAL, allowed), values) is not None
         if moved:
             changed = RunChanged(topic=f"run:{run_id}", run_id=run_id, status=status, message=message)
             append_event(conn, changed)
