@@ -117,36 +117,35 @@ IDLE_EXECUTOR = Goal(
 # PostgreSQL draining a backlog of flow runs, CPU (enqueue and drain, every process and backend counted)
 # against plain DBOS processes draining as many workflows from a queue set as tether's.
 #
-# Per run of one task, against a plain workflow of one step. Measured on a 2-core machine: 3x (4-5x
-# before tether-flows-4).
+# Per run of one task, against a plain workflow of one step. Measured on a 2-core machine: 2.1x (3x
+# before stop 42, 4-5x before tether-flows-4).
 CLUSTER_RUN = Goal(
     limit=1.5,
     metric="cpu",
     why="a flow run of one task is a run on record and a workflow segment, where the floor's workflow of "
     "one step records no run, plan, attempt, job or events. service.start checks the plan, writes the run, "
-    "its tasks and an event and enqueues through the process's DBOS client (two transactions, as many as "
-    "the floor's enqueue, but about 3x its CPU). The segment's one step reads the run and its plan, runs "
-    "the inline task (its attempt and job claimed in one transaction, ended with the run's end in "
-    "another: eager.py); the run's end is then weighed by initiative (its decision recorded, whether it "
-    "speaks or not, as the contracts require). About 81 statements and 17 commits a run (python -m "
-    "bench.statements; 106 and 23 before), against 7-10 transactions for the plain workflow "
-    "(pg_stat_database), each of ours a fraction of a millisecond of the worker's Python (SQLAlchemy, a "
-    "thread hop). What would have to change: the run's first read and its plan's in one transaction, "
-    "initiative's reads of a run's end in one, a cheaper plan check. A run of several tasks shares that "
-    "cost among them (the next row).",
+    "its tasks and an event in one transaction and enqueues through the process's DBOS client (about 2x "
+    "the floor's enqueue). The segment's one step reads the run with its plan, claims the inline task "
+    "(its attempt and job in one transaction) and ends it with the run's end in another (eager.py); "
+    "initiative records its decision on the run's end (a pass reads what it weighs with once, for every "
+    "end it finds). About 57 statements and 11 commits a run (python -m bench.statements; 81 and 17 "
+    "before stop 42), against 7-10 transactions for the plain workflow (pg_stat_database); DBOS's own "
+    "share (the queue's polls, the step's record) is the same on both sides and now most of either. What "
+    "would have to change: the first decision's read and the first claim in one transaction, a task's "
+    "records in fewer statements, a cheaper service.start. A run of several tasks shares that cost among "
+    "them (the next row).",
 )
 # Per task of a run of several tasks (``cluster.TASKS``, a chain), against a plain workflow of as many
-# steps in sequence: the several-hosts counterpart of ``FLOW``.
+# steps in sequence: the several-hosts counterpart of ``FLOW``. Measured: 1.3-1.45x (2.0x before stop 42).
 CLUSTER_TASK = Goal(
     limit=1.5,
     metric="cpu",
     why="a run's inline tasks run inside its decision step (no DBOS step per task, where the plain "
     "workflow takes one), and an idempotent task (``c.small`` is, as a plain step is at-least-once) is "
     "decided and claimed in the transaction that ends the one before (eager.py): one commit a task, "
-    "about 11 statements (its job and attempt ended, the next's claimed, both tasks moved, the run's "
-    "revision, the events in one insert with their lock). With the run's own share, about 18 statements "
-    "and 2.3 commits a task (python -m bench.statements; 29 and 4.3 before), against 4-5 transactions a "
-    "plain step (pg_stat_database); tether's share of a run is now about half of it (the row above). "
-    "What would have to change for 1.5x: a run's own records in fewer transactions, or several tasks' "
-    "records in one (a wave), or fewer statements a record.",
+    "about 10 statements (its job and attempt ended, the next's claimed, both tasks moved, the run's "
+    "revision, the events with their lock in one insert), each run on the driver's cursor "
+    "(store/fast.py). With the run's own share, about 16 statements and 2.4 commits a task (python -m "
+    "bench.statements), against 4-5 transactions a plain step (pg_stat_database). A miss means a "
+    "task's transaction grew, or SQLAlchemy's per-statement machinery is back on its path.",
 )
