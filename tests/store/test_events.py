@@ -176,3 +176,20 @@ def test_a_writer_draws_no_id_while_another_holds_the_logs_lock(open_db: Callabl
         assert drawn == held  # it waits without an id
     writer.join(30)
     assert done and done[0] > held
+
+
+def test_many_events_of_one_transaction_all_go_in_after_the_lock(open_db: Callable[[], Database]) -> None:
+    """Found in review: a transaction's events went in as one statement of five parameters a row,
+    whatever their number (PostgreSQL takes at most 65,535), each number of rows a statement of its own.
+    The first ``LOCKED_ROWS`` go in with the lock, the rest after it."""
+    from tether.store.events import LOCKED_ROWS, append_event
+
+    db = open_db()
+    log = EventLog(db)
+    n = LOCKED_ROWS * 2 + 5
+    with db.write() as conn:
+        for i in range(n):
+            append_event(conn, ToolProgress(topic="job:many", execution_id="many", message=str(i)))
+    got = [e for e in log.read(limit=1000) if isinstance(e, ToolProgress)]
+    assert sorted(int(e.message) for e in got) == list(range(n))
+    assert len({e.id for e in got}) == n

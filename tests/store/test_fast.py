@@ -65,21 +65,53 @@ def test_a_drivers_error_is_sqlalchemys_and_the_transaction_is_undone(
         assert fast.first(conn, HEAD, {"rid": "r1"})[1] == 0  # the bump went with it
 
 
-def test_whoever_listens_to_the_cursor_sees_every_statement(open_db: Callable[[], Database]) -> None:
+def test_whoever_listens_gets_sqlalchemys_own_execution(
+    open_db: Callable[[], Database], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test that counts statements, a tracer: they see every statement with SQLAlchemy's context (a
+    tracer keeps its span there). Without them, the statement never goes through SQLAlchemy."""
+    from sqlalchemy.engine import Connection
+
     db = _db(open_db)
-    seen: list[tuple[str, str]] = []
+    seen: list[tuple[str, bool]] = []
 
-    def before(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen.append(("before", statement.split()[0]))
-
-    def after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen.append(("after", statement.split()[0]))
+    def before(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+        seen.append((statement.split()[0], context is not None))
 
     event.listen(db.engine, "before_cursor_execute", before)
-    event.listen(db.engine, "after_cursor_execute", after)
     with db.write() as conn:
         fast.execute(conn, BUMP, {"rid": "r1"})
-    assert ("before", "UPDATE") in seen and ("after", "UPDATE") in seen
+    event.remove(db.engine, "before_cursor_execute", before)
+    assert ("UPDATE", True) in seen
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("run by SQLAlchemy")
+
+    with db.write() as conn:
+        monkeypatch.setattr(Connection, "execute", refused)
+        assert fast.first(conn, BUMP, {"rid": "r1"})[0] == 2
+        monkeypatch.undo()
+
+
+def test_what_sqlalchemy_fills_in_is_left_to_it(open_db: Callable[[], Database]) -> None:
+    """Found in review: a column's Python-side default (or onupdate) is SQLAlchemy's to compute; the
+    driver's cursor would have written NULL. And a bind whose name SQLAlchemy escapes stays bound on
+    SQLite's positional ``?``."""
+    from sqlalchemy import Column, Integer, MetaData, String, Table
+
+    db = open_db()
+    table = Table(
+        "fast_defaults", MetaData(), Column("k", Integer, primary_key=True),
+        Column("v", String, default="filled", onupdate="moved"),
+    )  # fmt: skip
+    with db.write() as conn:
+        table.create(conn)
+        fast.execute(conn, insert(table), {"k": 1})
+        assert conn.execute(select(table.c.v)).scalar_one() == "filled"
+        fast.execute(conn, update(table).values(k=bindparam("new")), {"new": 2})
+        assert conn.execute(select(table.c.v)).scalar_one() == "moved"
+        odd = select(table.c.k).where(table.c.k == bindparam("k(new)"))
+        assert [tuple(r) for r in fast.execute(conn, odd, {"k(new)": 2})] == [(2,)]
 
 
 def test_a_connection_lost_mid_transaction_is_replaced(open_db: Callable[[], Database]) -> None:

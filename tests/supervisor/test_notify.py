@@ -153,3 +153,34 @@ def test_a_pass_over_many_run_ends_reads_each_thing_once(runtime: Runtime, ended
         asyncio.run(step(runtime, settings))
     assert not any("FROM events WHERE" in s or "FROM runs" in s for s in again), again
     assert len(runtime.initiative.decisions(limit=100)) == ended
+
+
+def test_a_row_this_version_cannot_read_never_makes_a_pass_skip_the_rest(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found in review: a pass that read a full page judged it by the events it could read, so a page
+    holding a row this tether cannot read (a newer tether's, or damage) looked like the log's end and
+    the cursor jumped over every event after it, unweighed."""
+    import asyncio
+
+    from sqlalchemy import insert
+
+    from tether.config import InitiativeSettings
+    from tether.store import schema
+    from tether.supervisor import notify
+
+    monkeypatch.setattr(notify, "BATCH", 3)
+    settings = InitiativeSettings.load(runtime.home)
+    asyncio.run(notify.step(runtime, settings))
+    _ended_runs(runtime, 1, "a")
+    with runtime.db.write() as conn:  # a run's change this version cannot read
+        conn.execute(
+            insert(schema.events),
+            {"ts": 0.0, "kind": "run_changed", "topic": "run:x", "payload": '{"status": 7}',
+             "installation": runtime.installation.id},
+        )  # fmt: skip
+    _ended_runs(runtime, 3, "b")
+    for _ in range(6):
+        asyncio.run(notify.step(runtime, settings))
+    weighed = sorted(d.signal["data"]["run_id"] for d in runtime.initiative.decisions(limit=100))
+    assert weighed == ["a-0", "b-0", "b-1", "b-2"]

@@ -36,6 +36,7 @@ _INSERT = insert(E)
 # ``sort_by_parameter_order``, which SQLite would have sent row by row).
 _INSERT_MANY = insert(E).returning(E.c.id)
 _LOCKED_IN = "tether_events_locked_in"  # the connection's transaction that holds the lock
+LOCKED_ROWS = 32  # the most rows inserted with the lock in one statement (the rest follow, locked)
 
 
 def append_event(conn: Any, event: Event) -> None:
@@ -76,18 +77,20 @@ def _insert(conn: Any, rows: list[dict[str, Any]]) -> list[int]:
     """``rows`` in the log, in one statement; their ids. On PostgreSQL the log's lock comes first: in the
     same statement, the first time in a transaction."""
     transaction = conn.get_transaction()
+    ids: list[Any] = []
     if conn.dialect.name == "postgresql" and conn.info.get(_LOCKED_IN) is not transaction:
-        numbered = {f"{key}_{i}": value for i, row in enumerate(rows) for key, value in row.items()}
-        ids = [row[0] for row in fast.execute(conn, _locked(len(rows)), {**numbered, "key": EVENTS_LOCK})]
+        first, rows = rows[:LOCKED_ROWS], rows[LOCKED_ROWS:]  # the rest, if any, once the lock is held
+        numbered = {f"{key}_{i}": value for i, row in enumerate(first) for key, value in row.items()}
+        ids += [row[0] for row in fast.execute(conn, _locked(len(first)), {**numbered, "key": EVENTS_LOCK})]
         conn.info[_LOCKED_IN] = transaction
-    elif len(rows) == 1:
-        ids = [conn.execute(_INSERT, rows[0]).inserted_primary_key[0]]
-    else:  # SQLAlchemy's "insertmanyvalues": one INSERT … VALUES (…), (…) on both databases
-        ids = conn.execute(_INSERT_MANY, rows).scalars().all()
+    if len(rows) == 1:
+        ids.append(conn.execute(_INSERT, rows[0]).inserted_primary_key[0])
+    elif rows:  # SQLAlchemy's "insertmanyvalues": one INSERT … VALUES (…), (…) on both databases
+        ids += conn.execute(_INSERT_MANY, rows).scalars().all()
     return [int(i) for i in ids]
 
 
-@functools.lru_cache(maxsize=64)
+@functools.cache  # one statement per number of rows, up to LOCKED_ROWS
 def _locked(n: int) -> Any:
     """PostgreSQL: ``n`` rows inserted after the event log's transaction-scoped lock, in one statement.
     The lock is the filter on the rows, which the server applies to a row before it computes the row's
@@ -148,6 +151,20 @@ class EventLog:
         mine: bool = False,
     ) -> list[Event]:
         """Events with an id greater than ``after``, oldest first (only this home's with ``mine``)."""
+        return self.page(after, limit=limit, topics=topics, kinds=kinds, mine=mine)[0]
+
+    def page(
+        self,
+        after: int = 0,
+        *,
+        limit: int = 500,
+        topics: Sequence[str] | None = None,
+        kinds: Sequence[str] | None = None,
+        mine: bool = False,
+    ) -> tuple[list[Event], int | None]:
+        """``read``, and the id of the last row it scanned when it scanned ``limit`` of them (None when
+        it reached the log's end): how far a reader has read, though rows this version cannot read are
+        left out of the events."""
         query = select(E).where(E.c.id > after)
         if mine:
             query = query.where(E.c.installation == self.db.installation.id)
@@ -157,7 +174,8 @@ class EventLog:
             query = query.where(E.c.kind.in_(list(kinds)))
         with self.db.read() as conn:
             rows = conn.execute(query.order_by(E.c.id).limit(limit)).all()
-        return [event for event in map(_event, rows) if event is not None]
+        events = [event for event in map(_event, rows) if event is not None]
+        return events, (int(rows[-1]._mapping["id"]) if len(rows) == limit else None)
 
     def last_id(self) -> int:
         with self.db.read() as conn:

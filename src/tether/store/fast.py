@@ -7,11 +7,13 @@ of CPU a statement through SQLAlchemy and psycopg, 50 µs on the cursor; in ``py
 cluster``, the workers' CPU per task of a chain fell from 5.1 to 4.1 ms).
 
 ``execute`` runs a Core statement that SQLAlchemy compiled (once per dialect and set of parameter
-names) on the connection's DBAPI cursor: the same SQL, in the same transaction, with the same errors
-(a driver's error is raised as SQLAlchemy's ``DBAPIError``, a lost connection is invalidated) and the
-same ``before_cursor_execute`` / ``after_cursor_execute`` events for whoever listens (a test that counts
-statements, a tracer). A statement that needs SQLAlchemy at run time — a type that converts the values
-it is given, an expanding ``IN`` — is run by SQLAlchemy instead, with the same rows.
+names) on the connection's DBAPI cursor, inside the transaction SQLAlchemy began: the same SQL, with
+SQLAlchemy's errors (a driver's error is raised as its ``DBAPIError``; a lost connection is invalidated,
+though not the rest of the pool: ``database.ping_when_idle`` replaces those that sat idle). SQLAlchemy
+runs the statement itself, as any other, when it needs to at run time (a type that converts the values
+it is given, a Python-side default, an expanding ``IN``), outside a transaction, and whenever anyone
+listens to the connection's statements or errors (a test that counts them, a tracer, an error hook),
+who then see it with SQLAlchemy's own context.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class _Compiled:
     row: Any
 
 
-_COMPILED: dict[tuple[int, str, frozenset[str]], tuple[Any, _Compiled | None]] = {}
+_COMPILED: dict[tuple[Any, ...], tuple[Any, _Compiled | None]] = {}
 _LOCK = threading.Lock()
 _CURSOR = "tether_fast_cursor"
 _NO_ROWS = object()  # a statement that returns none (no RETURNING)
@@ -55,19 +57,14 @@ def execute(conn: Any, statement: Any, params: dict[str, Any]) -> list[Any]:
     """``conn.execute(statement, params).all()``, for a statement built once (a module's constant or a
     cached builder's: it is compiled once and kept)."""
     compiled = _compiled(conn, statement, params)
-    if compiled is None:
+    if compiled is None or _watched(conn) or not conn.in_transaction():
         result = conn.execute(statement, params)
         return list(result.all()) if result.returns_rows else []
-    values = compiled.compiled.construct_params(params)
+    values = compiled.compiled.construct_params(params, escape_names=compiled.positions is None)
     args: Any = values if compiled.positions is None else tuple(values[k] for k in compiled.positions)
     cursor = _cursor(conn)
-    events = conn.dispatch.before_cursor_execute or conn.dispatch.after_cursor_execute
     try:
-        if events:
-            conn.dispatch.before_cursor_execute(conn, cursor, compiled.sql, args, None, False)
         cursor.execute(compiled.sql, args)
-        if events:
-            conn.dispatch.after_cursor_execute(conn, cursor, compiled.sql, args, None, False)
         row = compiled.row if compiled.row is not None else _named(conn, statement, params, cursor)
         return [] if row is _NO_ROWS else [row(found) for found in cursor.fetchall()]
     except conn.dialect.loaded_dbapi.Error as exc:
@@ -76,8 +73,17 @@ def execute(conn: Any, statement: Any, params: dict[str, Any]) -> list[Any]:
             conn.invalidate(exc)
         raise DBAPIError.instance(
             compiled.sql, args, exc, conn.dialect.loaded_dbapi.Error, connection_invalidated=lost,
-            dialect=conn.dialect,
+            dialect=conn.dialect, hide_parameters=conn.engine.hide_parameters,
         ) from exc  # fmt: skip
+
+
+def _watched(conn: Any) -> bool:
+    """Whether anyone listens to this connection's statements or errors (a test that counts them, a
+    tracer, an error hook): they get SQLAlchemy's own execution, its context and its events."""
+    dispatch = conn.dispatch
+    return bool(
+        dispatch.before_cursor_execute or dispatch.after_cursor_execute or conn.dialect.dispatch.handle_error
+    )
 
 
 def _cursor(conn: Any) -> Any:
@@ -100,7 +106,7 @@ def first(conn: Any, statement: Any, params: dict[str, Any]) -> Any:
 
 def _compiled(conn: Any, statement: Any, params: dict[str, Any]) -> _Compiled | None:
     dialect = conn.dialect
-    key = (id(statement), dialect.name, frozenset(params))
+    key = _key(conn, statement, params)
     found = _COMPILED.get(key)
     if found is not None and found[0] is statement:
         return found[1]
@@ -110,6 +116,8 @@ def _compiled(conn: Any, statement: Any, params: dict[str, Any]) -> _Compiled | 
         and not compiled.post_compile_params
         and not any(b.expanding for b in compiled.binds.values())
         and all(b.type.dialect_impl(dialect).bind_processor(dialect) is None for b in compiled.binds.values())
+        and not compiled.insert_prefetch  # a column's Python-side default SQLAlchemy would fill in
+        and not compiled.update_prefetch
     )
     made = None
     if runs_alone:
@@ -118,6 +126,11 @@ def _compiled(conn: Any, statement: Any, params: dict[str, Any]) -> _Compiled | 
     with _LOCK:
         _COMPILED[key] = (statement, made)  # the statement kept: its id is never another's
     return made
+
+
+def _key(conn: Any, statement: Any, params: dict[str, Any]) -> tuple[Any, ...]:
+    dialect = conn.dialect
+    return id(statement), dialect.name, dialect.driver, dialect.paramstyle, frozenset(params)
 
 
 def _named(conn: Any, statement: Any, params: dict[str, Any], cursor: Any) -> Any:
@@ -141,7 +154,7 @@ def _named(conn: Any, statement: Any, params: dict[str, Any], cursor: Any) -> An
 
 
 def _keep(conn: Any, statement: Any, params: dict[str, Any], row: Any) -> None:
-    key = (id(statement), conn.dialect.name, frozenset(params))
+    key = _key(conn, statement, params)
     with _LOCK:
         found = _COMPILED[key][1]
         assert found is not None

@@ -110,7 +110,6 @@ def bump(conn: Any, run_id: str) -> int:
 
 
 @cache
-@cache
 def set_status(ends: bool, allowed: tuple[str, ...]) -> Any:
     """``UPDATE runs SET status`` from one of ``allowed`` (the run's id comes back when it moved);
     ``ends``: the run's end time is set too."""

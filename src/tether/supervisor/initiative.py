@@ -42,7 +42,8 @@ _ENDED = {
 @dataclass
 class Weighing:
     """What a pass over several signals reads once (the notify loop's): the decisions their keys have
-    already, and each agent's record and threshold as the pass found them."""
+    already, and each agent's record and threshold as the pass found them (a rating made while a pass
+    posts counts from the next pass on)."""
 
     decided: dict[str, DecisionRecord] = field(default_factory=dict)
     agents: dict[str, tuple[Any, float]] = field(default_factory=dict)

@@ -210,9 +210,8 @@ def read_events(runtime: Runtime) -> tuple[list[Event], int, int]:
     after = runtime.notifications.cursor(CURSOR, last)
     if after >= last:
         return [], after, after  # nothing new: no read of the log
-    found = runtime.events.read(after=after, limit=BATCH, kinds=KINDS, mine=True)
-    covered = found[-1].id if len(found) == BATCH else last
-    return found, after, covered
+    found, scanned = runtime.events.page(after=after, limit=BATCH, kinds=KINDS, mine=True)
+    return found, after, last if scanned is None else scanned
 
 
 # -- sending ------------------------------------------------------------------------------------------
@@ -303,13 +302,16 @@ async def step(runtime: Runtime, settings: InitiativeSettings, model_for: Any = 
         for event, _, signal in found.weighed:
             if signal is None:
                 continue
-            record = await consider(
-                runtime, signal, model_for=model_for, settings=settings, weighing=found.weighing
-            )
-            if record.decided_by == "model":  # a model's answer is not asked again after a crash
-                await asyncio.to_thread(runtime.notifications.advance, CURSOR, event.id)
-    # The rest at once: an event read again after a crash leads to nothing new (what an event leads to
-    # is keyed by it: a notification per channel, a decision per signal, each taken once).
+            try:
+                await consider(
+                    runtime, signal, model_for=model_for, settings=settings, weighing=found.weighing
+                )
+            except Exception:  # the events before it are done; it and the rest, next pass
+                log.warning("notifications: weighing event %s failed", event.id, exc_info=True)
+                covered = event.id - 1
+                break
+    # The cursor moves once a pass: an event read again after a crash leads to nothing new (what an
+    # event leads to is keyed by it: a notification per channel, a decision per signal, each taken once).
     if covered > after:
         await asyncio.to_thread(runtime.notifications.advance, CURSOR, covered)
     await asyncio.to_thread(send_due, runtime, settings)
