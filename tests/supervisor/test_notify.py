@@ -3,15 +3,14 @@ notification and an ``ended`` signal; any other job's end is neither, and costs 
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import text
 
+from tests.support.statements import selects, statements
 from tether.events import JobStateChanged
 from tether.runtime import Runtime
 from tether.supervisor.notify import describe, ended_signal
@@ -34,22 +33,6 @@ def _ended(runtime: Runtime, execution_id: str, *, background: bool) -> JobState
     return next(e for e in changes if e.execution_id == execution_id and e.status == "completed")
 
 
-@contextlib.contextmanager
-def _job_reads(runtime: Runtime) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and " jobs" in statement:
-            seen.append(statement)
-
-    engine = runtime.db.engine
-    event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
-
-
 def test_a_background_jobs_end_is_said_and_signalled(runtime: Runtime) -> None:
     ended = _ended(runtime, "bg-1", background=True)
     assert ended.background is True
@@ -65,7 +48,7 @@ def test_any_other_jobs_end_is_neither_and_reads_no_job(runtime: Runtime) -> Non
     background."""
     ended = _ended(runtime, "fg-1", background=False)
     assert ended.background is False
-    with _job_reads(runtime) as seen:
+    with statements(runtime.db.engine, lambda s: selects(s) and " jobs" in s) as seen:
         assert describe(runtime, ended, "") is None and ended_signal(runtime, ended) is None
     assert seen == []
 
@@ -73,21 +56,6 @@ def test_any_other_jobs_end_is_neither_and_reads_no_job(runtime: Runtime) -> Non
 def test_an_event_written_before_it_said_so_still_reads_its_job(runtime: Runtime) -> None:
     ended = _ended(runtime, "old-1", background=True).model_copy(update={"background": None})
     assert describe(runtime, ended, "") is not None and ended_signal(runtime, ended) is not None
-
-
-@contextlib.contextmanager
-def _run_reads(runtime: Runtime) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and " run" in statement:
-            seen.append(statement)
-
-    event.listen(runtime.db.engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(runtime.db.engine, "before_cursor_execute", count)
 
 
 def test_a_runs_end_is_weighed_from_the_runs_head_alone(runtime: Runtime) -> None:
@@ -99,26 +67,11 @@ def test_a_runs_end_is_weighed_from_the_runs_head_alone(runtime: Runtime) -> Non
     assert runtime.runs.set_status("r-1", "completed", "done")
     changes = [e for e in runtime.events.read(kinds=["run_changed"]) if isinstance(e, RunChanged)]
     (ended,) = [e for e in changes if e.status == "completed"]
-    with _run_reads(runtime) as seen:
+    with statements(runtime.db.engine, lambda s: selects(s) and " run" in s) as seen:
         signal = ended_signal(runtime, ended)
     assert signal is not None and signal.data["task"] == "tidy the shelves"
     assert signal.data["duration_s"] >= 0
     assert len(seen) == 1 and not re.search(r"runs\.plan\b", seen[0]) and "run_tasks" not in seen[0], seen
-
-
-@contextlib.contextmanager
-def _reads(runtime: Runtime) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT"):
-            seen.append(statement)
-
-    event.listen(runtime.db.engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(runtime.db.engine, "before_cursor_execute", count)
 
 
 def _ended_runs(runtime: Runtime, n: int, tag: str) -> None:
@@ -141,18 +94,24 @@ def test_a_pass_over_many_run_ends_reads_each_thing_once(runtime: Runtime, ended
 
     settings = InitiativeSettings.load(runtime.home)
     asyncio.run(step(runtime, settings))  # the cursor starts at the log's end
+    before = runtime.events.last_id()
     _ended_runs(runtime, ended, "r")
-    with _reads(runtime) as seen:
+    with statements(runtime.db.engine, selects) as seen:
         asyncio.run(step(runtime, settings))
     decided = runtime.initiative.decisions(limit=100)
     assert sorted(d.signal["data"]["run_id"] for d in decided) == [f"r-{k}" for k in range(ended)]
     shapes = [re.sub(r"\s+", " ", s)[:60] for s in seen]
     for table in ("FROM runs", "FROM channels", "FROM agents", "FROM thresholds", "signal_key IN"):
         assert sum(table in s for s in seen) == 1, (table, shapes)
-    with _reads(runtime) as again:  # nothing new: the log itself is not read again
+    with statements(runtime.db.engine, selects) as again:  # nothing new: the log itself is not read again
         asyncio.run(step(runtime, settings))
     assert not any("FROM events WHERE" in s or "FROM runs" in s for s in again), again
     assert len(runtime.initiative.decisions(limit=100)) == ended
+    # A crash after the decisions but before the cursor moved: the pass is read again, and adds nothing.
+    with runtime.db.write() as conn:
+        conn.execute(text("UPDATE cursors SET position = :p WHERE name = 'notify'"), {"p": before})
+    asyncio.run(step(runtime, settings))
+    assert runtime.initiative.decisions(limit=100) == decided
 
 
 def test_a_row_this_version_cannot_read_never_makes_a_pass_skip_the_rest(

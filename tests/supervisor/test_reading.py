@@ -4,7 +4,6 @@ never the plan again while its version holds."""
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,24 +11,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
+from tests.support.statements import statements
 from tether.runtime import Runtime
 from tether.supervisor.reading import forget, plan_of, read_for_decide
-
-
-@contextlib.contextmanager
-def _statements(runtime: Runtime) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen.append(" ".join(statement.split()))
-
-    event.listen(runtime.db.engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(runtime.db.engine, "before_cursor_execute", count)
 
 
 def _plan(statement: str) -> bool:
@@ -51,14 +36,14 @@ def test_a_decision_reads_the_plan_with_the_run_once(runtime: Runtime) -> None:
     runtime.runs.create("r-plan", goal="g", plan={"caller": "cli", "tasks": tasks}, caller="cli")
     h: Any = SimpleNamespace(runtime=runtime, executor=SimpleNamespace(registry=Registry()))
     forget("r-plan")
-    with _statements(runtime) as first:
+    with statements(runtime.db.engine) as first:
         run = read_for_decide(h, "r-plan")
         assert run is not None
         known = plan_of(h, run)
     assert [t.id for t in known.plan.tasks] == ["a", "b"]
     selects = [s for s in first if s.startswith("SELECT")]
     assert len(selects) == 2 and _plan(selects[0]) and "FROM run_tasks" in selects[1], selects
-    with _statements(runtime) as then:  # the plan is known: the head alone, and nothing moved
+    with statements(runtime.db.engine) as then:  # the plan is known: the head alone, and nothing moved
         run = read_for_decide(h, "r-plan")
         assert run is not None and plan_of(h, run) is known
     reads = [s for s in then if s.startswith("SELECT")]

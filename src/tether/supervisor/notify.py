@@ -174,10 +174,10 @@ def route(
 
 @dataclass(frozen=True)
 class Pass:
-    """A pass's events, each with the notifications it queued and the signal it is for initiative (None:
-    none), and what initiative reads once for all of them."""
+    """A pass's events, routed, each with the signal it is for initiative (None: none), and what
+    initiative reads once for all of them."""
 
-    weighed: list[tuple[Event, int, Any]]
+    weighed: list[tuple[Event, Any]]
     weighing: Any
 
 
@@ -188,15 +188,11 @@ def routed(runtime: Runtime, events: list[Event], settings: InitiativeSettings) 
 
     channels = runtime.notifications.channels()
     heads = ended_runs(runtime, events) if settings.enabled else {}
-    weighed = [
-        (
-            event,
-            route(runtime, event, settings, channels),
-            ended_signal(runtime, event, heads) if settings.enabled else None,
-        )
-        for event in events
-    ]
-    keys = [signal.key for _, _, signal in weighed if signal is not None and signal.key is not None]
+    weighed = []
+    for event in events:
+        route(runtime, event, settings, channels)
+        weighed.append((event, ended_signal(runtime, event, heads) if settings.enabled else None))
+    keys = [signal.key for _, signal in weighed if signal is not None and signal.key is not None]
     return Pass(weighed, Weighing.of(runtime, keys))
 
 
@@ -299,7 +295,7 @@ async def step(runtime: Runtime, settings: InitiativeSettings, model_for: Any = 
     events, after, covered = await asyncio.to_thread(read_events, runtime)
     if events:
         found = await asyncio.to_thread(routed, runtime, events, settings)
-        for event, _, signal in found.weighed:
+        for event, signal in found.weighed:
             if signal is None:
                 continue
             try:
