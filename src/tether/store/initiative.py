@@ -17,7 +17,8 @@ from typing import Any
 
 from sqlalchemy import bindparam, text
 
-from tether.errors import ConfigError
+from tether.errors import ConfigError, StoreError
+from tether.store import fast
 from tether.store.database import Database
 
 DOWN, UP = 0.05, 0.02
@@ -141,10 +142,12 @@ class InitiativeStore:
             "reason": reason[:1000], "decided_by": decided_by, "created_at": _now(),
         }  # fmt: skip
         with self.db.write() as conn:
-            row = conn.execute(_INSERT, values).first()
+            row = fast.first(conn, _INSERT, values)
             if row is not None:
                 return _record(row), True
-            found = conn.execute(_BY_KEY, {"installation": self.installation, "key": signal_key}).one()
+            found = fast.first(conn, _BY_KEY, {"installation": self.installation, "key": signal_key})
+            if found is None:  # the insert met this key's row: it cannot be gone (decisions are kept)
+                raise StoreError(f"the decision for {signal_key!r} was neither recorded nor found")
         return _record(found), False
 
     def attach(self, decision_id: int, thread_id: str | None, turn: int | None, message: str | None) -> None:

@@ -164,7 +164,7 @@ class SqlRunStore(ResourceQueue):
                 "segment": 0, "plan_version": 0, "message": "", "created_at": at, "updated_at": at,
                 **self.installation.values(),
             }  # fmt: skip
-            if conn.execute(q.CREATE[conn.dialect.name], row).first() is None:  # one statement: new, or not
+            if fast.first(conn, q.CREATE[conn.dialect.name], row) is None:  # one statement: new, or not
                 raise StoreError(f"a run {run_id!r} exists already")
             rows = [
                 {
@@ -174,7 +174,9 @@ class SqlRunStore(ResourceQueue):
                 }
                 for position, task in enumerate(plan["tasks"])
             ]  # fmt: skip
-            if rows:
+            if len(rows) == 1:
+                fast.execute(conn, q.INSERT_TASKS, rows[0])
+            elif rows:
                 conn.execute(q.INSERT_TASKS, rows).all()  # one statement for every task
             append_event(conn, RunChanged(topic=f"run:{run_id}", run_id=run_id, status="running"))
         tasks = tuple(
