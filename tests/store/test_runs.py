@@ -239,3 +239,74 @@ def test_a_runs_tasks_go_on_record_in_one_statement(open_db: Callable[[], Databa
     assert len(sent) == 1 and sent[0][0].count("), (") == 9, sent
     run = store.get("r10")
     assert run is not None and [t.task_id for t in run.tasks] == [f"t{i}" for i in range(10)]
+
+
+def _pending(eid: str) -> Any:
+    from tether.tasks.result import TaskResult, TaskStatus
+
+    return TaskResult(task_id="x.y", execution_id=eid, status=TaskStatus.PENDING, message="starting")
+
+
+def test_a_call_of_a_run_that_has_ended_never_goes_on_record(open_db: Callable[[], Database]) -> None:
+    """Found in review: an attempt that read its run before a cancel put its call on record after the
+    cancel had looked for the run's jobs to stop, and the call ran to its end."""
+    from tether.errors import StoreError
+    from tether.store.jobs import SqlJobStore
+
+    db = open_db()
+    runs, jobs = SqlRunStore(db), SqlJobStore(db)
+    runs.create("r1", goal="", plan=_plan(1), caller="cli")
+    assert jobs.insert(_pending("e1"), caller="cli", params={}, origin="run:r1")
+    runs.set_status("r1", "cancelled", "cancelled by cli")
+    with pytest.raises(StoreError, match="run r1 is cancelled: none of its calls starts any more"):
+        jobs.insert(_pending("e2"), caller="cli", params={}, origin="run:r1")
+    assert jobs.get("e2") is None
+    # What a cancelled run's call leaves on record is a refusal, and that goes in; so does a call whose
+    # origin is no run on record (a caller's own label).
+    from tether.tasks.result import TaskStatus
+
+    refused = _pending("e3").model_copy(update={"status": TaskStatus.REJECTED, "message": "no"})
+    assert jobs.insert(refused, caller="cli", params={}, origin="run:r1")
+    assert jobs.insert(_pending("e4"), caller="cli", params={}, origin="run:elsewhere")
+    # Its attempts still go on record (to say why they did not run), and its task stays cancelled.
+    runs.update_task("r1", "t0", status="cancelled", message="the run was cancelled")
+    runs.begin_attempts("r1", [("t0", 1, "e5", {"call": "x.y"})])
+    run = runs.view("r1", task_ids=["t0"], attempts_of="t0")
+    assert run is not None and run.task("t0").status == "cancelled"  # type: ignore[union-attr]
+    assert [a.execution_id for a in run.attempts] == ["e5"]
+
+
+def test_a_cancel_waits_for_a_call_that_found_its_run_open(open_db: Callable[[], Database]) -> None:
+    """The run's row is held from the check to the call's commit: a cancel that comes in between waits,
+    then finds the call on record (and stops it), on both databases."""
+    from tether.store.jobs import SqlJobStore
+
+    db = open_db()
+    runs, jobs = SqlRunStore(db), SqlJobStore(db)
+    runs.create("r1", goal="", plan=_plan(1), caller="cli")
+    checked, release = threading.Event(), threading.Event()
+
+    def held(conn: Any) -> None:  # the call's transaction, after its check and its insert
+        checked.set()
+        assert release.wait(30)
+
+    inserting = threading.Thread(
+        target=jobs.insert, args=(_pending("e1"),), kwargs={"caller": "cli", "params": {}, "origin": "run:r1",
+                                                             "also": held}
+    )  # fmt: skip
+    inserting.start()
+    assert checked.wait(30)
+    cancelled: list[list[str]] = []
+
+    def cancel() -> None:  # what ``service.cancel_run`` does: the status, then the jobs to stop
+        runs.set_status("r1", "cancelled", "cancelled by cli")
+        cancelled.append([j.execution_id for j in jobs.list(active=True, origin="run:r1")])
+
+    cancelling = threading.Thread(target=cancel)
+    cancelling.start()
+    cancelling.join(2.0)  # it cannot end while the call holds the run
+    assert not cancelled
+    release.set()
+    inserting.join(30)
+    cancelling.join(30)
+    assert cancelled == [["e1"]]

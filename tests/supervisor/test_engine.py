@@ -237,6 +237,46 @@ def test_cancel_stops_the_running_job_and_ends_the_run(home: Path, tmp_path: Pat
     assert ledger(home) == []
 
 
+@pytest.mark.parametrize(
+    ("task", "point"),
+    [("f.once", "executor.before_record"), ("f.inline_once", "inline.before_claim.f.inline_once")],
+    ids=["worker", "inline"],
+)
+def test_a_cancel_that_lands_before_a_call_is_on_record_keeps_it_from_running(
+    home: Path, tmp_path: Path, task: str, point: str
+) -> None:
+    """Found in review: a cancel stops the jobs of the run it finds on record, and an attempt that had
+    read the run before the cancel put its job on record after it, and ran it to its end. Here the
+    executor is held between the two on purpose; the call must not run, and nothing stays running."""
+    reached, go = home / "reached", home / "go"
+    worker = _worker(home, TETHER_FAULTS=f"{point}=touch:{reached}+wait:{go}")
+    try:
+        flow = flow_file(tmp_path, [call("one", task, key="one")])
+        code, run, err = cli(home, "flow", "run", str(flow), "--detach", "--json")
+        assert code == 0, err
+        run_id = run["run_id"]
+        eventually(reached.exists, timeout=60, what="the attempt to be about to put its call on record")
+        code, _, err = cli(home, "flow", "cancel", run_id)
+        assert code == 0, err
+        go.touch()
+
+        def settled() -> dict[str, Any] | None:
+            _, shown, _ = cli(home, "flow", "show", run_id, "--json")
+            steps = shown["tasks"][0]["steps"]
+            return shown if steps and all(s["status"] != "running" for s in steps) else None
+
+        final = eventually(settled, timeout=60, what="the held attempt to settle")
+        assert final["status"] == "cancelled" and statuses(final) == {"one": "cancelled"}, final
+        (step,) = final["tasks"][0]["steps"]
+        assert step["status"] != "completed" and "cancelled" in step["message"], step
+        code, jobs, _ = cli(home, "job", "list", "--json")
+        listed = jobs if isinstance(jobs, list) else jobs["jobs"]
+        assert all(job["status"] not in ("running", "completed") for job in listed), listed
+    finally:
+        _stop(worker)
+    assert ledger(home) == []
+
+
 def _worker(home: Path, **env: str) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tether.interfaces.cli", "--registry", FLOWS, "worker"],

@@ -133,7 +133,13 @@ class InlineRun:
     async def run(self) -> TaskResult:
         inline = _inline(self.spec)
         if self.where.given and not self.claimed:
-            known = await self._claim()
+            try:
+                known = await self._claim()
+            except StoreError as exc:  # nothing was started: say why, as a result (as a worker's call does)
+                return TaskResult(
+                    task_id=self.spec.task_id, execution_id=self.execution_id, status=TaskStatus.FAILED,
+                    message=f"nothing was started: {exc.message}", data={"not_on_record": exc.message},
+                )  # fmt: skip
             if known is not None:
                 return await self.attach(known)
         paths = ExecutionPaths.of(self.home, self.execution_id)

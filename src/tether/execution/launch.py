@@ -146,6 +146,7 @@ class Launch:
         """The pending row, first: None once it is ours, the twin's record when another call inserted
         this id first, or a result when nothing may start (a used confirmation, a store that refused)."""
         spec, consent = self.spec, self.admitted.consent
+        faults.point("executor.before_record")  # a test holds a call here, before anything is on record
         pending = TaskResult(
             task_id=spec.task_id,
             execution_id=self.execution_id,

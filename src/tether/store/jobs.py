@@ -44,6 +44,12 @@ _INSERT_NEW = {  # the row, unless its execution id is on record already
     .on_conflict_do_nothing(index_elements=[T.c.execution_id])
     .returning(T.c.execution_id),
 }
+# The run a call's origin names (``run:<id>``), its row locked until the transaction ends: a cancel
+# moves that row, so it either comes first (and the call is refused) or waits for the call's record
+# (and then finds the job to stop).
+_RUN_OF_ORIGIN = (
+    select(schema.runs.c.status).where(schema.runs.c.run_id == bindparam("rid")).with_for_update(read=True)
+)
 _BY_ID = select(T).where(T.c.execution_id == bindparam("eid"))
 _ID_ONLY = select(T.c.execution_id).where(T.c.execution_id == bindparam("eid"))
 _BY_NONCE = select(T.c.execution_id).where(T.c.confirmation == bindparam("nonce"))
@@ -264,6 +270,14 @@ def _dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+def _refuse_for_an_ended_run(conn: Any, run_id: str) -> None:
+    """``StoreError`` when run ``run_id`` has ended; its row stays locked (shared) until the caller's
+    transaction ends. A run not on record (a caller's own origin) refuses nothing."""
+    found = fast.first(conn, _RUN_OF_ORIGIN, {"rid": run_id})
+    if found is not None and found[0] in ("completed", "failed", "cancelled"):
+        raise StoreError(f"run {run_id} is {found[0]}: none of its calls starts any more")
+
+
 class SqlJobStore:
     """The job table of one database (SQLite or PostgreSQL), safe to share between threads."""
 
@@ -292,9 +306,13 @@ class SqlJobStore:
         also: Callable[[Any], None] | None = None,
     ) -> bool:
         """Insert the job's first record. False when ``if_absent`` and the id is already on record;
-        ``ConfirmationUsed`` when ``confirmation`` authorized another execution. ``also(conn)``: the
-        caller's own writes, in the same transaction as the insert (not run when nothing was inserted)."""
+        ``ConfirmationUsed`` when ``confirmation`` authorized another execution; ``StoreError`` when
+        ``origin`` is a run (``run:<id>``) that has ended (cancelled, failed, completed): none of its
+        calls starts after that, however late its attempt gets here. ``also(conn)``: the caller's own
+        writes, in the same transaction as the insert (not run when nothing was inserted)."""
         with self.db.write() as conn:
+            if origin is not None and origin.startswith("run:") and result.status not in TERMINAL:
+                _refuse_for_an_ended_run(conn, origin[len("run:") :])
             return self.insert_in(
                 conn, result, caller=caller, params=params, resources=resources, background=background,
                 detached=detached, origin=origin, starter=starter, confirmation=confirmation,

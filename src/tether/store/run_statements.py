@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from tether.store import fast, schema
-from tether.store.runs import TASK_ENDED
+from tether.store.runs import RUN_TERMINAL, TASK_ENDED
 
 R = schema.runs
 RT = schema.run_tasks
@@ -46,6 +46,14 @@ PLAN = select(R.c.plan, R.c.plan_version).where(R.c.run_id == bindparam("rid"))
 TASKS = select(RT).where(RT.c.run_id == bindparam("rid")).order_by(RT.c.position)
 BUMP = update(R).where(R.c.run_id == bindparam("rid")).values(rev=R.c.rev + 1).returning(R.c.rev)
 BUMP_HEAD = BUMP.returning(*(c for c in R.c if c.name not in ("plan", "rev")))  # rev, then the head
+# The next revision of a run that has not ended; no row when it has (its statuses spelled out: no
+# expanding IN, so the statement stays on the driver's cursor).
+BUMP_OPEN = (
+    update(R)
+    .where(R.c.run_id == bindparam("rid"), *(R.c.status != ended for ended in RUN_TERMINAL))
+    .values(rev=R.c.rev + 1)
+    .returning(R.c.rev)
+)
 CHANGED = select(RT).where(RT.c.run_id == bindparam("rid"), RT.c.rev > bindparam("since"))
 # The engine's hot statements are built once: building a statement per call (and its cache key) was
 # most of the cost of a write.
@@ -100,6 +108,12 @@ def task_params(run_id: str, task_id: str, row: dict[str, Any]) -> dict[str, Any
 
 
 ATTEMPTS = select(RA).where(RA.c.run_id == bindparam("rid")).order_by(RA.c.started_at, RA.c.attempt)
+
+
+def bump_open(conn: Any, run_id: str) -> int | None:
+    """``bump``, for a run that has not ended; None (nothing written) when it has."""
+    found = fast.first(conn, BUMP_OPEN, {"rid": run_id})
+    return int(found[0]) if found is not None else None
 
 
 def bump(conn: Any, run_id: str) -> int:

@@ -322,8 +322,9 @@ class SqlRunStore(ResourceQueue):
         self, conn: Any, run_id: str, wave: list[tuple[str, int, str, dict[str, Any]]], rev: int | None = None
     ) -> Written | None:
         """``begin_attempts`` in ``conn``'s transaction (an inline call's claim of its job: the attempt and
-        its job go on record together); ``rev``: the revision it took already. None: all on record."""
-        at, started = now(), list[TaskState]()
+        its job go on record together); ``rev``: the revision it took already. None: all on record, or
+        the run has ended (its attempts go on record, and its tasks do not move: a cancel stays one)."""
+        at, started, ended = now(), list[TaskState](), False
         for task_id, attempt, execution_id, how in wave:
             row = {
                 "run_id": run_id, "task_id": task_id, "attempt": attempt, "execution_id": execution_id,
@@ -332,7 +333,11 @@ class SqlRunStore(ResourceQueue):
             }  # fmt: skip
             if fast.first(conn, q.BEGIN_ATTEMPT[conn.dialect.name], row) is None:
                 continue  # on record already
-            rev = q.bump(conn, run_id) if rev is None else rev
+            if rev is None and not ended:
+                rev = q.bump_open(conn, run_id)
+                ended = rev is None
+            if ended:  # cancelled meanwhile: the attempt is on record (to say why it did not run), its task
+                continue  # stays as the run's end left it
             values = {"rid": run_id, "tid": task_id, "n": attempt, "at": at, "rev": rev}
             started += map(TaskState.from_row, fast.execute(conn, q.START_TASK, values))
             append_event(
