@@ -220,11 +220,9 @@ def test_cancel_stops_the_running_job_and_ends_the_run(home: Path, tmp_path: Pat
         assert code == 0, err
         run_id = run["run_id"]
 
-        def started() -> bool:
-            _, shown, _ = cli(home, "flow", "show", run_id, "--json")
-            return shown["tasks"][0]["status"] == "running"
-
-        eventually(started, timeout=60, what="the long task to start")
+        # Its job running (its worker's handshake): a task shows "running" from its attempt's record, before
+        # its job is (a cancel that lands there is the test below).
+        eventually(lambda: tool_running(home), timeout=60, what="the long task's job to run")
         code, _, err = cli(home, "flow", "cancel", run_id)
         assert code == 0, err
         code, final, _ = cli(home, "flow", "show", run_id, "--json")
