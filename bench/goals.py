@@ -128,7 +128,7 @@ CLUSTER_RUN = Goal(
     "the floor's enqueue). The segment's one step reads the run with its plan, claims the inline task "
     "(its attempt and job in one transaction) and ends it with the run's end in another (eager.py); "
     "initiative records its decision on the run's end (a pass reads what it weighs with once, for every "
-    "end it finds). About 58 statements and 11 commits a run (python -m bench.statements; 81 and 17 "
+    "end it finds). About 59 statements and 11 commits a run (python -m bench.statements; 81 and 17 "
     "before stop 42), against 7-10 transactions for the plain workflow (pg_stat_database); DBOS's own "
     "share (the queue's polls, the step's record) is the same on both sides and now most of either. What "
     "would have to change: the first decision's read and the first claim in one transaction, a task's "

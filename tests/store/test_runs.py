@@ -310,3 +310,38 @@ def test_a_cancel_waits_for_a_call_that_found_its_run_open(open_db: Callable[[],
     inserting.join(30)
     cancelling.join(30)
     assert cancelled == [["e1"]]
+
+
+def test_two_claims_of_one_wave_both_go_on_record(open_db: Callable[[], Database]) -> None:
+    """Two inline calls of one wave are claimed at once, each in a transaction that checks the run and
+    then moves it (its attempt, ``begin_in``). Found writing the check: taken shared, both claims held the
+    run's row and each waited for the other to let go (PostgreSQL ended one as a deadlock)."""
+    from tether.store.jobs import SqlJobStore
+
+    db = open_db()
+    runs, jobs = SqlRunStore(db), SqlJobStore(db)
+    runs.create("r1", goal="", plan=_plan(2), caller="cli")
+    both = threading.Barrier(2)
+    failed: list[BaseException] = []
+
+    def claim(task_id: str) -> None:
+        def started(conn: Any) -> None:
+            try:  # both past their checks before either moves the run, when the check lets them be
+                both.wait(timeout=1.0)
+            except threading.BrokenBarrierError:
+                pass
+            runs.begin_in(conn, "r1", [(task_id, 1, f"e-{task_id}", {"call": "x.y"})])
+
+        try:
+            jobs.insert(_pending(f"e-{task_id}"), caller="cli", params={}, origin="run:r1", also=started)
+        except BaseException as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=claim, args=(t,)) for t in ("t0", "t1")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failed, failed
+    run = runs.get("r1")
+    assert run is not None and {t.task_id: t.status for t in run.tasks} == {"t0": "running", "t1": "running"}

@@ -46,9 +46,13 @@ _INSERT_NEW = {  # the row, unless its execution id is on record already
 }
 # The run a call's origin names (``run:<id>``), its row locked until the transaction ends: a cancel
 # moves that row, so it either comes first (and the call is refused) or waits for the call's record
-# (and then finds the job to stop).
+# (and then finds the job to stop). Locked as the run's writes lock it (FOR NO KEY UPDATE), not shared:
+# an inline call's claim goes on to move the run in the same transaction, and two claims of one wave
+# holding it shared would each wait for the other to let go.
 _RUN_OF_ORIGIN = (
-    select(schema.runs.c.status).where(schema.runs.c.run_id == bindparam("rid")).with_for_update(read=True)
+    select(schema.runs.c.status)
+    .where(schema.runs.c.run_id == bindparam("rid"))
+    .with_for_update(key_share=True)
 )
 _BY_ID = select(T).where(T.c.execution_id == bindparam("eid"))
 _ID_ONLY = select(T.c.execution_id).where(T.c.execution_id == bindparam("eid"))
@@ -271,8 +275,8 @@ def _dumps(value: object) -> str:
 
 
 def _refuse_for_an_ended_run(conn: Any, run_id: str) -> None:
-    """``StoreError`` when run ``run_id`` has ended; its row stays locked (shared) until the caller's
-    transaction ends. A run not on record (a caller's own origin) refuses nothing."""
+    """``StoreError`` when run ``run_id`` has ended; its row stays locked until the caller's transaction
+    ends. A run not on record (a caller's own origin) refuses nothing."""
     found = fast.first(conn, _RUN_OF_ORIGIN, {"rid": run_id})
     if found is not None and found[0] in ("completed", "failed", "cancelled"):
         raise StoreError(f"run {run_id} is {found[0]}: none of its calls starts any more")
