@@ -17,6 +17,7 @@ Every error has a stable ``code`` that survives serialization across processes::
     ├── JobError                     job           the job table or a job's process
     │   └── JobNotFound              job_not_found no such execution id
     ├── StoreError                   store         the database could not be opened or migrated
+    │   └── RunEnded                 run_ended     a call of a run that has ended (a cancel) is not started
     ├── ModelError                   model         the language model service failed the run
     │   ├── ModelHTTPError           model_http    an HTTP error status (data: status, provider code)
     │   ├── ModelConnectionError     model_connection  no answer: refused, reset, timed out
@@ -126,6 +127,10 @@ class JobNotFound(JobError):
 
 class StoreError(TetherError):
     code = "store"
+
+
+class RunEnded(StoreError):
+    code = "run_ended"
 
 
 class ModelError(TetherError):

@@ -268,11 +268,18 @@ def test_a_call_of_a_run_that_has_ended_never_goes_on_record(open_db: Callable[[
     refused = _pending("e3").model_copy(update={"status": TaskStatus.REJECTED, "message": "no"})
     assert jobs.insert(refused, caller="cli", params={}, origin="run:r1")
     assert jobs.insert(_pending("e4"), caller="cli", params={}, origin="run:elsewhere")
-    # Its attempts still go on record (to say why they did not run), and its task stays cancelled.
+    # No attempt of it begins: its task stays cancelled, and keeps its attempt count (found in review: an
+    # attempt on record with its task's count not moved made a resumed run decide the same attempt again,
+    # for ever).
     runs.update_task("r1", "t0", status="cancelled", message="the run was cancelled")
     runs.begin_attempts("r1", [("t0", 1, "e5", {"call": "x.y"})])
     run = runs.view("r1", task_ids=["t0"], attempts_of="t0")
-    assert run is not None and run.task("t0").status == "cancelled"  # type: ignore[union-attr]
+    assert run is not None and run.attempts == ()
+    assert (run.tasks[0].status, run.tasks[0].attempts) == ("cancelled", 0)
+    assert runs.reopen("r1")  # what a resume does first
+    runs.begin_attempts("r1", [("t0", 1, "e5", {"call": "x.y"})])
+    run = runs.view("r1", task_ids=["t0"], attempts_of="t0")
+    assert run is not None and (run.tasks[0].status, run.tasks[0].attempts) == ("running", 1)
     assert [a.execution_id for a in run.attempts] == ["e5"]
 
 

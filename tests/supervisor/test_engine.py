@@ -237,15 +237,20 @@ def test_cancel_stops_the_running_job_and_ends_the_run(home: Path, tmp_path: Pat
 
 @pytest.mark.parametrize(
     ("task", "point"),
-    [("f.once", "executor.before_record"), ("f.inline_once", "inline.before_claim.f.inline_once")],
-    ids=["worker", "inline"],
+    [
+        ("f.once", "executor.before_record"),
+        ("f.inline_once", "inline.before_claim.f.inline_once"),
+        ("f.inline_once", "inline.after_claim.f.inline_once"),
+    ],
+    ids=["worker", "inline", "inline-claimed"],
 )
-def test_a_cancel_that_lands_before_a_call_is_on_record_keeps_it_from_running(
+def test_a_cancel_that_lands_before_a_call_begins_keeps_it_from_running(
     home: Path, tmp_path: Path, task: str, point: str
 ) -> None:
     """Found in review: a cancel stops the jobs of the run it finds on record, and an attempt that had
-    read the run before the cancel put its job on record after it, and ran it to its end. Here the
-    executor is held between the two on purpose; the call must not run, and nothing stays running."""
+    read the run before the cancel put its job on record after it, and ran it to its end; an inline
+    call the cancel did find, claimed but not begun, ran its handler all the same. Here the executor is
+    held at each of those points on purpose: the call never runs, and nothing is left running."""
     reached, go = home / "reached", home / "go"
     worker = _worker(home, TETHER_FAULTS=f"{point}=touch:{reached}+wait:{go}")
     try:
@@ -253,23 +258,24 @@ def test_a_cancel_that_lands_before_a_call_is_on_record_keeps_it_from_running(
         code, run, err = cli(home, "flow", "run", str(flow), "--detach", "--json")
         assert code == 0, err
         run_id = run["run_id"]
-        eventually(reached.exists, timeout=60, what="the attempt to be about to put its call on record")
+        eventually(reached.exists, timeout=60, what="the attempt to be held")
         code, _, err = cli(home, "flow", "cancel", run_id)
         assert code == 0, err
         go.touch()
 
-        def settled() -> dict[str, Any] | None:
-            _, shown, _ = cli(home, "flow", "show", run_id, "--json")
-            steps = shown["tasks"][0]["steps"]
-            return shown if steps and all(s["status"] != "running" for s in steps) else None
+        def ended() -> list[dict[str, Any]] | None:  # its call, refused or stopped: on record as such
+            _, jobs, _ = cli(home, "job", "list", "--json")
+            listed = jobs if isinstance(jobs, list) else jobs["jobs"]
+            mine = [j for j in listed if j["task_id"] == task]
+            return listed if mine and all(j["status"] in ("rejected", "stopped") for j in mine) else None
 
-        final = eventually(settled, timeout=60, what="the held attempt to settle")
-        assert final["status"] == "cancelled" and statuses(final) == {"one": "cancelled"}, final
-        (step,) = final["tasks"][0]["steps"]
-        assert step["status"] != "completed" and "cancelled" in step["message"], step
-        code, jobs, _ = cli(home, "job", "list", "--json")
-        listed = jobs if isinstance(jobs, list) else jobs["jobs"]
+        listed = eventually(ended, timeout=60, what="the held call to end without running")
         assert all(job["status"] not in ("running", "completed") for job in listed), listed
+        assert any("cancelled" in job["message"] for job in listed if job["task_id"] == task), listed
+        _, final, _ = cli(home, "flow", "show", run_id, "--json")
+        assert final["status"] == "cancelled" and statuses(final) == {"one": "cancelled"}, final
+        steps = final["tasks"][0]["steps"]
+        assert all(s["status"] not in ("running", "completed") for s in steps), steps
     finally:
         _stop(worker)
     assert ledger(home) == []

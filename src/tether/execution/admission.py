@@ -251,6 +251,14 @@ class Gate:
         return data
 
 
+def ended_run_refusal(task_id: str, execution_id: str, exc: StoreError) -> TaskResult:
+    """A call whose run ended before it went on record (``RunEnded``): refused, never started."""
+    return TaskResult(
+        task_id=task_id, execution_id=execution_id, status=TaskStatus.REJECTED,
+        message=f"nothing was started: {exc.message}", data={"run_ended": True, "never_started": True},
+    )  # fmt: skip
+
+
 async def record_refusal(
     store: JobStore,
     result: TaskResult,

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tether.errors import StopRequested, StoreError, TaskFailed
+from tether.errors import RunEnded, StopRequested, StoreError, TaskFailed
 from tether.execution import faults, process
-from tether.execution.admission import Admitted, Where
+from tether.execution.admission import Admitted, Where, ended_run_refusal, record_refusal
 from tether.execution.jobs import INLINE, JobManager
 from tether.execution.output import to_log
 from tether.execution.protocol import TIMEOUT, ExecutionPaths, bounded
@@ -135,6 +135,12 @@ class InlineRun:
         if self.where.given and not self.claimed:
             try:
                 known = await self._claim()
+            except RunEnded as exc:  # its run was cancelled meanwhile: a refusal, on record as one
+                refusal = ended_run_refusal(self.spec.task_id, self.execution_id, exc)
+                return await record_refusal(
+                    self.store, refusal, caller=self.caller, params=self.admitted.clean, detach=False,
+                    where=self.where,
+                )  # fmt: skip
             except StoreError as exc:  # nothing was started: say why, as a result (as a worker's call does)
                 return TaskResult(
                     task_id=self.spec.task_id, execution_id=self.execution_id, status=TaskStatus.FAILED,
@@ -142,6 +148,9 @@ class InlineRun:
                 )  # fmt: skip
             if known is not None:
                 return await self.attach(known)
+        held = f"inline.after_claim.{self.spec.task_id}"  # a test holds a claimed call here
+        if faults.armed(held):
+            await off_loop(faults.point, held)
         paths = ExecutionPaths.of(self.home, self.execution_id)
         ctx = WorkerContext(
             execution_id=self.execution_id,
@@ -202,6 +211,9 @@ class InlineRun:
     async def _call(self, ctx: WorkerContext) -> Outcome:
         """Run the handler under the task's timeout; every way it can end, as (status, message, data)."""
         spec = self.spec
+        if ctx.should_stop():  # asked between its claim and now (a cancel that found it): it never begins
+            reason = ctx.stop_reason or "stop"
+            return TaskStatus.STOPPED, f"stopped before it started ({reason})", {"stop_reason": reason}
         try:
             handler = load_object(spec.handler)
             if is_function_task(handler):  # ``@registry.task``: its parameters by name

@@ -28,9 +28,9 @@ from typing import Any
 import tether.credentials as credentials
 import tether.telemetry as telemetry
 from tether.config import Settings, setting_variables
-from tether.errors import ConfigError, JobError, StoreError, TetherError
+from tether.errors import ConfigError, JobError, RunEnded, StoreError, TetherError
 from tether.execution import faults, process
-from tether.execution.admission import Admitted, Where
+from tether.execution.admission import Admitted, Where, ended_run_refusal, record_refusal
 from tether.execution.environment import worker_env
 from tether.execution.follow import Follow
 from tether.execution.jobs import JobManager
@@ -101,6 +101,11 @@ class Launch:
             reserving.add_done_callback(lambda done: _pool().submit(self._end_unstarted, paths, done))
             raise
         if isinstance(reserved, TaskResult):
+            if reserved.data.get("run_ended"):  # its run was cancelled meanwhile: a refusal, on record
+                return await record_refusal(
+                    self.store, reserved, caller=self.caller, params=self.admitted.clean, detach=self.detach,
+                    where=self.where,
+                )  # fmt: skip
             return reserved
         if reserved is not None:  # a twin call with this id got there first: follow that one
             return await self.attach(reserved)
@@ -176,6 +181,8 @@ class Launch:
                 "the person must confirm again",
                 data={"needs_confirmation": True, "confirmation_used_by": used.execution_id},
             )
+        except RunEnded as exc:
+            return ended_run_refusal(spec.task_id, self.execution_id, exc)
         except StoreError as exc:  # nothing was started: say why, as a result
             return TaskResult(
                 task_id=spec.task_id, execution_id=self.execution_id, status=TaskStatus.FAILED,

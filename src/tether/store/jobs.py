@@ -22,7 +22,7 @@ from sqlalchemy import Float, Integer, and_, bindparam, delete, func, insert, or
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from tether.errors import StoreError
+from tether.errors import RunEnded, StoreError
 from tether.events import JobStateChanged
 from tether.store import fast, schema
 from tether.store.artifacts import record_artifacts
@@ -275,11 +275,11 @@ def _dumps(value: object) -> str:
 
 
 def _refuse_for_an_ended_run(conn: Any, run_id: str) -> None:
-    """``StoreError`` when run ``run_id`` has ended; its row stays locked until the caller's transaction
+    """``RunEnded`` when run ``run_id`` has ended; its row stays locked until the caller's transaction
     ends. A run not on record (a caller's own origin) refuses nothing."""
     found = fast.first(conn, _RUN_OF_ORIGIN, {"rid": run_id})
     if found is not None and found[0] in ("completed", "failed", "cancelled"):
-        raise StoreError(f"run {run_id} is {found[0]}: none of its calls starts any more")
+        raise RunEnded(f"run {run_id} is {found[0]}: none of its calls starts any more")
 
 
 class SqlJobStore:
@@ -310,17 +310,16 @@ class SqlJobStore:
         also: Callable[[Any], None] | None = None,
     ) -> bool:
         """Insert the job's first record. False when ``if_absent`` and the id is already on record;
-        ``ConfirmationUsed`` when ``confirmation`` authorized another execution; ``StoreError`` when
+        ``ConfirmationUsed`` when ``confirmation`` authorized another execution; ``RunEnded`` when
         ``origin`` is a run (``run:<id>``) that has ended (cancelled, failed, completed): none of its
-        calls starts after that, however late its attempt gets here. ``also(conn)``: the caller's own
-        writes, in the same transaction as the insert (not run when nothing was inserted)."""
+        calls starts after that, however late its attempt gets here (a twin's record is still found).
+        ``also(conn)``: the caller's own writes, in the same transaction as the insert (not run when
+        nothing was inserted)."""
         with self.db.write() as conn:
-            if origin is not None and origin.startswith("run:") and result.status not in TERMINAL:
-                _refuse_for_an_ended_run(conn, origin[len("run:") :])
             return self.insert_in(
                 conn, result, caller=caller, params=params, resources=resources, background=background,
                 detached=detached, origin=origin, starter=starter, confirmation=confirmation,
-                confirmed_by=confirmed_by, step_id=step_id, if_absent=if_absent, also=also,
+                confirmed_by=confirmed_by, step_id=step_id, if_absent=if_absent, also=also, open_run=True,
             )  # fmt: skip
 
     def insert_in(
@@ -340,8 +339,10 @@ class SqlJobStore:
         step_id: str | None = None,
         if_absent: bool = False,
         also: Callable[[Any], None] | None = None,
+        open_run: bool = False,
     ) -> bool:
-        """``insert`` in ``conn``'s write transaction (an inline call claimed in its caller's own)."""
+        """``insert`` in ``conn``'s write transaction (an inline call claimed in its caller's own, which
+        holds its run's row already). ``open_run``: refuse a call of an ended run, as ``insert`` does."""
         stamp = now()
         row = {
             "execution_id": result.execution_id,
@@ -380,6 +381,8 @@ class SqlJobStore:
                 if used is not None:
                     raise ConfirmationUsed(used[0])
             conn.execute(_INSERT, row)
+        if open_run and origin is not None and origin.startswith("run:") and result.status not in TERMINAL:
+            _refuse_for_an_ended_run(conn, origin[len("run:") :])  # before the events' lock, as run writes
         if also is not None:  # before the job's event: see ``_ORDER``
             also(conn)
         _changed(conn, result, origin, step_id, self.installation.values(), background)

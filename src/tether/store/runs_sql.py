@@ -323,8 +323,13 @@ class SqlRunStore(ResourceQueue):
     ) -> Written | None:
         """``begin_attempts`` in ``conn``'s transaction (an inline call's claim of its job: the attempt and
         its job go on record together); ``rev``: the revision it took already. None: all on record, or
-        the run has ended (its attempts go on record, and its tasks do not move: a cancel stays one)."""
-        at, started, ended = now(), list[TaskState](), False
+        the run has ended (nothing is written: a cancel stays one, and an attempt number is never
+        taken without its task's)."""
+        if rev is None:
+            rev = q.bump_open(conn, run_id)
+            if rev is None:  # the run has ended (a cancel came first): none of its attempts starts
+                return None
+        at, started = now(), list[TaskState]()
         for task_id, attempt, execution_id, how in wave:
             row = {
                 "run_id": run_id, "task_id": task_id, "attempt": attempt, "execution_id": execution_id,
@@ -333,11 +338,6 @@ class SqlRunStore(ResourceQueue):
             }  # fmt: skip
             if fast.first(conn, q.BEGIN_ATTEMPT[conn.dialect.name], row) is None:
                 continue  # on record already
-            if rev is None and not ended:
-                rev = q.bump_open(conn, run_id)
-                ended = rev is None
-            if ended:  # cancelled meanwhile: the attempt is on record (to say why it did not run), its task
-                continue  # stays as the run's end left it
             values = {"rid": run_id, "tid": task_id, "n": attempt, "at": at, "rev": rev}
             started += map(TaskState.from_row, fast.execute(conn, q.START_TASK, values))
             append_event(
@@ -347,7 +347,7 @@ class SqlRunStore(ResourceQueue):
                     attempt=attempt, execution_id=execution_id,
                 ),
             )  # fmt: skip
-        return None if rev is None or not started else Written(rev, tuple(started))
+        return Written(rev, tuple(started)) if started else None
 
     def settle(
         self,

@@ -213,6 +213,9 @@ async def cancel_run(runtime: Runtime, executor: Any, run_id: str, *, by: str = 
         raise ConfigError(f"run {run.run_id} is {run.status} already")
     own(runtime, run, "cancel")
     await asyncio.to_thread(runtime.runs.set_status, run.run_id, "cancelled", f"cancelled by {by}")
+    # Read again: an attempt that began before the status moved is on record now, and none begins after
+    # it (``begin_in``), nor does a call of the run go on record (``store.jobs``).
+    run = await asyncio.to_thread(runtime.runs.get, run.run_id) or run
     await asyncio.to_thread(durable.cancel_segment, runtime, run.run_id, run.segment)
     # An agent task's turn runs its tools from its own thread, and is a child workflow of its own.
     turns = [a.execution_id for a in run.attempts if a.status == "running" and "description" in a.how]
