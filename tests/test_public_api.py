@@ -60,6 +60,7 @@ PUBLIC = [
     "Registry",
     "RegistryError",
     "PlanError",
+    "RunEnded",
     "Runtime",
     "Settings",
     "StepRecord",
