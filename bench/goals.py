@@ -136,7 +136,7 @@ CLUSTER_RUN = Goal(
     "them (the next row).",
 )
 # Per task of a run of several tasks (``cluster.TASKS``, a chain), against a plain workflow of as many
-# steps in sequence: the several-hosts counterpart of ``FLOW``. Measured: 1.3-1.45x (2.0x before stop 42).
+# steps in sequence: the several-hosts counterpart of ``FLOW``. Measured: 1.3-1.46x (2.0x before stop 42).
 CLUSTER_TASK = Goal(
     limit=1.5,
     metric="cpu",
