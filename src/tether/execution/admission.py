@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from tether.config import Settings
-from tether.errors import ConfigError, StoreError, ToolRejected
+from tether.errors import ConfigError, RunEnded, StoreError, ToolRejected
 from tether.execution import lock
 from tether.execution.protocol import bounded, clip
 from tether.execution.records import off_loop
@@ -251,11 +251,15 @@ class Gate:
         return data
 
 
-def ended_run_refusal(task_id: str, execution_id: str, exc: StoreError) -> TaskResult:
-    """A call whose run ended before it went on record (``RunEnded``): refused, never started."""
+def nothing_started(task_id: str, execution_id: str, exc: StoreError) -> TaskResult:
+    """A call the store would not put on record: refused when its run had ended (``RunEnded``: the
+    caller puts the refusal on record), failed when the store failed. It never started either way."""
+    ended = isinstance(exc, RunEnded)
     return TaskResult(
-        task_id=task_id, execution_id=execution_id, status=TaskStatus.REJECTED,
-        message=f"nothing was started: {exc.message}", data={"run_ended": True, "never_started": True},
+        task_id=task_id, execution_id=execution_id,
+        status=TaskStatus.REJECTED if ended else TaskStatus.FAILED,
+        message=f"nothing was started: {exc.message}",
+        data={"run_ended": True, "never_started": True} if ended else {"not_on_record": exc.message},
     )  # fmt: skip
 
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tether.errors import RunEnded, StopRequested, StoreError, TaskFailed
+from tether.errors import StopRequested, StoreError, TaskFailed
 from tether.execution import faults, process
-from tether.execution.admission import Admitted, Where, ended_run_refusal, record_refusal
+from tether.execution.admission import Admitted, Where, nothing_started, record_refusal
 from tether.execution.jobs import INLINE, JobManager
 from tether.execution.output import to_log
 from tether.execution.protocol import TIMEOUT, ExecutionPaths, bounded
@@ -135,16 +135,13 @@ class InlineRun:
         if self.where.given and not self.claimed:
             try:
                 known = await self._claim()
-            except RunEnded as exc:  # its run was cancelled meanwhile: a refusal, on record as one
-                refusal = ended_run_refusal(self.spec.task_id, self.execution_id, exc)
-                return await record_refusal(
-                    self.store, refusal, caller=self.caller, params=self.admitted.clean, detach=False,
-                    where=self.where,
-                )  # fmt: skip
             except StoreError as exc:  # nothing was started: say why, as a result (as a worker's call does)
-                return TaskResult(
-                    task_id=self.spec.task_id, execution_id=self.execution_id, status=TaskStatus.FAILED,
-                    message=f"nothing was started: {exc.message}", data={"not_on_record": exc.message},
+                unstarted = nothing_started(self.spec.task_id, self.execution_id, exc)
+                if not unstarted.data.get("run_ended"):
+                    return unstarted
+                return await record_refusal(  # its run was cancelled meanwhile: a refusal, on record
+                    self.store, unstarted, caller=self.caller, params=self.admitted.clean, detach=False,
+                    where=self.where,
                 )  # fmt: skip
             if known is not None:
                 return await self.attach(known)

@@ -28,9 +28,9 @@ from typing import Any
 import tether.credentials as credentials
 import tether.telemetry as telemetry
 from tether.config import Settings, setting_variables
-from tether.errors import ConfigError, JobError, RunEnded, StoreError, TetherError
+from tether.errors import ConfigError, JobError, StoreError, TetherError
 from tether.execution import faults, process
-from tether.execution.admission import Admitted, Where, ended_run_refusal, record_refusal
+from tether.execution.admission import Admitted, Where, nothing_started, record_refusal
 from tether.execution.environment import worker_env
 from tether.execution.follow import Follow
 from tether.execution.jobs import JobManager
@@ -181,13 +181,8 @@ class Launch:
                 "the person must confirm again",
                 data={"needs_confirmation": True, "confirmation_used_by": used.execution_id},
             )
-        except RunEnded as exc:
-            return ended_run_refusal(spec.task_id, self.execution_id, exc)
-        except StoreError as exc:  # nothing was started: say why, as a result
-            return TaskResult(
-                task_id=spec.task_id, execution_id=self.execution_id, status=TaskStatus.FAILED,
-                message=f"nothing was started: {exc.message}", data={"not_on_record": exc.message},
-            )  # fmt: skip
+        except StoreError as exc:  # nothing was started: say why, as a result (a refusal if its run ended)
+            return nothing_started(spec.task_id, self.execution_id, exc)
         if inserted:
             return None
         known = self.store.get(self.execution_id)

@@ -28,6 +28,7 @@ from tether.store import fast, schema
 from tether.store.artifacts import record_artifacts
 from tether.store.database import Database, Installation
 from tether.store.events import append_event
+from tether.store.runs import RUN_TERMINAL
 from tether.tasks.result import TERMINAL, TaskResult, TaskStatus
 
 T = schema.jobs
@@ -278,7 +279,7 @@ def _refuse_for_an_ended_run(conn: Any, run_id: str) -> None:
     """``RunEnded`` when run ``run_id`` has ended; its row stays locked until the caller's transaction
     ends. A run not on record (a caller's own origin) refuses nothing."""
     found = fast.first(conn, _RUN_OF_ORIGIN, {"rid": run_id})
-    if found is not None and found[0] in ("completed", "failed", "cancelled"):
+    if found is not None and found[0] in RUN_TERMINAL:
         raise RunEnded(f"run {run_id} is {found[0]}: none of its calls starts any more")
 
 
